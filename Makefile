@@ -1,0 +1,41 @@
+# Two commands do everything: `make run` and `make test`. Everything else here
+# is a step they call.
+SHELL := /bin/bash
+TOOLS_DIR ?= $(CURDIR)/bin/tools
+export KARPENTER_TOOLS_DIR := $(TOOLS_DIR)
+CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen
+GO_TEST_FLAGS ?=
+
+.PHONY: all tools generate verify test unit run bench fmt vet
+
+all: test
+
+## tools: build the pinned control plane (etcd, kube-apiserver, kube-controller-manager,
+## kube-scheduler, kwok) and controller-gen into bin/tools. Skips what is built.
+tools:
+	@BIN_DIR=$(TOOLS_DIR) hack/tools/build.sh
+
+## generate: deepcopy and CRD YAML from the API markers.
+generate: tools
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/...
+	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:artifacts:config=pkg/apis/crds
+	go run ./hack/crdpatch pkg/apis/crds
+
+## verify: fail when generated files are stale or code is unformatted.
+verify: generate
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	go vet ./...
+	@git diff --exit-code -- pkg/apis || { echo "generated API files are stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- pkg/apis)" || { git status --porcelain -- pkg/apis; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
+
+## test: everything CI runs.
+test: tools verify
+	go test $(GO_TEST_FLAGS) -timeout 40m ./...
+
+## run: a local cluster with the examples applied; Ctrl-C stops every process.
+run: tools
+	go run ./hack/localcluster --examples examples
+
+## bench: the benchmarks (not part of `make test`).
+bench:
+	go test -run '^$$' -bench . -benchmem ./...

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the pinned control-plane binaries and code generators into BIN_DIR
+# (default: <repo>/bin/tools). A binary newer than go.sum is kept as is, so a
+# warm run costs nothing; the Go build cache makes a rebuild after a version
+# bump cost only what changed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${BIN_DIR:-$here/../../bin/tools}
+mkdir -p "$bin"
+bin=$(cd "$bin" && pwd)
+cd "$here"
+
+# name=package
+tools=(
+  "etcd=go.etcd.io/etcd/server/v3"
+  "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver"
+  "kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager"
+  "kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
+  "kubectl=k8s.io/kubernetes/cmd/kubectl"
+  "kwok=sigs.k8s.io/kwok/cmd/kwok"
+  "controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen"
+)
+for t in "${tools[@]}"; do
+  name=${t%%=*}; pkg=${t#*=}
+  if [ -x "$bin/$name" ] && [ "$bin/$name" -nt go.sum ]; then
+    continue
+  fi
+  echo "building $name ($pkg)" >&2
+  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$bin/$name.tmp" "$pkg"
+  mv "$bin/$name.tmp" "$bin/$name"
+done
+
+# kwok refuses to start without stages. Take the ones the pinned kwok module
+# ships (Node initialize + heartbeat, Pod ready / complete / delete) so the
+# fake kubelet behaves exactly as that kwok version intends.
+stages="$bin/kwok-stages.yaml"
+if [ ! -s "$stages" ] || [ "$stages" -ot go.sum ]; then
+  kwokdir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  {
+    first=1
+    for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+             pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+      [ $first = 1 ] || echo '---'
+      first=0
+      cat "$kwokdir/kustomize/stage/$f"
+    done
+  } > "$stages.tmp"
+  mv "$stages.tmp" "$stages"
+fi

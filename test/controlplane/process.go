@@ -1,0 +1,93 @@
+package controlplane
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is one child of the harness. Its output goes to Dir/logs/<name>.log
+// so a failing test can show why a component died.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	log     *os.File
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error
+}
+
+func (cp *ControlPlane) spawn(binDir, name string, args ...string) (*process, error) {
+	logPath := filepath.Join(cp.Dir, "logs", name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating log for %s: %w", name, err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Dir = cp.Dir
+	// The kernel kills the child when its parent dies, whatever the cause:
+	// a panic, a `go test` time-out or SIGKILL. That is what keeps a failed
+	// run from leaving an API server behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, log: f, done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	cp.procs = append(cp.procs, p)
+	return p, nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// tail returns the end of the process log, for error messages.
+func (p *process) tail() string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return ""
+	}
+	const max = 2000
+	if len(b) > max {
+		b = b[len(b)-max:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return string(b)
+}
+
+// stop asks politely, then insists.
+func (p *process) stop(grace time.Duration) {
+	defer p.log.Close()
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
