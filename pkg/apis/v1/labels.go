@@ -2,7 +2,6 @@ package v1
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -204,9 +203,7 @@ func HasKnownValues(requirement NodeSelectorRequirementWithMinValues) error {
 	if !ok || known.HasAny(requirement.Values...) {
 		return nil
 	}
-	expected := sets.List(known)
-	sort.Strings(expected)
-	return fmt.Errorf("invalid values %v for key %q, expected one of %v", requirement.Values, requirement.Key, expected)
+	return fmt.Errorf("invalid values %v for key %q, expected one of %v", requirement.Values, requirement.Key, sets.List(known))
 }
 
 // NodeClassLabelKey is the label that names a node's NodeClass, e.g.

@@ -7,6 +7,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/karpenter-go/karpenter/pkg/apis/internal/crdtest"
@@ -163,15 +164,30 @@ func TestNodePoolScale(t *testing.T) {
 	if scale.Spec.Replicas != 1 || scale.Status.Replicas != 0 {
 		t.Errorf("scale = spec %d status %d, want 1 and 0", scale.Spec.Replicas, scale.Status.Replicas)
 	}
-	scale.Spec.Replicas = 3
-	if err := kube.SubResource("scale").Update(ctx, np, client.WithSubResourceBody(scale)); err != nil {
-		t.Fatalf("updating scale: %v", err)
+	// kubectl scale sends a merge patch to the scale subresource.
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":3}}`))
+	if err := kube.SubResource("scale").Patch(ctx, np, patch, client.WithSubResourceBody(&autoscalingv1.Scale{})); err != nil {
+		t.Fatalf("patching scale: %v", err)
 	}
 	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), np); err != nil {
 		t.Fatalf("reading back: %v", err)
 	}
 	if np.Spec.Replicas == nil || *np.Spec.Replicas != 3 {
 		t.Errorf("spec.replicas = %v, want 3", np.Spec.Replicas)
+	}
+	// Updating the Scale object works too.
+	if err := kube.SubResource("scale").Get(ctx, np, scale); err != nil {
+		t.Fatalf("getting scale: %v", err)
+	}
+	scale.Spec.Replicas = 4
+	if err := kube.SubResource("scale").Update(ctx, np, client.WithSubResourceBody(scale)); err != nil {
+		t.Fatalf("updating scale: %v", err)
+	}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(np), np); err != nil {
+		t.Fatalf("reading back: %v", err)
+	}
+	if np.Spec.Replicas == nil || *np.Spec.Replicas != 4 {
+		t.Errorf("spec.replicas = %v, want 4", np.Spec.Replicas)
 	}
 
 	// Status replicas come from status.nodes.

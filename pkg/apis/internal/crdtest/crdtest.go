@@ -187,6 +187,7 @@ func RequireInvalid(t testing.TB, err error, want ...WantField) {
 	if details != nil {
 		causes = details.Causes
 	}
+	t.Logf("rejected with:\n%s", formatCauses(causes))
 	for _, w := range want {
 		if !hasCause(causes, w) {
 			t.Errorf("no cause with field %q and message containing %q in:\n%s", w.Field, w.Message, formatCauses(causes))
