@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Builds the pinned control-plane binaries and code generators into BIN_DIR
-# (default: <repo>/bin/tools). A binary newer than go.sum is kept as is, so a
-# warm run costs nothing; the Go build cache makes a rebuild after a version
-# bump cost only what changed.
+# Builds the pinned control-plane binaries, kubectl and controller-gen into
+# BIN_DIR (default: <repo>/bin/tools). A binary whose stamp matches the
+# current go.sum is kept as is, so a warm run costs nothing; after a version
+# bump the Go build cache makes the rebuild cost only what changed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${BIN_DIR:-$here/../../bin/tools}
 mkdir -p "$bin"
 bin=$(cd "$bin" && pwd)
 cd "$here"
+sum=$(sha256sum go.mod go.sum | sha256sum | cut -c1-16)
 
 # name=package
 tools=(
@@ -16,25 +17,26 @@ tools=(
   "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver"
   "kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager"
   "kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
-  "kubectl=k8s.io/kubernetes/cmd/kubectl"
   "kwok=sigs.k8s.io/kwok/cmd/kwok"
   "controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen"
+  "kubectl=k8s.io/kubernetes/cmd/kubectl"
 )
 for t in "${tools[@]}"; do
   name=${t%%=*}; pkg=${t#*=}
-  if [ -x "$bin/$name" ] && [ "$bin/$name" -nt go.sum ]; then
+  if [ -x "$bin/$name" ] && [ "$(cat "$bin/.$name.stamp" 2>/dev/null)" = "$sum" ]; then
     continue
   fi
   echo "building $name ($pkg)" >&2
   CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$bin/$name.tmp" "$pkg"
   mv "$bin/$name.tmp" "$bin/$name"
+  echo "$sum" > "$bin/.$name.stamp"
 done
 
 # kwok refuses to start without stages. Take the ones the pinned kwok module
 # ships (Node initialize + heartbeat, Pod ready / complete / delete) so the
 # fake kubelet behaves exactly as that kwok version intends.
 stages="$bin/kwok-stages.yaml"
-if [ ! -s "$stages" ] || [ "$stages" -ot go.sum ]; then
+if [ ! -s "$stages" ] || [ "$(cat "$bin/.kwok-stages.stamp" 2>/dev/null)" != "$sum" ]; then
   kwokdir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   {
     first=1
@@ -46,4 +48,5 @@ if [ ! -s "$stages" ] || [ "$stages" -ot go.sum ]; then
     done
   } > "$stages.tmp"
   mv "$stages.tmp" "$stages"
+  echo "$sum" > "$bin/.kwok-stages.stamp"
 fi

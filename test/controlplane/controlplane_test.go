@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,7 +40,7 @@ func TestStartInstallsCRDsAndStops(t *testing.T) {
 
 	cp.Stop()
 	for name, pid := range pids {
-		require.False(t, alive(pid), "%s (pid %d) still running after Stop", name, pid)
+		require.False(t, controlplane.Alive(pid), "%s (pid %d) still running after Stop", name, pid)
 	}
 }
 
@@ -92,27 +91,10 @@ func TestChildrenDieWithParent(t *testing.T) {
 	_ = cmd.Wait()
 	require.Eventually(t, func() bool {
 		for _, pid := range pids {
-			if alive(pid) {
+			if controlplane.Alive(pid) {
 				return false
 			}
 		}
 		return true
 	}, 15*time.Second, 100*time.Millisecond, "control-plane processes outlived their parent")
-}
-
-// alive reports whether pid is a live, non-zombie process.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil {
-		return false
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state field follows the parenthesised command name.
-	s := string(stat)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -90,4 +92,22 @@ func (p *process) stop(grace time.Duration) {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
+}
+
+// Alive reports whether pid is a live, non-zombie process; tests use it to
+// prove nothing outlived its owner.
+func Alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state field follows the parenthesised command name.
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
 }
