@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+func status(url string) int {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// TestRun starts the controller binary's code in-process against a real API
+// server, with leader election on and settings from both env and flags, and
+// checks probes, the Lease, JSON logs and a clean shutdown that releases the
+// Lease.
+func TestRun(t *testing.T) {
+	metricsPort, probePort := freePort(t), freePort(t)
+	logPath := filepath.Join(t.TempDir(), "controller.log")
+	env := map[string]string{
+		"LEADER_ELECTION_NAMESPACE": "kube-system",
+		"HEALTH_PROBE_PORT":         "1", // overridden by the flag below
+		"LOG_OUTPUT_PATHS":          logPath,
+	}
+	args := []string{
+		"--kubeconfig=" + cp.KubeconfigPath,
+		"--metrics-port=" + metricsPort,
+		"--health-probe-port=" + probePort,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, args, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	}()
+
+	probe := "http://127.0.0.1:" + probePort
+	require.Eventually(t, func() bool { return status(probe+"/healthz") == http.StatusOK }, 30*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return status(probe+"/readyz") == http.StatusOK }, 30*time.Second, 100*time.Millisecond)
+	assert.Equal(t, http.StatusOK, status("http://127.0.0.1:"+metricsPort+"/metrics"))
+
+	key := types.NamespacedName{Namespace: "kube-system", Name: "karpenter-leader-election"}
+	require.Eventually(t, func() bool {
+		l := &coordinationv1.Lease{}
+		if err := cp.Client.Get(ctx, key, l); err != nil {
+			return false
+		}
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+	}, 30*time.Second, 100*time.Millisecond, "lease acquired")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "clean shutdown")
+	case <-time.After(45 * time.Second):
+		t.Fatal("controller did not stop")
+	}
+	l := &coordinationv1.Lease{}
+	require.NoError(t, cp.Client.Get(context.Background(), key, l))
+	assert.True(t, l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "", "lease released on shutdown")
+
+	f, err := os.Open(logPath)
+	require.NoError(t, err)
+	defer f.Close()
+	var messages []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var entry map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &entry), sc.Text())
+		for _, k := range []string{"level", "time", "message", "commit"} {
+			assert.Contains(t, entry, k)
+		}
+		messages = append(messages, entry["message"].(string))
+	}
+	assert.Contains(t, strings.Join(messages, "\n"), "starting controller")
+}
+
+func TestRunRejectsBadOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"bad flag", []string{"--log-level=loud"}, nil},
+		{"bad env", nil, map[string]string{"BATCH_IDLE_DURATION": "soon"}},
+		{"unknown flag", []string{"--no-such-flag"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Run(context.Background(), tt.args, func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+			assert.Error(t, err)
+		})
+	}
+}

@@ -1,0 +1,213 @@
+package kwok
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// register creates a delayed Node once its delay has passed, unless the
+// instance was deleted meanwhile.
+func (p *Provider) register(name string, pn *pendingNode) {
+	p.mu.Lock()
+	if pn.canceled || p.ctx.Err() != nil {
+		p.mu.Unlock()
+		return
+	}
+	node := pn.node.DeepCopy()
+	p.mu.Unlock()
+
+	ctx := p.ctx
+	err := retry.OnError(retry.DefaultBackoff, func(err error) bool { return ctx.Err() == nil }, func() error {
+		_, err := p.createNode(ctx, node)
+		return err
+	})
+
+	p.mu.Lock()
+	if p.pending[name] == pn {
+		delete(p.pending, name)
+	}
+	canceled := pn.canceled
+	p.mu.Unlock()
+	switch {
+	case err != nil:
+		// Like a machine that never joins: the registration TTL reaps it.
+		log.FromContext(ctx).Error(err, "creating kwok node failed", "node", name)
+	case canceled:
+		// Deleted while we were creating it: do not leak the Node.
+		if err := p.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
+			log.FromContext(ctx).Error(err, "deleting kwok node of a terminated instance", "node", name)
+		}
+	}
+}
+
+// createNode creates the Node, tolerating one that already exists (a
+// retried registration), and makes sure its status carries the capacity in
+// case the API server dropped it on create.
+func (p *Provider) createNode(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
+	created := node.DeepCopy()
+	if err := p.kube.Create(ctx, created); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating node %s: %w", node.Name, err)
+		}
+		if err := p.kube.Get(ctx, client.ObjectKeyFromObject(node), created); err != nil {
+			return nil, fmt.Errorf("getting existing node %s: %w", node.Name, err)
+		}
+		return created, nil
+	}
+	if len(created.Status.Capacity) == 0 {
+		created.Status = node.Status
+		if err := p.kube.Status().Update(ctx, created); err != nil {
+			return nil, fmt.Errorf("setting status of node %s: %w", node.Name, err)
+		}
+	}
+	return created, nil
+}
+
+// buildNode is the Node a kubelet on this instance would register.
+func (p *Provider) buildNode(nc *v1.NodeClaim, reqs scheduling.Requirements, it *cloudprovider.InstanceType, o *cloudprovider.Offering) *corev1.Node {
+	name := nc.Name
+	labels := make(map[string]string, len(nc.Labels)+len(it.Requirements)+8)
+	for k, v := range nc.Labels {
+		labels[k] = v
+	}
+	// Single-valued NodeClaim requirements are labels the node must carry.
+	for k, r := range reqs {
+		if r.Operator() == scheduling.OpIn && len(r.Values()) == 1 {
+			labels[k] = r.Values()[0]
+		}
+	}
+	// The instance type's own labels; where it allows several values (e.g.
+	// linux and windows), the first one the NodeClaim also allows.
+	for k, r := range it.Requirements {
+		if nr, ok := reqs[k]; ok {
+			r = r.Intersect(nr)
+		}
+		if r.Operator() == scheduling.OpIn {
+			labels[k] = r.Values()[0]
+		}
+	}
+	for k, r := range cloudprovider.OfferingRequirements(o) {
+		if r.Operator() == scheduling.OpIn && len(r.Values()) == 1 {
+			labels[k] = r.Values()[0]
+		}
+	}
+	labels[corev1.LabelHostname] = name
+	labels[kwokv1alpha1.KWOKNodeLabelKey] = kwokv1alpha1.KWOKNodeLabelValue
+	labels[kwokv1alpha1.KWOKPartitionLabelKey] = partition
+	labels[kwokv1alpha1.NodeViewerPriceLabelKey] = fmt.Sprintf("%f", o.Price)
+
+	annotations := make(map[string]string, len(nc.Annotations)+1)
+	for k, v := range nc.Annotations {
+		annotations[k] = v
+	}
+	annotations[kwokv1alpha1.KWOKNodeLabelKey] = kwokv1alpha1.KWOKNodeLabelValue
+
+	// The kubelet registers with the unregistered taint plus the NodeClaim's
+	// taints and startup taints (AWS bootstrap passes all of them in
+	// registerWithTaints).
+	taints := []corev1.Taint{v1.UnregisteredNoExecuteTaint}
+	for _, t := range append(append([]corev1.Taint(nil), nc.Spec.Taints...), nc.Spec.StartupTaints...) {
+		dup := false
+		for _, have := range taints {
+			dup = dup || have.MatchTaint(&t)
+		}
+		if !dup {
+			taints = append(taints, t)
+		}
+	}
+
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
+		Spec:       corev1.NodeSpec{ProviderID: ProviderIDPrefix + name, Taints: taints},
+		Status: corev1.NodeStatus{
+			Capacity:    it.Capacity.DeepCopy(),
+			Allocatable: cloudprovider.Allocatable(it),
+			Phase:       corev1.NodePending,
+			NodeInfo: corev1.NodeSystemInfo{
+				Architecture:    labels[corev1.LabelArchStable],
+				OperatingSystem: labels[corev1.LabelOSStable],
+			},
+		},
+	}
+}
+
+func (pn *pendingNode) claim() *v1.NodeClaim {
+	nc := claimFromNode(nil, pn.node)
+	nc.CreationTimestamp = metav1.NewTime(pn.created)
+	return nc
+}
+
+// claimFromNode is the NodeClaim view of an instance. With a base NodeClaim
+// (Create), it is that NodeClaim with the launch results filled in;
+// otherwise (Get, List) it is rebuilt from the Node alone.
+func claimFromNode(base *v1.NodeClaim, node *corev1.Node) *v1.NodeClaim {
+	var nc *v1.NodeClaim
+	if base != nil {
+		nc = base.DeepCopy()
+	} else {
+		nc = &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{
+			Name:              node.Name,
+			CreationTimestamp: node.CreationTimestamp,
+			Annotations:       copyMap(node.Annotations),
+		}}
+		nc.Status.NodeName = node.Name
+	}
+	labels := copyMap(nc.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range node.Labels {
+		labels[k] = v
+	}
+	nc.Labels = labels
+	nc.Status.ProviderID = node.Spec.ProviderID
+	nc.Status.Capacity = node.Status.Capacity.DeepCopy()
+	nc.Status.Allocatable = node.Status.Allocatable.DeepCopy()
+	return nc
+}
+
+// fits reports whether requests fit in allocatable.
+func fits(requests, allocatable corev1.ResourceList) bool {
+	for name, q := range requests {
+		a, ok := allocatable[name]
+		if !ok {
+			if q.IsZero() {
+				continue
+			}
+			return false
+		}
+		if q.Cmp(a) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func nodeName(providerID string) (string, bool) {
+	name, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
+	return name, ok && name != ""
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,760 @@
+package scheduling
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// probe is what adding a pod to a NodeClaim would do.
+type probe struct {
+	delta   Requirements // narrowed requirements on changed keys; nil: unchanged
+	changed []string
+	first   *itState // cheapest option that would remain
+	cost    float64  // price increase of the cheapest option
+}
+
+// poolStatic checks what never changes for a class level and a pool:
+// taints and the pod's own requirements against the pool's.
+func (s *solver) poolStatic(p *poolState, cl *classLevel) string {
+	if r, ok := p.staticErr[cl]; ok {
+		return r
+	}
+	c := cl.class
+	reason := ""
+	if t := untolerated(c.rep.Spec.Tolerations, p.np.Taints, !cl.tolPrefer, nil); t != nil {
+		reason = "did not tolerate taint " + taintString(t)
+	} else if err := s.compatWithPool(p, p.reqs, cl.reqs); err != nil {
+		reason = err.Error()
+	}
+	p.staticErr[cl] = reason
+	return reason
+}
+
+// compatWithPool is Compatible where keys the pool's instance types define
+// count as known.
+func (s *solver) compatWithPool(p *poolState, node, pod Requirements) error {
+	for _, k := range pod.Keys() {
+		pr := pod[k]
+		nr, ok := node[k]
+		if !ok {
+			if pr.negative() || WellKnownLabels[k] || p.typeKeys[k] {
+				continue
+			}
+			return &IncompatibleError{Key: k, Msg: fmt.Sprintf("label %q does not have known values on NodePool", k)}
+		}
+		if err := conflict(nr, pr, "NodePool"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// probeClaim checks whether b can take a pod of cl with effective
+// requirements eff. On failure it reports whether the failure is permanent
+// for this bin and level; reasons are not built here because this is the hot
+// path and the caller never shows them.
+func (s *solver) probeClaim(b *bin, cl *classLevel, eff Requirements, ev *topoEval) (*probe, bool) {
+	c := cl.class
+	if r := s.poolStatic(b.pool, cl); r != "" {
+		return nil, true
+	}
+	var delta Requirements
+	for k, pr := range eff {
+		nr, ok := b.reqs[k]
+		if !ok {
+			if !pr.negative() && !WellKnownLabels[k] && !b.pool.typeKeys[k] {
+				return nil, true
+			}
+			if delta == nil {
+				delta = Requirements{}
+			}
+			delta[k] = pr
+			continue
+		}
+		if !nr.Overlaps(pr) && !(nr.negative() && pr.negative()) {
+			_, topo := ev.extra[k]
+			return nil, !topo
+		}
+		if !subset(nr, pr) {
+			if delta == nil {
+				delta = Requirements{}
+			}
+			delta[k] = nr.Intersect(pr)
+		}
+	}
+	if len(c.ports) > 0 && portsConflict(b.ports, c.ports) != nil {
+		return nil, true
+	}
+	if len(ev.host) > 0 {
+		if r, perm := ev.checkHost(b); r != "" {
+			return nil, perm
+		}
+	}
+	for _, pn := range ev.pins {
+		if r, ok := b.reqs[pn.key]; !ok || r.Len() > 1 {
+			if delta == nil {
+				delta = Requirements{}
+			}
+			if _, ok := delta[pn.key]; !ok {
+				delta[pn.key] = b.reqs.Get(pn.key)
+			}
+		}
+	}
+	used, add := b.used, c.reqs
+	if delta == nil {
+		for _, st := range b.options {
+			if fits(used, add, st.alloc) {
+				return &probe{first: st, cost: st.price - b.options[0].price}, false
+			}
+		}
+		return nil, true
+	}
+	keys := sortedKeys(delta)
+	first := func(d Requirements) *itState {
+		f := newOverlayFilter(d, b.reqs)
+		for _, st := range b.options {
+			if fits(used, add, st.alloc) && s.typeOK(st, d, keys, &f) {
+				return st
+			}
+		}
+		return nil
+	}
+	delta, firstOpt := s.pinDomains(delta, b.reqs, ev, first)
+	if firstOpt == nil {
+		return nil, false
+	}
+	return &probe{delta: delta, changed: keys, first: firstOpt, cost: firstOpt.price - b.options[0].price}, false
+}
+
+// pinDomains narrows multi-valued topology keys to one domain (least loaded
+// first), so that the pods placed are counted exactly. delta holds the
+// requirements being changed over base; first finds the cheapest usable
+// option under a delta.
+func (s *solver) pinDomains(delta, base Requirements, ev *topoEval, first func(Requirements) *itState) (Requirements, *itState) {
+	for _, pn := range ev.pins {
+		r, ok := delta[pn.key]
+		if !ok {
+			r = base.Get(pn.key)
+		}
+		if r.IsComplement() || r.Len() <= 1 {
+			continue
+		}
+		cands := append([]string(nil), r.Values()...)
+		load := func(d string) int32 {
+			var n int32
+			for _, g := range pn.spread {
+				n += g.exact[d]
+			}
+			return n
+		}
+		sort.SliceStable(cands, func(i, j int) bool { return load(cands[i]) < load(cands[j]) })
+		chosen := false
+		for _, d := range cands {
+			trial := delta.Copy()
+			trial[pn.key] = Requirement{Key: pn.key, MinValues: r.MinValues, values: []string{d}}
+			if first(trial) != nil {
+				delta, chosen = trial, true
+				break
+			}
+		}
+		if !chosen {
+			return delta, nil
+		}
+	}
+	return delta, first(delta)
+}
+
+// subset reports whether every value a allows is allowed by b (conservative:
+// false when unsure).
+func subset(a, b Requirement) bool {
+	if !b.IsComplement() || b.hasGT || b.hasLT || len(b.values) > 0 {
+		if a.IsComplement() {
+			return false
+		}
+		for _, v := range a.values {
+			if !b.Has(v) {
+				return false
+			}
+		}
+		return true
+	}
+	return true // b is Exists
+}
+
+// maxDeferred bounds how many claims that would have to grow are priced per
+// pod; beyond it the gain in packing is not worth a scan of every claim's
+// options.
+const maxDeferred = 128
+
+// placeOnClaim puts the pod on the planned NodeClaim whose cheapest option
+// grows the least; the first one that needs no growth wins outright.
+// Claims that cannot take the pod for a lasting reason are marked dead for
+// the pod's class level, so identical pods skip them.
+func (s *solver) placeOnClaim(pi int, cl *classLevel, eff Requirements, ev *topoEval) bool {
+	c := cl.class
+	for attempt := 0; attempt < 3; attempt++ {
+		var best *bin
+		var bestPr *probe
+		bestCost := math.Inf(1)
+		deferred := s.deferred[:0]
+		for i := range s.slack {
+			if cl.isDead(i) {
+				continue
+			}
+			sl := &s.slack[i]
+			b := s.claims[i]
+			if !s.quickFit(&sl.most, c) || !fits(b.used, c.reqs, b.maxAlloc) {
+				cl.markDead(i)
+				continue
+			}
+			if !s.quickFit(&sl.first, c) {
+				deferred = append(deferred, b)
+				continue
+			}
+			pr, perm := s.probeClaim(b, cl, eff, ev)
+			if pr == nil {
+				if perm {
+					cl.markDead(i)
+				}
+				continue
+			}
+			if pr.cost <= 0 {
+				best, bestPr, bestCost = b, pr, 0
+				break
+			}
+			if pr.cost < bestCost {
+				best, bestPr, bestCost = b, pr, pr.cost
+			}
+		}
+		if best == nil || bestCost > 0 {
+			// The cheapest option that merely has room is a lower bound on
+			// what a deferred claim would cost; try them cheapest first and
+			// stop once the bound cannot beat the best found.
+			// Price them in chunks, oldest first: a later chunk is only looked
+			// at when no claim of the earlier ones can take the pod at all.
+			for start := 0; start < len(deferred) && (best == nil || start == 0); start += maxDeferred {
+				chunk := deferred[start:min(start+maxDeferred, len(deferred))]
+				cands := s.lbs[:0]
+				for _, b := range chunk {
+					for _, st := range b.options {
+						if fits(b.used, c.reqs, st.alloc) {
+							if lb := st.price - b.options[0].price; lb < bestCost {
+								cands = append(cands, lbClaim{b, lb})
+							}
+							break
+						}
+					}
+				}
+				h := lbHeap(cands)
+				h.init()
+				for len(h) > 0 {
+					lc := h.pop()
+					if lc.lb >= bestCost {
+						break
+					}
+					b := lc.b
+					pr, perm := s.probeClaim(b, cl, eff, ev)
+					if pr == nil {
+						if perm {
+							cl.markDead(b.idx)
+						}
+						continue
+					}
+					if pr.cost < bestCost {
+						best, bestPr, bestCost = b, pr, pr.cost
+					}
+				}
+				s.lbs = cands[:0]
+			}
+		}
+		s.deferred = deferred[:0]
+		if best == nil {
+			return false
+		}
+		if s.commitClaim(best, pi, cl, bestPr) {
+			return true
+		}
+		cl.markDead(best.idx)
+	}
+	return false
+}
+
+// filterOptions keeps the options that fit need and match reqs on keys.
+func (s *solver) filterOptions(opts []*itState, need vec, reqs Requirements, keys []string) []*itState {
+	out := make([]*itState, 0, len(opts))
+	f := newOfferFilter(reqs)
+	for _, st := range opts {
+		if !fits(need, nil, st.alloc) {
+			continue
+		}
+		if len(keys) > 0 && !s.typeOK(st, reqs, keys, f) {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// minValuesOK checks every minValues of reqs against the options.
+func minValuesOK(reqs Requirements, opts []*itState) (bool, string) {
+	for _, k := range reqs.Keys() {
+		r := reqs[k]
+		if r.MinValues <= 0 {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, st := range opts {
+			if k == LabelInstanceType {
+				seen[st.it.Name] = true
+				continue
+			}
+			tr, ok := st.reqs[k]
+			if !ok || tr.IsComplement() {
+				continue
+			}
+			for _, v := range tr.Values() {
+				if r.Has(v) {
+					seen[v] = true
+				}
+			}
+		}
+		if len(seen) < r.MinValues {
+			return false, fmt.Sprintf("minValues %d of %s not met (%d values left)", r.MinValues, k, len(seen))
+		}
+	}
+	return true, ""
+}
+
+// commitClaim applies a probe: narrows requirements, filters options,
+// updates limits and topology counts.
+func (s *solver) commitClaim(b *bin, pi int, cl *classLevel, pr *probe) bool {
+	c := cl.class
+	need := b.used.clone()
+	need.add(c.reqs)
+	reqs := b.reqs
+	if pr.delta != nil {
+		reqs = b.reqs.Copy()
+		for k, v := range pr.delta {
+			reqs[k] = v
+		}
+	}
+	opts := s.filterOptions(b.options, need, reqs, pr.changed)
+	if len(opts) == 0 {
+		return false
+	}
+	relaxed := b.minValuesRelaxed
+	if ok, _ := minValuesOK(reqs, opts); !ok {
+		if s.opts.MinValuesPolicy != MinValuesBestEffort {
+			return false
+		}
+		relaxed = true
+	}
+	b.minValuesRelaxed = relaxed
+	if pr.delta != nil {
+		for _, k := range pr.changed {
+			old := b.reqs.Get(k)
+			now := reqs.Get(k)
+			if !old.Equal(now) {
+				s.narrowed(b, k, old, now)
+			}
+		}
+		b.reqs = reqs
+	}
+	b.options = opts
+	b.used = need
+	b.ports = append(b.ports, c.ports...)
+	b.pods = append(b.pods, pi)
+	s.updateMaxAlloc(b)
+	s.updateReserve(b)
+	s.record(b, c, 1)
+	s.podBin[pi] = b
+	return true
+}
+
+func (s *solver) updateMaxAlloc(b *bin) {
+	m := make(vec, len(s.ri.names))
+	for i := range m {
+		m[i] = math.MinInt64
+	}
+	for _, st := range b.options {
+		m.maxWith(st.alloc)
+	}
+	b.maxAlloc = m
+	sl := &s.slack[b.idx]
+	for i := 0; i < 3; i++ {
+		sl.first[i] = b.options[0].alloc[i] - b.used[i]
+		sl.most[i] = m[i] - b.used[i]
+	}
+}
+
+// claimSlack is the room left on a NodeClaim in cpu, memory and pods, under
+// its cheapest option and under its largest; kept in one contiguous slice so
+// that the per-pod scan over all claims stays in cache.
+type claimSlack struct {
+	first, most [3]int64
+}
+
+func (s *solver) quickFit(room *[3]int64, c *podClass) bool {
+	return c.reqs[0] <= room[0] && c.reqs[1] <= room[1] && c.reqs[2] <= room[2]
+}
+
+// updateReserve keeps the pool's limit headroom charged with the largest
+// capacity the NodeClaim could still launch.
+func (s *solver) updateReserve(b *bin) {
+	p := b.pool
+	r := make(vec, len(s.ri.names))
+	for _, st := range b.options {
+		r.maxWith(st.capacity)
+	}
+	if b.reserve != nil {
+		p.remaining.add(b.reserve)
+	}
+	p.remaining.sub(r)
+	b.reserve = r
+}
+
+func (s *solver) withinLimits(p *poolState, st *itState) bool {
+	for i, lim := range p.limited {
+		if lim && st.capacity[i] > p.remaining[i] {
+			return false
+		}
+	}
+	return true
+}
+
+type compatEntry struct {
+	types      []*itState
+	zones, cts []string // offered by any of types
+}
+
+// compatibleTypes lists the pool's types matching reqs (requirements and
+// offerings, not resources), cached by requirement set.
+func (s *solver) compatibleTypes(p *poolState, reqs Requirements) *compatEntry {
+	key := fmt.Sprintf("%d|%s", p.idx, reqs.String())
+	if v, ok := s.compatCache[key]; ok {
+		return v
+	}
+	keys := reqs.Keys()
+	f := newOfferFilter(reqs)
+	ce := &compatEntry{}
+	for _, st := range p.types {
+		if s.typeOK(st, reqs, keys, f) {
+			ce.types = append(ce.types, st)
+		}
+	}
+	ce.zones = s.offerValues(ce.types, reqs, LabelZone)
+	ce.cts = s.offerValues(ce.types, reqs, LabelCapacityType)
+	s.compatCache[key] = ce
+	return ce
+}
+
+// offerValues lists the zones or capacity types offered by types under reqs.
+func (s *solver) offerValues(types []*itState, reqs Requirements, key string) []string {
+	seen := map[string]bool{}
+	f := newOfferFilter(reqs)
+	for _, st := range types {
+		for _, o := range st.offers {
+			if s.offeringOK(o, f) {
+				if key == LabelZone {
+					seen[o.Zone] = true
+				} else {
+					seen[o.CapacityType] = true
+				}
+			}
+		}
+	}
+	return sortedKeys(seen)
+}
+
+// newClaim opens a NodeClaim from pool p for pod pi, or says why not.
+func (s *solver) newClaim(p *poolState, pi int, cl *classLevel, eff Requirements, ev *topoEval) string {
+	c := cl.class
+	if r := s.poolStatic(p, cl); r != "" {
+		return r
+	}
+	if p.nodesLeft == 0 {
+		return "nodepool limit on nodes reached"
+	}
+	host := fmt.Sprintf("hostname-placeholder-%04d", len(s.claims))
+	b := &bin{idx: len(s.claims), pool: p, host: host, topo: map[int32]*binCount{}, taints: p.np.Taints,
+		used: make(vec, len(s.ri.names)), volumes: map[string]int{}}
+	if r, _ := ev.checkHost(b); r != "" {
+		return r
+	}
+	if h, ok := eff[LabelHostname]; ok && !h.Has(host) {
+		return "requires " + h.String() + ", which a new node cannot have"
+	}
+	reqs := p.reqs.Intersect(eff)
+	if err := s.compatWithPool(p, p.reqs, eff); err != nil {
+		return err.Error()
+	}
+	ce := s.compatibleTypes(p, reqs)
+	compat := ce.types
+	if len(compat) == 0 {
+		return "no instance type matches " + describeReqs(eff, p.reqs)
+	}
+	need := c.reqs
+	var fitting []*itState
+	limited := false
+	for _, st := range compat {
+		if !fits(need, nil, st.alloc) {
+			continue
+		}
+		if !s.withinLimits(p, st) {
+			limited = true
+			continue
+		}
+		fitting = append(fitting, st)
+	}
+	if len(fitting) == 0 {
+		if limited {
+			return "all fitting instance types would exceed the nodepool's limits"
+		}
+		if p.hasDaemons {
+			return fmt.Sprintf("no instance type has room for requests %s plus daemonset overhead", describeRequests(c.requestList))
+		}
+		return fmt.Sprintf("no instance type has room for requests %s", describeRequests(c.requestList))
+	}
+	// fitting already matches reqs; pinning only changes the pinned keys.
+	var pinKeys []string
+	for _, pn := range ev.pins {
+		pinKeys = append(pinKeys, pn.key)
+	}
+	first := func(r Requirements) *itState {
+		f := newOfferFilter(r)
+		for _, st := range fitting {
+			if s.typeOK(st, r, pinKeys, f) {
+				return st
+			}
+		}
+		return nil
+	}
+	// Seed zone and capacity type from what the types offer, so that
+	// topology counts, pinning and later narrowing work on finite sets.
+	seeded := reqs.Copy()
+	if r, ok := seeded[LabelZone]; !ok || r.IsComplement() {
+		seeded.Add(Requirement{Key: LabelZone, values: ce.zones})
+	}
+	if r, ok := seeded[LabelCapacityType]; !ok || r.IsComplement() {
+		seeded.Add(Requirement{Key: LabelCapacityType, values: ce.cts})
+	}
+	pinned, firstOpt := s.pinDomains(seeded, nil, ev, first)
+	if firstOpt == nil {
+		return "no instance type offered in a domain the topology allows"
+	}
+	opts := fitting
+	changed := false
+	for _, k := range pinKeys {
+		if !seeded.Get(k).Equal(pinned.Get(k)) {
+			changed = true
+		}
+	}
+	reqs = pinned
+	if changed {
+		opts = s.filterOptions(fitting, need, reqs, pinKeys)
+		for _, key := range []string{LabelZone, LabelCapacityType} {
+			reqs[key] = Requirement{Key: key, MinValues: reqs.Get(key).MinValues, values: s.offerValues(opts, reqs, key)}
+		}
+	}
+	if ok, why := minValuesOK(reqs, opts); !ok {
+		if s.opts.MinValuesPolicy != MinValuesBestEffort {
+			return why
+		}
+		b.minValuesRelaxed = true
+	}
+	reqs[LabelHostname] = NewRequirement(LabelHostname, OpIn, host)
+	b.reqs = reqs
+	b.options = opts
+	b.used = c.reqs.clone()
+	b.ports = append(b.ports, c.ports...)
+	b.pods = append(b.pods, pi)
+	s.updateReserve(b)
+	if p.nodesLeft > 0 {
+		p.nodesLeft--
+	}
+	s.claims = append(s.claims, b)
+	s.slack = append(s.slack, claimSlack{})
+	s.updateMaxAlloc(b)
+	s.record(b, c, 1)
+	s.podBin[pi] = b
+	return ""
+}
+
+// describeReqs shows the pod-side requirements that the pool does not
+// already imply, which is what a user needs to see.
+func describeReqs(eff, pool Requirements) string {
+	var parts []string
+	for _, k := range eff.Keys() {
+		if pr, ok := pool[k]; ok && pr.Equal(eff[k]) {
+			continue
+		}
+		parts = append(parts, eff[k].String())
+	}
+	if len(parts) == 0 {
+		return "the nodepool's requirements"
+	}
+	return fmt.Sprint(parts)
+}
+
+// finalize turns a planned bin into the NodeClaim the caller will create.
+func (s *solver) finalize(b *bin) *NewNodeClaim {
+	reqs := b.reqs.Copy()
+	delete(reqs, LabelHostname)
+	type priced struct {
+		st    *itState
+		price float64
+		off   *Offering
+	}
+	ps := make([]priced, 0, len(b.options))
+	f := newOfferFilter(reqs)
+	sorted := true
+	for _, st := range b.options {
+		o := st.cheapest
+		if !s.offeringOK(o, f) {
+			o = s.cheapestOffering(st, f)
+		}
+		if o != nil {
+			if n := len(ps); n > 0 && (o.Price < ps[n-1].price || (o.Price == ps[n-1].price && st.it.Name < ps[n-1].st.it.Name)) {
+				sorted = false
+			}
+			ps = append(ps, priced{st, o.Price, o})
+		}
+	}
+	if !sorted {
+		sort.SliceStable(ps, func(i, j int) bool {
+			if ps[i].price != ps[j].price {
+				return ps[i].price < ps[j].price
+			}
+			return ps[i].st.it.Name < ps[j].st.it.Name
+		})
+	}
+	nc := &NewNodeClaim{NodePool: b.pool.np.Name, Hostname: b.host, Taints: b.pool.np.Taints,
+		StartupTaints: b.pool.np.StartupTaints, MinValuesRelaxed: b.minValuesRelaxed}
+	// Reserved capacity: the cheapest option on a reservation takes one unit
+	// now, so no later NodeClaim can count on the same last unit.
+	if len(ps) > 0 && ps[0].off.ReservationID != "" {
+		id := ps[0].off.ReservationID
+		s.resLeft[id]--
+		nc.ReservationIDs = []string{id}
+		reqs[LabelCapacityType] = NewRequirement(LabelCapacityType, OpIn, CapacityTypeReserved)
+		reqs[LabelReservationID] = NewRequirement(LabelReservationID, OpIn, id)
+		var kept []priced
+		for _, p := range ps {
+			for _, o := range p.st.offers {
+				if o.ReservationID == id {
+					kept = append(kept, priced{p.st, o.Price, o})
+					break
+				}
+			}
+		}
+		ps = kept
+	}
+	truncated := ps
+	if len(truncated) > s.opts.MaxInstanceTypes {
+		truncated = truncated[:s.opts.MaxInstanceTypes]
+		opts := make([]*itState, len(truncated))
+		for i := range truncated {
+			opts[i] = truncated[i].st
+		}
+		// Cutting the list must not break minValues; keep the full list if it
+		// would (the caller can still launch, just with a longer list).
+		if ok, _ := minValuesOK(reqs, opts); !ok {
+			truncated = ps
+		}
+	}
+	names := make([]string, 0, len(truncated))
+	cts := map[string]bool{}
+	f = newOfferFilter(reqs)
+	for _, p := range truncated {
+		nc.InstanceTypes = append(nc.InstanceTypes, p.st.it)
+		names = append(names, p.st.it.Name)
+		for _, o := range p.st.offers {
+			if s.offeringOK(o, f) || (len(nc.ReservationIDs) > 0 && o.ReservationID == nc.ReservationIDs[0]) {
+				cts[o.CapacityType] = true
+			}
+		}
+	}
+	it := NewRequirement(LabelInstanceType, OpIn, names...)
+	it.MinValues = reqs.Get(LabelInstanceType).MinValues
+	reqs[LabelInstanceType] = it
+	if len(cts) > 0 {
+		ct := Requirement{Key: LabelCapacityType, values: sortedKeys(cts), MinValues: reqs.Get(LabelCapacityType).MinValues}
+		reqs[LabelCapacityType] = ct
+	}
+	nc.Requirements = reqs
+	if len(truncated) > 0 {
+		nc.Price = truncated[0].price
+	}
+	total := b.used.clone()
+	if len(truncated) > 0 {
+		total.add(truncated[0].st.daemon)
+	}
+	nc.Requests = s.ri.list(total)
+	nc.Labels = map[string]string{}
+	for k, v := range reqs.Labels() {
+		// Keys that come from the instance types (say a provider's cpu
+		// count label) are set on the node by the instance itself; only
+		// keys the NodePool declares are ours to fill in.
+		if b.pool.typeKeys[k] && !b.pool.np.Requirements.Has(k) && b.pool.np.Labels[k] == "" {
+			continue
+		}
+		nc.Labels[k] = v
+	}
+	for k, v := range b.pool.np.Labels {
+		nc.Labels[k] = v
+	}
+	nc.Labels[LabelNodePool] = b.pool.np.Name
+	for _, pi := range b.pods {
+		nc.Pods = append(nc.Pods, s.in.Pods[pi])
+	}
+	return nc
+}
+
+// lbHeap is a min-heap of deferred claims by (lower bound, creation order);
+// usually only its top is ever probed, so a heap beats sorting.
+type lbHeap []lbClaim
+
+func (h lbHeap) less(i, j int) bool {
+	if h[i].lb != h[j].lb {
+		return h[i].lb < h[j].lb
+	}
+	return h[i].b.idx < h[j].b.idx
+}
+
+func (h lbHeap) down(i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+func (h lbHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *lbHeap) pop() lbClaim {
+	old := *h
+	top := old[0]
+	n := len(old) - 1
+	old[0] = old[n]
+	*h = old[:n]
+	if n > 0 {
+		(*h).down(0)
+	}
+	return top
+}

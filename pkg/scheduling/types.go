@@ -1,0 +1,232 @@
+package scheduling
+
+import (
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// Input is one snapshot to solve. The solver never modifies it.
+type Input struct {
+	// Pods are the pending pods to place.
+	Pods []*corev1.Pod
+	// Nodes are the nodes already in the cluster and the in-flight NodeClaims
+	// that have not registered yet, with the pods bound to them.
+	Nodes []*ExistingNode
+	// NodePools are the pools new NodeClaims may come from. Pass only Ready,
+	// non-deleting pools; the solver orders them by weight.
+	NodePools []*NodePool
+	// DaemonSets add per-node overhead wherever their pods would run.
+	DaemonSets []*appsv1.DaemonSet
+	// Volumes used to derive zone requirements of pods with PVCs.
+	PersistentVolumeClaims []*corev1.PersistentVolumeClaim
+	PersistentVolumes      []*corev1.PersistentVolume
+	StorageClasses         []*storagev1.StorageClass
+	// Namespaces supply labels for pod affinity namespaceSelectors.
+	Namespaces []*corev1.Namespace
+	// Unavailable offerings (the insufficient-capacity cache) are never used.
+	Unavailable []OfferingKey
+	Options     Options
+}
+
+// Options tune the solve; the zero value is upstream's default behaviour.
+type Options struct {
+	// PreferencePolicy: Respect (default) treats preferences as required and
+	// relaxes them on failure; Ignore drops them up front.
+	PreferencePolicy PreferencePolicy
+	// MinValuesPolicy: Strict (default) refuses a NodeClaim whose instance
+	// types cannot satisfy minValues; BestEffort lowers minValues instead.
+	MinValuesPolicy MinValuesPolicy
+	// MaxInstanceTypes caps each NodeClaim's instance type list (default 600).
+	MaxInstanceTypes int
+}
+
+// PreferencePolicy says what to do with preferred scheduling terms.
+type PreferencePolicy string
+
+// MinValuesPolicy says what to do when minValues cannot be met.
+type MinValuesPolicy string
+
+const (
+	PreferencesRespect  PreferencePolicy = "Respect"
+	PreferencesIgnore   PreferencePolicy = "Ignore"
+	MinValuesStrict     MinValuesPolicy  = "Strict"
+	MinValuesBestEffort MinValuesPolicy  = "BestEffort"
+
+	// DefaultMaxInstanceTypes is the most instance types a NodeClaim lists.
+	DefaultMaxInstanceTypes = 600
+)
+
+// NodePool is what the solver needs of a karpenter.sh/v1 NodePool.
+type NodePool struct {
+	Name   string
+	Weight int32
+	// Requirements from spec.template.spec.requirements (see
+	// RequirementsFromMinValues). Template labels are added by the solver.
+	Requirements Requirements
+	// Labels from spec.template.metadata.labels.
+	Labels map[string]string
+	// Taints must be tolerated by pods; StartupTaints are ignored for
+	// scheduling (they go away once the node is ready).
+	Taints        []corev1.Taint
+	StartupTaints []corev1.Taint
+	// Remaining is the headroom left under spec.limits (limits minus current
+	// usage), including the "nodes" pseudo-resource. Nil means unlimited;
+	// a resource absent from the list is unlimited.
+	Remaining corev1.ResourceList
+	// InstanceTypes this pool may launch.
+	InstanceTypes []*InstanceType
+}
+
+// InstanceType is one launchable machine shape.
+type InstanceType struct {
+	Name string
+	// Requirements are the labels a node of this type carries (arch, os,
+	// instance-type, zones, capacity types, provider-specific keys).
+	Requirements Requirements
+	Offerings    []Offering
+	// Capacity is the machine's total; Overhead is what the kubelet and
+	// system reserve (plus eviction threshold). Allocatable = Capacity - Overhead.
+	Capacity corev1.ResourceList
+	Overhead corev1.ResourceList
+}
+
+// Offering is one way to buy an instance type.
+type Offering struct {
+	Zone         string
+	CapacityType string
+	Price        float64
+	// Available is the provider's view; Input.Unavailable can veto it too.
+	Available bool
+	// ReservationID and ReservationCapacity describe reserved capacity; the
+	// solver never plans more NodeClaims on a reservation than it has left.
+	ReservationID       string
+	ReservationCapacity int
+	// Requirements are extra labels this offering implies (optional).
+	Requirements Requirements
+}
+
+// OfferingKey names an offering for the insufficient-capacity cache.
+type OfferingKey struct {
+	InstanceType, Zone, CapacityType string
+}
+
+// ExistingNode is a node, or an in-flight NodeClaim that has no node yet.
+type ExistingNode struct {
+	Name string
+	// Labels of the node. For an in-flight NodeClaim without a node, pass the
+	// NodeClaim's requirements in Requirements instead (or both).
+	Labels       map[string]string
+	Requirements Requirements
+	Taints       []corev1.Taint
+	Allocatable  corev1.ResourceList
+	// Pods bound (or nominated) to this node, DaemonSet pods included.
+	Pods []*corev1.Pod
+	// Initialized is false while the node is still starting; ephemeral
+	// taints are ignored on uninitialized Karpenter-managed nodes.
+	Initialized bool
+	Managed     bool
+	// VolumeLimits is the CSI attach limit per driver (from CSINode); absent
+	// drivers are unlimited.
+	VolumeLimits map[string]int
+}
+
+// Result is the solver's answer.
+type Result struct {
+	// Placements has one entry per input pod, in input order.
+	Placements    []Placement
+	NewNodeClaims []*NewNodeClaim
+}
+
+// Placement says where one pod goes, or why it cannot go anywhere.
+type Placement struct {
+	Pod *corev1.Pod
+	// Node is set when the pod fits an existing node or in-flight NodeClaim.
+	Node string
+	// NodeClaim indexes Result.NewNodeClaims, or is -1.
+	NodeClaim int
+	// Relaxed lists the preferences that were dropped to place the pod.
+	Relaxed []string
+	// Errors explain an unplaced pod: one per NodePool, plus one for
+	// existing nodes when there are any.
+	Errors []PlacementError
+}
+
+// Scheduled reports whether the pod was placed.
+func (p Placement) Scheduled() bool { return p.Node != "" || p.NodeClaim >= 0 }
+
+// Why joins the per-NodePool reasons into one line.
+func (p Placement) Why() string {
+	parts := make([]string, 0, len(p.Errors))
+	for _, e := range p.Errors {
+		parts = append(parts, e.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// PlacementError is the reason one NodePool (or the existing nodes) could
+// not take a pod.
+type PlacementError struct {
+	// NodePool is the pool's name, or "" for existing nodes.
+	NodePool string
+	Reason   string
+}
+
+func (e PlacementError) String() string {
+	if e.NodePool == "" {
+		return "existing nodes: " + e.Reason
+	}
+	return "nodepool " + e.NodePool + ": " + e.Reason
+}
+
+// NewNodeClaim is a NodeClaim the solver wants launched.
+type NewNodeClaim struct {
+	NodePool string
+	// Hostname is a placeholder used for hostname topology while solving.
+	Hostname string
+	// Requirements are the pool's, narrowed by the pods placed here, with
+	// instance-type In the listed types.
+	Requirements Requirements
+	// InstanceTypes still able to run every pod here, cheapest first, at most
+	// Options.MaxInstanceTypes.
+	InstanceTypes []*InstanceType
+	// Requests is the pods' total plus DaemonSet overhead.
+	Requests      corev1.ResourceList
+	Labels        map[string]string
+	Taints        []corev1.Taint
+	StartupTaints []corev1.Taint
+	Pods          []*corev1.Pod
+	// Price is the cheapest compatible offering of the cheapest type.
+	Price float64
+	// MinValuesRelaxed is set when BestEffort lowered a minValues.
+	MinValuesRelaxed bool
+	// ReservationIDs lists reservations this NodeClaim holds a unit of.
+	ReservationIDs []string
+}
+
+// Cost sums the launch price of all new NodeClaims.
+func (r *Result) Cost() float64 {
+	total := 0.0
+	for _, nc := range r.NewNodeClaims {
+		total += nc.Price
+	}
+	return total
+}
+
+// Unscheduled returns the placements that found no home, sorted by pod
+// namespace/name.
+func (r *Result) Unscheduled() []Placement {
+	var out []Placement
+	for _, p := range r.Placements {
+		if !p.Scheduled() {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Pod.Namespace+"/"+out[i].Pod.Name < out[j].Pod.Namespace+"/"+out[j].Pod.Name
+	})
+	return out
+}

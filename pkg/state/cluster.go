@@ -1,0 +1,542 @@
+// Package state owns the cluster-state cache: an in-memory model of every
+// machine Karpenter can see, each one a Node and its NodeClaim joined by
+// provider ID (NodeClaims that have not launched yet are tracked by name),
+// with the pods bound to it, the DaemonSets that add overhead everywhere,
+// nominations and deletion marks. Informer-fed controllers keep it current;
+// provisioning, limits and the NodePool counter read it instead of listing
+// the API server on every decision.
+package state
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// MinNominationWindow is the shortest time a nomination lasts.
+const MinNominationWindow = 10 * time.Second
+
+// Cluster is the cluster-state cache. It is safe for concurrent use.
+type Cluster struct {
+	kube  client.Client
+	clock clock.Clock
+	// nominationWindow is max(2×batchMaxDuration, 10s): long enough for the
+	// kube-scheduler to bind the pods a provisioning round planned.
+	nominationWindow time.Duration
+	podMetrics       bool
+
+	mu                 sync.RWMutex
+	nodes              map[string]*StateNode // by key (see nodeKey / nodeClaimKey)
+	nodeNameToKey      map[string]string
+	nodeClaimNameToKey map[string]string
+	pods               map[types.NamespacedName]*corev1.Pod // bound, not terminal
+	podsByNode         map[string]map[types.NamespacedName]struct{}
+	daemonSets         map[types.NamespacedName]*appsv1.DaemonSet
+	daemonSetPods      map[types.NamespacedName]*corev1.Pod // newest pod per DaemonSet
+	podMetricLabels    map[types.NamespacedName][]string
+	unsyncedSince      time.Time
+}
+
+// Options tune a Cluster.
+type Options struct {
+	// BatchMaxDuration sets the nomination window (2× it, at least 10s).
+	BatchMaxDuration time.Duration
+	// PodMetrics keeps karpenter_pods_state (off when cluster-state
+	// observability is disabled).
+	PodMetrics bool
+}
+
+// NewCluster returns an empty cache. kube is used by Synced to compare the
+// cache with the API server (normally the manager's cached client).
+func NewCluster(clk clock.Clock, kube client.Client, opts Options) *Cluster {
+	return &Cluster{
+		kube:               kube,
+		clock:              clk,
+		nominationWindow:   max(2*opts.BatchMaxDuration, MinNominationWindow),
+		podMetrics:         opts.PodMetrics,
+		nodes:              map[string]*StateNode{},
+		nodeNameToKey:      map[string]string{},
+		nodeClaimNameToKey: map[string]string{},
+		pods:               map[types.NamespacedName]*corev1.Pod{},
+		podsByNode:         map[string]map[types.NamespacedName]struct{}{},
+		daemonSets:         map[types.NamespacedName]*appsv1.DaemonSet{},
+		daemonSetPods:      map[types.NamespacedName]*corev1.Pod{},
+		podMetricLabels:    map[types.NamespacedName][]string{},
+	}
+}
+
+// Keys: a provider ID when known; otherwise a prefixed name so that a
+// NodeClaim and an unrelated Node of the same name never collide.
+func nodeKey(n *corev1.Node) string {
+	if n.Spec.ProviderID != "" {
+		return n.Spec.ProviderID
+	}
+	return "node/" + n.Name
+}
+
+func nodeClaimKey(nc *v1.NodeClaim) string {
+	if nc.Status.ProviderID != "" {
+		return nc.Status.ProviderID
+	}
+	return "nodeclaim/" + nc.Name
+}
+
+// UpdateNode records a Node (the object must not be modified afterwards).
+func (c *Cluster) UpdateNode(node *corev1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := nodeKey(node)
+	if old, ok := c.nodeNameToKey[node.Name]; ok && old != key {
+		c.detachLocked(old, func(n *StateNode) { n.Node = nil })
+	}
+	entry := c.entryLocked(key)
+	entry.Node = node
+	c.nodeNameToKey[node.Name] = key
+	c.nodesChangedLocked(entry.NodePoolName())
+}
+
+// DeleteNode forgets the Node with this name.
+func (c *Cluster) DeleteNode(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key, ok := c.nodeNameToKey[name]
+	if !ok {
+		return
+	}
+	pool := c.nodes[key].NodePoolName()
+	delete(c.nodeNameToKey, name)
+	c.detachLocked(key, func(n *StateNode) { n.Node = nil })
+	c.nodesChangedLocked(pool)
+}
+
+// UpdateNodeClaim records a NodeClaim. Once it has a provider ID it joins
+// the Node with the same one.
+func (c *Cluster) UpdateNodeClaim(nc *v1.NodeClaim) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := nodeClaimKey(nc)
+	if old, ok := c.nodeClaimNameToKey[nc.Name]; ok && old != key {
+		c.detachLocked(old, func(n *StateNode) { n.NodeClaim = nil })
+	}
+	entry := c.entryLocked(key)
+	entry.NodeClaim = nc
+	c.nodeClaimNameToKey[nc.Name] = key
+	c.nodesChangedLocked(entry.NodePoolName())
+}
+
+// DeleteNodeClaim forgets the NodeClaim with this name.
+func (c *Cluster) DeleteNodeClaim(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key, ok := c.nodeClaimNameToKey[name]
+	if !ok {
+		return
+	}
+	pool := c.nodes[key].NodePoolName()
+	delete(c.nodeClaimNameToKey, name)
+	c.detachLocked(key, func(n *StateNode) { n.NodeClaim = nil })
+	c.nodesChangedLocked(pool)
+}
+
+func (c *Cluster) entryLocked(key string) *StateNode {
+	entry, ok := c.nodes[key]
+	if !ok {
+		entry = &StateNode{}
+		c.nodes[key] = entry
+	}
+	return entry
+}
+
+// detachLocked clears one side of an entry and drops the entry once neither
+// side is left.
+func (c *Cluster) detachLocked(key string, clear func(*StateNode)) {
+	entry, ok := c.nodes[key]
+	if !ok {
+		return
+	}
+	clear(entry)
+	if entry.Node == nil && entry.NodeClaim == nil {
+		delete(c.nodes, key)
+	}
+}
+
+// UpdatePod records where a pod is bound. Terminal and unbound pods hold no
+// resources and are dropped; terminating pods still do until they are gone.
+func (c *Cluster) UpdatePod(pod *corev1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nn := client.ObjectKeyFromObject(pod)
+	if ds := daemonSetOwner(pod); ds != nil {
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: ds.Name}
+		if cur, ok := c.daemonSetPods[key]; !ok || !pod.CreationTimestamp.Before(&cur.CreationTimestamp) {
+			c.daemonSetPods[key] = pod
+		}
+	}
+	c.unbindLocked(nn)
+	if pod.Spec.NodeName != "" && !terminal(pod) {
+		c.pods[nn] = pod
+		set, ok := c.podsByNode[pod.Spec.NodeName]
+		if !ok {
+			set = map[types.NamespacedName]struct{}{}
+			c.podsByNode[pod.Spec.NodeName] = set
+		}
+		set[nn] = struct{}{}
+	}
+	if c.podMetrics {
+		c.updatePodMetricLocked(nn, pod)
+	}
+}
+
+// DeletePod forgets a pod.
+func (c *Cluster) DeletePod(nn types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unbindLocked(nn)
+	for key, p := range c.daemonSetPods {
+		if p.Namespace == nn.Namespace && p.Name == nn.Name {
+			delete(c.daemonSetPods, key)
+		}
+	}
+	if lv, ok := c.podMetricLabels[nn]; ok {
+		metrics.PodState.DeleteLabelValues(lv...)
+		delete(c.podMetricLabels, nn)
+	}
+}
+
+func (c *Cluster) unbindLocked(nn types.NamespacedName) {
+	old, ok := c.pods[nn]
+	if !ok {
+		return
+	}
+	delete(c.pods, nn)
+	if set := c.podsByNode[old.Spec.NodeName]; set != nil {
+		delete(set, nn)
+		if len(set) == 0 {
+			delete(c.podsByNode, old.Spec.NodeName)
+		}
+	}
+}
+
+// UpdateDaemonSet records a DaemonSet.
+func (c *Cluster) UpdateDaemonSet(ds *appsv1.DaemonSet) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.daemonSets[client.ObjectKeyFromObject(ds)] = ds
+}
+
+// DeleteDaemonSet forgets a DaemonSet.
+func (c *Cluster) DeleteDaemonSet(nn types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.daemonSets, nn)
+	delete(c.daemonSetPods, nn)
+}
+
+// DaemonSets returns the known DaemonSets, sorted by namespace/name.
+func (c *Cluster) DaemonSets() []*appsv1.DaemonSet {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*appsv1.DaemonSet, 0, len(c.daemonSets))
+	for _, ds := range c.daemonSets {
+		out = append(out, ds)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
+	})
+	return out
+}
+
+// DaemonSetPod returns the newest pod of a DaemonSet, whose requests reflect
+// admission defaults (LimitRanges) that the template lacks; nil if none.
+func (c *Cluster) DaemonSetPod(ds *appsv1.DaemonSet) *corev1.Pod {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.daemonSetPods[client.ObjectKeyFromObject(ds)]
+}
+
+// NominateNodeForPod marks the node (by Node or NodeClaim name) as the
+// planned home of pending pods for the nomination window.
+func (c *Cluster) NominateNodeForPod(ctx context.Context, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if entry := c.byNameLocked(name); entry != nil {
+		entry.nominatedUntil = c.clock.Now().Add(c.nominationWindow)
+		return
+	}
+	log.FromContext(ctx).V(1).Info("nominated node not in cluster state", "name", name)
+}
+
+// MarkForDeletion flags nodes (by Node or NodeClaim name) that a controller
+// is about to delete, so that scheduling stops counting on them.
+func (c *Cluster) MarkForDeletion(names ...string) { c.setMark(true, names) }
+
+// UnmarkForDeletion undoes MarkForDeletion (e.g. a disruption was aborted).
+func (c *Cluster) UnmarkForDeletion(names ...string) { c.setMark(false, names) }
+
+func (c *Cluster) setMark(mark bool, names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, name := range names {
+		if entry := c.byNameLocked(name); entry != nil {
+			entry.markedForDeletion = mark
+		}
+	}
+}
+
+func (c *Cluster) byNameLocked(name string) *StateNode {
+	if key, ok := c.nodeNameToKey[name]; ok {
+		return c.nodes[key]
+	}
+	if key, ok := c.nodeClaimNameToKey[name]; ok {
+		return c.nodes[key]
+	}
+	return nil
+}
+
+// Node returns a copy of the state node with this Node or NodeClaim name.
+func (c *Cluster) Node(name string) (*StateNode, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	entry := c.byNameLocked(name)
+	if entry == nil {
+		return nil, false
+	}
+	return c.snapshotLocked(entry), true
+}
+
+// Nodes returns copies of every state node, sorted by name. Their Pods maps
+// are filled in.
+func (c *Cluster) Nodes() []*StateNode {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*StateNode, 0, len(c.nodes))
+	for _, entry := range c.nodes {
+		out = append(out, c.snapshotLocked(entry))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
+func (c *Cluster) snapshotLocked(entry *StateNode) *StateNode {
+	out := entry.clone()
+	out.Pods = map[types.NamespacedName]*corev1.Pod{}
+	if entry.Node != nil {
+		for nn := range c.podsByNode[entry.Node.Name] {
+			out.Pods[nn] = c.pods[nn]
+		}
+	}
+	return out
+}
+
+// SchedulingNodes describes the nodes new pods may still land on, for the
+// solver: every node and in-flight NodeClaim that is not being deleted,
+// with its bound pods. Starting Karpenter nodes are described by their
+// NodeClaim's promises (labels, requirements, taints, allocatable) since the
+// Node does not show them all yet.
+func (c *Cluster) SchedulingNodes() []*scheduling.ExistingNode {
+	nodes := c.Nodes()
+	out := make([]*scheduling.ExistingNode, 0, len(nodes))
+	for _, n := range nodes {
+		if n.Deleting() {
+			continue
+		}
+		en := &scheduling.ExistingNode{
+			Name:        n.Name(),
+			Labels:      n.Labels(),
+			Taints:      n.Taints(),
+			Allocatable: n.Allocatable(),
+			Initialized: n.Initialized(),
+			Managed:     n.Managed(),
+		}
+		if n.NodeClaim != nil && !n.Initialized() {
+			if reqs, err := cloudprovider.NodeClaimRequirements(n.NodeClaim); err == nil {
+				en.Requirements = reqs
+			}
+		}
+		names := make([]types.NamespacedName, 0, len(n.Pods))
+		for nn := range n.Pods {
+			names = append(names, nn)
+		}
+		sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+		for _, nn := range names {
+			en.Pods = append(en.Pods, n.Pods[nn])
+		}
+		out = append(out, en)
+	}
+	return out
+}
+
+// NodePoolUsage is what a NodePool's nodes add up to.
+type NodePoolUsage struct {
+	// Resources sums the capacity of the pool's nodes and in-flight
+	// NodeClaims, leaving out those being deleted. A NodeClaim that has
+	// not launched yet counts its requested resources, so limits hold
+	// between creating a NodeClaim and learning its real size.
+	Resources corev1.ResourceList
+	// Nodes counts them.
+	Nodes int
+}
+
+// NodePoolUsage returns the usage of one NodePool.
+func (c *Cluster) NodePoolUsage(name string) NodePoolUsage {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.usageLocked()[name]
+}
+
+// NodePoolsUsage returns the usage of every NodePool that has nodes.
+func (c *Cluster) NodePoolsUsage() map[string]NodePoolUsage {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.usageLocked()
+}
+
+// NodePoolResources is NodePoolUsage as a resource list with the "nodes"
+// pseudo-resource added, the shape of NodePool status.resources and
+// spec.limits.
+func (c *Cluster) NodePoolResources(nodePool string) corev1.ResourceList {
+	u := c.NodePoolUsage(nodePool)
+	out := u.Resources.DeepCopy()
+	if out == nil {
+		out = corev1.ResourceList{}
+	}
+	out[ResourceNodes] = *resource.NewQuantity(int64(u.Nodes), resource.DecimalSI)
+	return out
+}
+
+// ResourceNodes is the pseudo-resource that counts a pool's nodes.
+const ResourceNodes corev1.ResourceName = "nodes"
+
+func (c *Cluster) usageLocked() map[string]NodePoolUsage {
+	out := map[string]NodePoolUsage{}
+	for _, n := range c.nodes {
+		pool := n.NodePoolName()
+		if pool == "" || n.Deleting() {
+			continue
+		}
+		u, ok := out[pool]
+		if !ok {
+			u.Resources = corev1.ResourceList{}
+		}
+		capacity := n.Capacity()
+		if len(capacity) == 0 && n.NodeClaim != nil {
+			capacity = n.NodeClaim.Spec.Resources.Requests
+		}
+		addInto(u.Resources, capacity)
+		u.Nodes++
+		out[pool] = u
+	}
+	return out
+}
+
+// nodesChangedLocked refreshes the node-count and pool-usage gauges.
+func (c *Cluster) nodesChangedLocked(pool string) {
+	metrics.ClusterStateNodeCount.Set(float64(len(c.nodes)))
+	if pool == "" {
+		return
+	}
+	usage := c.usageLocked()[pool]
+	metrics.NodePoolUsage.DeletePartialMatch(map[string]string{metrics.NodePoolLabel: pool})
+	for name, q := range usage.Resources {
+		metrics.NodePoolUsage.WithLabelValues(pool, string(name)).Set(quantityValue(q))
+	}
+}
+
+func quantityValue(q resource.Quantity) float64 { return q.AsApproximateFloat64() }
+
+// Synced reports whether every NodeClaim and Node in the API server (as the
+// client sees it) is in the cache, so that decisions made from the cache
+// cannot miss capacity. It also keeps karpenter_cluster_state_synced.
+func (c *Cluster) Synced(ctx context.Context) bool {
+	synced, err := c.synced(ctx)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "checking cluster state sync")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	if synced {
+		c.unsyncedSince = time.Time{}
+		metrics.ClusterStateSynced.Set(1)
+		metrics.ClusterStateUnsyncedTimeSeconds.Set(0)
+	} else {
+		if c.unsyncedSince.IsZero() {
+			c.unsyncedSince = now
+		}
+		metrics.ClusterStateSynced.Set(0)
+		metrics.ClusterStateUnsyncedTimeSeconds.Set(now.Sub(c.unsyncedSince).Seconds())
+	}
+	return synced
+}
+
+func (c *Cluster) synced(ctx context.Context) (bool, error) {
+	nodeClaims := &v1.NodeClaimList{}
+	if err := c.kube.List(ctx, nodeClaims); err != nil {
+		return false, fmt.Errorf("listing nodeclaims: %w", err)
+	}
+	nodes := &corev1.NodeList{}
+	if err := c.kube.List(ctx, nodes); err != nil {
+		return false, fmt.Errorf("listing nodes: %w", err)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for i := range nodeClaims.Items {
+		nc := &nodeClaims.Items[i]
+		key, ok := c.nodeClaimNameToKey[nc.Name]
+		// A launched NodeClaim still keyed by name means the launch has not
+		// reached the cache yet.
+		if !ok || (nc.Status.ProviderID != "" && key != nc.Status.ProviderID) {
+			return false, nil
+		}
+	}
+	for i := range nodes.Items {
+		if _, ok := c.nodeNameToKey[nodes.Items[i].Name]; !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Reset empties the cache (tests).
+func (c *Cluster) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nodes = map[string]*StateNode{}
+	c.nodeNameToKey = map[string]string{}
+	c.nodeClaimNameToKey = map[string]string{}
+	c.pods = map[types.NamespacedName]*corev1.Pod{}
+	c.podsByNode = map[string]map[types.NamespacedName]struct{}{}
+	c.daemonSets = map[types.NamespacedName]*appsv1.DaemonSet{}
+	c.daemonSetPods = map[types.NamespacedName]*corev1.Pod{}
+	c.podMetricLabels = map[types.NamespacedName][]string{}
+	c.unsyncedSince = time.Time{}
+}
+
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+func daemonSetOwner(p *corev1.Pod) *metav1.OwnerReference {
+	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
+		return ref
+	}
+	return nil
+}
+
+func isDaemonSetPod(p *corev1.Pod) bool { return daemonSetOwner(p) != nil }
