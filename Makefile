@@ -34,7 +34,8 @@ test: tools verify
 
 ## run: a local cluster with the examples applied; Ctrl-C stops every process.
 run: tools
-	go run ./hack/localcluster --examples examples
+	go build -o bin/controller ./cmd/controller
+	go run ./hack/localcluster --examples examples --controller bin/controller
 
 ## bench: the benchmarks (not part of `make test`).
 bench:

@@ -29,6 +29,8 @@ func main() {
 func run() error {
 	examples := flag.String("examples", "examples", "directory of manifests to apply, in file-name order")
 	dir := flag.String("dir", ".cache/local", "working directory for data, logs and the kubeconfig (recreated on start)")
+	controller := flag.String("controller", "", "path to the controller binary to run against the cluster; empty runs none")
+	live := flag.Duration("watch", 2*time.Second, "how often to refresh the live view of NodeClaims, nodes, pods and cost; 0 disables it")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -78,6 +80,15 @@ func run() error {
 
 	// `make tools` builds kubectl beside the control plane; the Makefile
 	// exports where.
+	if *controller != "" {
+		// The controller reads the same kubeconfig a user would; leader
+		// election stays on, as in a real deployment.
+		if _, err := cp.Spawn(*controller, "controller", "--kubeconfig="+cp.KubeconfigPath); err != nil {
+			return fmt.Errorf("starting controller: %w", err)
+		}
+		fmt.Printf("started controller %s (log: %s)\n", *controller, cp.LogPath("controller"))
+	}
+
 	kubectl := "kubectl"
 	if bin := os.Getenv("KARPENTER_TOOLS_DIR"); bin != "" {
 		kubectl = filepath.Join(bin, "kubectl")
@@ -96,6 +107,9 @@ Press Ctrl-C to stop every process.
 `, time.Since(start).Round(100*time.Millisecond), cp.KubeconfigPath, filepath.Join(cp.Dir, "logs"),
 		cp.KubeconfigPath, kubectl, kubectl)
 
+	if *live > 0 {
+		go watch(ctx, cp.Client, os.Stdout, *live)
+	}
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
 	return nil

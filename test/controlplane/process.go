@@ -26,12 +26,16 @@ type process struct {
 }
 
 func (cp *ControlPlane) spawn(binDir, name string, args ...string) (*process, error) {
+	return cp.spawnAs(filepath.Join(binDir, name), name, args...)
+}
+
+func (cp *ControlPlane) spawnAs(path, name string, args ...string) (*process, error) {
 	logPath := filepath.Join(cp.Dir, "logs", name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating log for %s: %w", name, err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = cp.Dir
 	// The kernel kills the child when its parent dies, whatever the cause:
@@ -110,4 +114,37 @@ func Alive(pid int) bool {
 		return s[i+2] != 'Z'
 	}
 	return true
+}
+
+// Spawn starts another program beside the control plane (the controller
+// under test, say) with the same guarantees as the components: its output
+// goes to Dir/logs/<name>.log, it dies with its parent, and Stop stops it
+// first. It returns the PID.
+func (cp *ControlPlane) Spawn(path, name string, args ...string) (int, error) {
+	p, err := cp.spawnAs(path, name, args...)
+	if err != nil {
+		return 0, err
+	}
+	return p.cmd.Process.Pid, nil
+}
+
+// Kill stops a process started with Spawn at once, as a crash would, and
+// waits for it to be gone.
+func (cp *ControlPlane) Kill(pid int) {
+	for _, p := range cp.procs {
+		if p.cmd.Process.Pid == pid {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+// LogPath is where the output of the named process goes.
+func (cp *ControlPlane) LogPath(name string) string {
+	for _, p := range cp.procs {
+		if p.name == name {
+			return p.logPath
+		}
+	}
+	return ""
 }
