@@ -16,6 +16,7 @@ import (
 
 	cpmetrics "github.com/karpenter-go/karpenter/pkg/cloudprovider/metrics"
 	"github.com/karpenter-go/karpenter/pkg/controllers"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/operator"
 	"github.com/karpenter-go/karpenter/pkg/operator/options"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
@@ -51,11 +52,18 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return fmt.Errorf("building operator: %w", err)
 	}
 	ctx = op.Context(ctx)
+	// One insufficient-capacity cache for everyone: the lifecycle fills it
+	// on ICE, the provider and the provisioner skip what it holds.
+	unavailable := lifecycle.NewUnavailableOfferings(op.Clock, 0)
+	kwokOpts.Unavailable = unavailable.IsUnavailable
 	provider, err := kwok.New(ctx, op.Client, kwokOpts)
 	if err != nil {
 		return fmt.Errorf("building kwok cloud provider: %w", err)
 	}
-	if err := controllers.Register(ctx, op, cpmetrics.Decorate(provider)); err != nil {
+	if _, err := controllers.Register(ctx, op, controllers.Shared{
+		CloudProvider: cpmetrics.Decorate(provider),
+		Unavailable:   unavailable,
+	}); err != nil {
 		return err
 	}
 	op.Logger.Info("starting controller", "version", operator.Version, "cloud-provider", provider.Name())

@@ -1,37 +1,85 @@
 // Package controllers wires every controller onto the operator's manager.
 // It is the one place that decides which controllers run and what they
-// share (the cluster-state cache, the cloud provider).
+// share (the cluster-state cache, the cloud provider, the
+// insufficient-capacity cache).
 package controllers
 
 import (
 	"context"
 	"fmt"
 
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/controllers/node/termination"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/garbagecollection"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/counter"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/readiness"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/validation"
+	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	"github.com/karpenter-go/karpenter/pkg/operator"
 	"github.com/karpenter-go/karpenter/pkg/state"
 )
 
-// Register builds the shared cluster-state cache and registers the
-// controllers on op's manager. cloudProvider should already carry the
-// metrics decorator.
-func Register(ctx context.Context, op *operator.Operator, cloudProvider cloudprovider.CloudProvider) error {
-	_, err := RegisterWithCluster(ctx, op, cloudProvider)
-	return err
+// Shared is what the controllers have in common. Unavailable is made before
+// the cloud provider so the provider can consult it too.
+type Shared struct {
+	CloudProvider cloudprovider.CloudProvider
+	// Unavailable is the insufficient-capacity cache: the lifecycle writes
+	// it on ICE, the provisioner and the provider read it. Nil makes one.
+	Unavailable *lifecycle.UnavailableOfferings
 }
 
-// RegisterWithCluster is Register, also returning the cluster-state cache
-// for callers (tests, tooling) that want to observe it.
-func RegisterWithCluster(ctx context.Context, op *operator.Operator, cloudProvider cloudprovider.CloudProvider) (*state.Cluster, error) {
-	if cloudProvider == nil {
+// Register builds the cluster-state cache and registers every controller on
+// op's manager. The cloud provider should already carry the metrics
+// decorator. It returns the cluster state for callers that observe it.
+func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state.Cluster, error) {
+	if shared.CloudProvider == nil {
 		return nil, fmt.Errorf("registering controllers: no cloud provider")
 	}
-	cluster := state.NewCluster(op.Clock, op.Client, state.Options{
+	if shared.Unavailable == nil {
+		shared.Unavailable = lifecycle.NewUnavailableOfferings(op.Clock, 0)
+	}
+	kube, cloud := op.Client, shared.CloudProvider
+	cluster := state.NewCluster(op.Clock, kube, state.Options{
 		BatchMaxDuration: op.Options.BatchMaxDuration,
 		PodMetrics:       !op.Options.DisableClusterStateObservability,
 	})
 	if err := state.Register(ctx, op.Manager, cluster); err != nil {
 		return nil, fmt.Errorf("registering cluster state: %w", err)
+	}
+	provisioner := provisioning.NewProvisioner(kube, cloud, cluster, op.EventRecorder, provisioning.Options{
+		BatchIdleDuration: op.Options.BatchIdleDuration,
+		BatchMaxDuration:  op.Options.BatchMaxDuration,
+		PreferencePolicy:  op.Options.PreferencePolicy,
+		MinValuesPolicy:   op.Options.MinValuesPolicy,
+		Unavailable:       shared.Unavailable,
+		Clock:             op.Clock,
+	})
+	for _, c := range []interface {
+		Register(context.Context, manager.Manager) error
+	}{
+		provisioner,
+		provisioning.NewPodController(kube, provisioner),
+		provisioning.NewNodeController(kube, provisioner),
+		lifecycle.NewController(kube, cloud, lifecycle.Options{
+			Clock:           op.Clock,
+			Recorder:        op.EventRecorder,
+			Unavailable:     shared.Unavailable,
+			RegistrationTTL: op.Options.RegistrationTTL,
+		}),
+		termination.NewController(kube, cloud, termination.Options{Clock: op.Clock, Recorder: op.EventRecorder}),
+		garbagecollection.NewController(kube, cloud, garbagecollection.Options{Clock: op.Clock}),
+		hash.NewController(kube),
+		validation.NewController(kube),
+		readiness.NewController(kube),
+		counter.NewController(kube, cluster),
+	} {
+		if err := c.Register(ctx, op.Manager); err != nil {
+			return nil, fmt.Errorf("registering %T: %w", c, err)
+		}
 	}
 	return cluster, nil
 }

@@ -204,7 +204,7 @@ func (s *solver) placeOnClaim(pi int, cl *classLevel, eff Requirements, ev *topo
 			}
 			sl := &s.slack[i]
 			b := s.claims[i]
-			if !s.quickFit(&sl.most, c) || !fits(b.used, c.reqs, b.maxAlloc) {
+			if !s.quickFit(&sl.most, c) || (s.extraRes && !fits(b.used, c.reqs, b.maxAlloc)) {
 				cl.markDead(i)
 				continue
 			}
@@ -339,9 +339,34 @@ func (s *solver) commitClaim(b *bin, pi int, cl *classLevel, pr *probe) bool {
 			reqs[k] = v
 		}
 	}
-	opts := s.filterOptions(b.options, need, reqs, pr.changed)
-	if len(opts) == 0 {
-		return false
+	var opts []*itState
+	if pr.delta == nil {
+		// Only resources changed: compact in place (a claim's option slice
+		// is never shared) instead of allocating a new one per pod.
+		n := 0
+		for _, st := range b.options {
+			if fits(need, nil, st.alloc) {
+				n++
+			}
+		}
+		if n == 0 {
+			return false
+		}
+		if n == len(b.options) {
+			opts = b.options
+		} else {
+			opts = b.options[:0]
+			for _, st := range b.options {
+				if fits(need, nil, st.alloc) {
+					opts = append(opts, st)
+				}
+			}
+		}
+	} else {
+		opts = s.filterOptions(b.options, need, reqs, pr.changed)
+		if len(opts) == 0 {
+			return false
+		}
 	}
 	relaxed := b.minValuesRelaxed
 	if ok, _ := minValuesOK(reqs, opts); !ok {
@@ -475,6 +500,9 @@ func (s *solver) newClaim(p *poolState, pi int, cl *classLevel, eff Requirements
 	}
 	if p.nodesLeft == 0 {
 		return "nodepool limit on nodes reached"
+	}
+	if len(p.types) == 0 {
+		return "no instance type with an available offering"
 	}
 	host := fmt.Sprintf("hostname-placeholder-%04d", len(s.claims))
 	b := &bin{idx: len(s.claims), pool: p, host: host, topo: map[int32]*binCount{}, taints: p.np.Taints,
@@ -663,20 +691,26 @@ func (s *solver) finalize(b *bin) *NewNodeClaim {
 			truncated = ps
 		}
 	}
-	names := make([]string, 0, len(truncated))
 	cts := map[string]bool{}
 	f = newOfferFilter(reqs)
+	picked := make([]bool, len(b.pool.byName))
 	for _, p := range truncated {
 		nc.InstanceTypes = append(nc.InstanceTypes, p.st.it)
-		names = append(names, p.st.it.Name)
+		picked[p.st.nameRank] = true
 		for _, o := range p.st.offers {
 			if s.offeringOK(o, f) || (len(nc.ReservationIDs) > 0 && o.ReservationID == nc.ReservationIDs[0]) {
 				cts[o.CapacityType] = true
 			}
 		}
 	}
-	it := NewRequirement(LabelInstanceType, OpIn, names...)
-	it.MinValues = reqs.Get(LabelInstanceType).MinValues
+	// names in sorted order without sorting: walk the pool's name order
+	names := make([]string, 0, len(truncated))
+	for i, st := range b.pool.byName {
+		if picked[i] {
+			names = append(names, st.it.Name)
+		}
+	}
+	it := Requirement{Key: LabelInstanceType, values: sortedUnique(names), MinValues: reqs.Get(LabelInstanceType).MinValues}
 	reqs[LabelInstanceType] = it
 	if len(cts) > 0 {
 		ct := Requirement{Key: LabelCapacityType, values: sortedKeys(cts), MinValues: reqs.Get(LabelCapacityType).MinValues}

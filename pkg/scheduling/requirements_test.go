@@ -260,3 +260,29 @@ func TestRequirementsStringSorted(t *testing.T) {
 	assert.Equal(t, "a In [x], b Exists", r.String())
 	assert.True(t, strings.HasPrefix(r.Intersect(NewRequirements(req("a", OpIn, "y"))).String(), "a DoesNotExist"))
 }
+
+// TestIntersectMatrix checks every pair of a representative set of
+// requirements against membership: v ∈ a∩b ⇔ v ∈ a ∧ v ∈ b, and the
+// compatibility rule (an empty intersection is only compatible when both
+// sides are satisfied by an absent label).
+func TestIntersectMatrix(t *testing.T) {
+	set := []Requirement{
+		req("k", OpIn, "1"), req("k", OpIn, "1", "5"), req("k", OpIn, "x"), req("k", OpNotIn, "1"), req("k", OpNotIn, "1", "x"),
+		req("k", OpExists), req("k", OpDoesNotExist), req("k", OpGt, "2"), req("k", OpLt, "3"), req("k", OpGte, "5"),
+		req("k", OpLte, "1"), req("k", OpGt, "0").Intersect(req("k", OpLt, "100")),
+	}
+	for _, a := range set {
+		for _, b := range set {
+			a, b := a, b
+			t.Run(a.String()+" ∩ "+b.String(), func(t *testing.T) {
+				ab := a.Intersect(b)
+				for _, v := range probes {
+					require.Equal(t, a.Has(v) && b.Has(v), ab.Has(v), "value %q in %s", v, ab)
+				}
+				err := NewRequirements(a).Compatible(NewRequirements(b), "node", false)
+				want := !ab.isEmpty() || (a.negative() && b.negative())
+				assert.Equal(t, want, err == nil, "compatible(%s, %s): %v", a, b, err)
+			})
+		}
+	}
+}

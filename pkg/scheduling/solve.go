@@ -33,9 +33,9 @@ type solver struct {
 	compatCache map[string]*compatEntry
 	vols        *volumeIndex
 	daemons     []daemonInfo
-	scratch     vec
 	deferred    []*bin
 	slack       []claimSlack
+	extraRes    bool // resources beyond cpu, memory and pods are in play
 	lbs         []lbClaim
 }
 
@@ -63,10 +63,10 @@ type poolState struct {
 	reqs       Requirements
 	typeKeys   map[string]bool
 	types      []*itState // usable types, by cheapest offering then name
+	byName     []*itState // the same, by name
 	limited    []bool
 	remaining  vec
 	nodesLeft  int // -1: unlimited
-	taintOK    map[*classLevel]string
 	hasDaemons bool
 	staticErr  map[*classLevel]string
 }
@@ -80,6 +80,7 @@ type itState struct {
 	offers   []*Offering
 	price    float64
 	cheapest *Offering // cheapest usable offering overall
+	nameRank int       // position in poolState.byName
 }
 
 // bin is anything a pod can be placed on: an existing node or a NodeClaim
@@ -135,7 +136,7 @@ func (s *solver) buildResources() {
 		}
 	}
 	s.ri = ri
-	s.scratch = make(vec, len(ri.names))
+	s.extraRes = len(ri.names) > 3
 }
 
 // daemonPods turns each DaemonSet into the pod it would run on a new node.
@@ -175,7 +176,7 @@ func (s *solver) buildPools() {
 	s.daemons = dinfo
 	for i, np := range nps {
 		p := &poolState{idx: i, np: np, typeKeys: map[string]bool{}, nodesLeft: -1,
-			taintOK: map[*classLevel]string{}, staticErr: map[*classLevel]string{}}
+			staticErr: map[*classLevel]string{}}
 		p.reqs = Requirements{}
 		if np.Requirements != nil {
 			p.reqs = np.Requirements.Copy()
@@ -275,6 +276,11 @@ func (s *solver) buildPools() {
 			}
 			return p.types[a].it.Name < p.types[b].it.Name
 		})
+		p.byName = append([]*itState(nil), p.types...)
+		sort.SliceStable(p.byName, func(a, b int) bool { return p.byName[a].it.Name < p.byName[b].it.Name })
+		for i, st := range p.byName {
+			st.nameRank = i
+		}
 		s.pools = append(s.pools, p)
 	}
 }
@@ -640,13 +646,6 @@ func (s *solver) samePerPool(reason string) []PlacementError {
 		out = append(out, PlacementError{Reason: reason})
 	}
 	return out
-}
-
-func (s *solver) need(b *bin, c *podClass) vec {
-	n := s.scratch
-	copy(n, b.used)
-	n.add(c.reqs)
-	return n
 }
 
 // existingFits is existingReason without messages, cheapest checks first,

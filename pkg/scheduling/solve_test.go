@@ -487,3 +487,35 @@ func TestDeterminism(t *testing.T) {
 	assert.Equal(t, where(a), where(c))
 	assert.InDelta(t, a.Cost(), c.Cost(), 1e-9)
 }
+
+func TestPoolFallbacks(t *testing.T) {
+	t.Run("limits exhausted moves to the next pool", func(t *testing.T) {
+		pods := podsN(3, "3", "1Gi", withLabels("app", "x"), withAntiAffinity(term(LabelHostname, map[string]string{"app": "x"})))
+		in := &Input{Pods: pods, NodePools: []*NodePool{
+			mkPool("first", stdTypes(), poolWeight(10), poolRemaining("nodes", "1")),
+			mkPool("second", stdTypes()),
+		}}
+		res := solveOK(t, in)
+		require.Len(t, res.NewNodeClaims, 3)
+		pools := map[string]int{}
+		for _, nc := range res.NewNodeClaims {
+			pools[nc.NodePool]++
+		}
+		assert.Equal(t, map[string]int{"first": 1, "second": 2}, pools)
+	})
+	t.Run("every offering unavailable", func(t *testing.T) {
+		types := stdTypes()[:1]
+		var ice []OfferingKey
+		for _, o := range types[0].Offerings {
+			ice = append(ice, OfferingKey{types[0].Name, o.Zone, o.CapacityType})
+		}
+		res := solveOK(t, &Input{Pods: []*corev1.Pod{mkPod("a", "100m", "")}, NodePools: []*NodePool{mkPool("p", types)}, Unavailable: ice})
+		assert.Equal(t, "nodepool p: no instance type with an available offering", res.Placements[0].Why())
+	})
+	t.Run("zone offering unavailable steers the zone", func(t *testing.T) {
+		types := stdTypes()[:1]
+		ice := []OfferingKey{{types[0].Name, "zone-a", CapacityTypeSpot}, {types[0].Name, "zone-a", CapacityTypeOnDemand}}
+		res := solveOK(t, &Input{Pods: []*corev1.Pod{mkPod("a", "100m", "", withNodeSelector(LabelZone, "zone-a"))}, NodePools: []*NodePool{mkPool("p", types)}, Unavailable: ice})
+		assert.Contains(t, res.Placements[0].Why(), "no instance type matches [topology.kubernetes.io/zone In [zone-a]]")
+	})
+}

@@ -348,6 +348,28 @@ func (cp *ControlPlane) installCRDs(ctx context.Context) error {
 			return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
 		}
 	}
+	// Established comes a moment before discovery serves the resource, and
+	// clients resolve kinds through discovery: wait for that too.
+	for _, crd := range crds {
+		for _, v := range crd.Spec.Versions {
+			gv, plural := crd.Spec.Group+"/"+v.Name, crd.Spec.Names.Plural
+			err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				list, err := cp.Kubernetes.Discovery().ServerResourcesForGroupVersion(gv)
+				if err != nil {
+					return false, nil
+				}
+				for _, r := range list.APIResources {
+					if r.Name == plural {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			if err != nil {
+				return fmt.Errorf("waiting for %s %s in discovery: %w", gv, plural, err)
+			}
+		}
+	}
 	return nil
 }
 

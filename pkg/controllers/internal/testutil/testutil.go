@@ -1,0 +1,82 @@
+// Package testutil has small helpers for controller tests: an event
+// recorder that keeps what it is given and a logger that keeps every line
+// with its key/values.
+package testutil
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Event is one recorded event.
+type Event struct {
+	Object, Type, Reason, Message string
+}
+
+// Recorder collects events; safe for concurrent use.
+type Recorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+// Eventf implements the controllers' recorder interface.
+func (r *Recorder) Eventf(obj runtime.Object, eventType, reason, format string, args ...interface{}) {
+	name := ""
+	if m, err := meta.Accessor(obj); err == nil {
+		name = m.GetName()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, Event{Object: name, Type: eventType, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+// Events returns the events recorded so far with the given reason (all when
+// reason is empty).
+func (r *Recorder) Events(reason string) []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Event
+	for _, e := range r.events {
+		if reason == "" || e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Logs collects log lines.
+type Logs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// Context returns ctx carrying a logger that writes into l.
+func (l *Logs) Context(ctx context.Context) context.Context {
+	logger := funcr.NewJSON(func(obj string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, obj)
+	}, funcr.Options{Verbosity: 1})
+	return log.IntoContext(ctx, logr.Logger(logger))
+}
+
+// Matching returns the JSON lines whose message is msg.
+func (l *Logs) Matching(msg string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		if strings.Contains(line, fmt.Sprintf("%q:%q", "msg", msg)) {
+			out = append(out, line)
+		}
+	}
+	return out
+}

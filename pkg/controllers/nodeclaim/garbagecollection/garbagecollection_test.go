@@ -1,0 +1,110 @@
+package garbagecollection_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/garbagecollection"
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
+}
+
+// nodeClaim creates a NodeClaim with the given provider ID, optionally
+// marked Registered.
+func nodeClaim(t *testing.T, ctx context.Context, name, providerID string, registered bool) *v1.NodeClaim {
+	t.Helper()
+	nc := &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.NodeClaimSpec{
+			Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
+			NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
+		},
+	}
+	require.NoError(t, cp.Client.Create(ctx, nc))
+	nc.Status.ProviderID = providerID
+	if registered {
+		nc.Status.Conditions = []v1.Condition{{Type: v1.ConditionTypeRegistered, Status: metav1.ConditionTrue, Reason: "Registered", LastTransitionTime: metav1.Now()}}
+	}
+	require.NoError(t, cp.Client.Status().Update(ctx, nc))
+	return nc
+}
+
+func node(t *testing.T, ctx context.Context, name, providerID string, ready corev1.ConditionStatus) {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}
+	require.NoError(t, cp.Client.Create(ctx, n))
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+	require.NoError(t, cp.Client.Status().Update(ctx, n))
+}
+
+func exists(t *testing.T, ctx context.Context, name string) bool {
+	t.Helper()
+	err := cp.Client.Get(ctx, client.ObjectKey{Name: name}, &v1.NodeClaim{})
+	require.NoError(t, client.IgnoreNotFound(err))
+	return err == nil
+}
+
+func TestGarbageCollection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clk := clocktesting.NewFakeClock(time.Now())
+	cloud := fakecloud.New(clk)
+	gc := garbagecollection.NewController(cp.Client, cloud, garbagecollection.Options{Clock: clk})
+
+	// NodeClaims.
+	alive := cloud.AddInstance("alive", metav1.NewTime(clk.Now().Add(-time.Hour)))
+	nodeClaim(t, ctx, "alive", alive, true)
+	nodeClaim(t, ctx, "orphan", fakecloud.ProviderIDPrefix+"orphan", true)
+	nodeClaim(t, ctx, "orphan-notready", fakecloud.ProviderIDPrefix+"orphan-notready", true)
+	node(t, ctx, "orphan-notready", fakecloud.ProviderIDPrefix+"orphan-notready", corev1.ConditionFalse)
+	nodeClaim(t, ctx, "orphan-ready", fakecloud.ProviderIDPrefix+"orphan-ready", true)
+	node(t, ctx, "orphan-ready", fakecloud.ProviderIDPrefix+"orphan-ready", corev1.ConditionTrue)
+	nodeClaim(t, ctx, "unregistered", fakecloud.ProviderIDPrefix+"unregistered", false)
+
+	// Instances.
+	leaked := cloud.AddInstance("leaked", metav1.NewTime(clk.Now().Add(-time.Minute)))
+	fresh := cloud.AddInstance("fresh", metav1.NewTime(clk.Now().Add(-5*time.Second)))
+	inFlight := cloud.AddInstance("in-flight", metav1.NewTime(clk.Now().Add(-time.Minute)))
+	nodeClaim(t, ctx, "in-flight", "", false) // launched, provider ID not stored yet
+
+	require.NoError(t, gc.Reconcile(ctx))
+
+	require.True(t, exists(t, ctx, "alive"))
+	require.False(t, exists(t, ctx, "orphan"), "instance vanished and no node: collected")
+	require.False(t, exists(t, ctx, "orphan-notready"), "instance vanished and node not ready: collected")
+	require.True(t, exists(t, ctx, "orphan-ready"), "a Ready node proves the machine is alive")
+	require.True(t, exists(t, ctx, "unregistered"), "only registered nodeclaims are collected")
+
+	// Only the old, unclaimed instance is terminated (Delete starts it).
+	require.Equal(t, 1, cloud.DeleteCalls)
+	require.Empty(t, cloud.DeletedIDs)
+	require.True(t, cloud.Has(alive))
+	require.True(t, cloud.Has(fresh))
+	require.True(t, cloud.Has(inFlight))
+
+	// The next pass finds the leak terminating and finishes it; the fresh
+	// instance is collected once past the grace period.
+	clk.Step(time.Minute)
+	require.NoError(t, gc.Reconcile(ctx))
+	require.False(t, cloud.Has(leaked))
+	require.Equal(t, []string{leaked}, cloud.DeletedIDs)
+	require.Equal(t, 3, cloud.DeleteCalls, "leaked finished, fresh started")
+	require.True(t, cloud.Has(fresh), "first Delete only starts termination")
+	require.True(t, cloud.Has(inFlight))
+	require.True(t, cloud.Has(alive))
+}

@@ -1,0 +1,137 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+)
+
+// knownEphemeralTaints are put on by the kubelet, the node lifecycle
+// controller or a cloud controller manager while a node comes up, and go
+// away on their own; a node still carrying one is not usable yet.
+var knownEphemeralTaints = []corev1.Taint{
+	{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
+	{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule},
+	v1.UnregisteredNoExecuteTaint,
+}
+
+// readinessTaintPrefix marks taints from node-readiness gates, ephemeral
+// by convention.
+const readinessTaintPrefix = "readiness.k8s.io/"
+
+// initialize declares the node usable once it is Ready, every startup and
+// known ephemeral taint is gone and every requested resource shows up in
+// allocatable (device plugins register extended resources late).
+func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, post *postCommit) (reconcile.Result, bool, error) {
+	if nodeclaimutil.IsTrue(nc, v1.ConditionTypeInitialized) {
+		return reconcile.Result{}, false, nil
+	}
+	now := c.opts.Clock.Now()
+	set := func(reason, format string, args ...interface{}) (reconcile.Result, bool, error) {
+		nodeclaimutil.SetCondition(nc, now, v1.ConditionTypeInitialized, metav1.ConditionUnknown, reason, fmt.Sprintf(format, args...))
+		return reconcile.Result{}, false, nil
+	}
+	if !nodeclaimutil.IsTrue(nc, v1.ConditionTypeLaunched) {
+		return set("NotLaunched", "Node not launched")
+	}
+	if !nodeclaimutil.IsTrue(nc, v1.ConditionTypeRegistered) {
+		return set("NodeNotFound", "Node not registered with cluster")
+	}
+	nodes, err := nodeclaimutil.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
+	if err != nil {
+		return reconcile.Result{}, false, fmt.Errorf("finding node for nodeclaim: %w", err)
+	}
+	if len(nodes) != 1 {
+		return set("NodeNotFound", "Node not registered with cluster")
+	}
+	node := nodes[0]
+	if !nodeclaimutil.NodeReady(node) {
+		return set("NodeNotReady", "Node status is NotReady")
+	}
+	for i := range nc.Spec.StartupTaints {
+		if t := findTaint(node.Spec.Taints, &nc.Spec.StartupTaints[i]); t != nil {
+			return set("StartupTaintsExist", "StartupTaint %q still exists", taintString(t))
+		}
+	}
+	if t := ephemeralTaint(node.Spec.Taints); t != nil {
+		return set("KnownEphemeralTaintsExist", "KnownEphemeralTaint %q still exists", taintString(t))
+	}
+	if name, ok := resourcesRegistered(node, nc); !ok {
+		return set("ResourceNotRegistered", "Resource %q was requested but not registered", name)
+	}
+	if node.Labels[v1.NodeInitializedLabelKey] != "true" {
+		stored := node.DeepCopy()
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		node.Labels[v1.NodeInitializedLabelKey] = "true"
+		if err := c.kube.Patch(ctx, node, client.MergeFrom(stored)); err != nil {
+			return reconcile.Result{}, false, fmt.Errorf("labeling node %s initialized: %w", node.Name, err)
+		}
+	}
+	nodeclaimutil.SetCondition(nc, now, v1.ConditionTypeInitialized, metav1.ConditionTrue, v1.ConditionTypeInitialized, "")
+	allocatable := node.Status.Allocatable.DeepCopy()
+	post.add(func() {
+		log.FromContext(ctx).Info("initialized nodeclaim",
+			"provider-id", nc.Status.ProviderID,
+			"Node", map[string]string{"name": node.Name},
+			"allocatable", allocatable)
+	})
+	return reconcile.Result{}, false, nil
+}
+
+func findTaint(taints []corev1.Taint, t *corev1.Taint) *corev1.Taint {
+	for i := range taints {
+		if taints[i].MatchTaint(t) {
+			return &taints[i]
+		}
+	}
+	return nil
+}
+
+func ephemeralTaint(taints []corev1.Taint) *corev1.Taint {
+	for i := range taints {
+		if strings.HasPrefix(taints[i].Key, readinessTaintPrefix) {
+			return &taints[i]
+		}
+		for j := range knownEphemeralTaints {
+			if taints[i].MatchTaint(&knownEphemeralTaints[j]) {
+				return &taints[i]
+			}
+		}
+	}
+	return nil
+}
+
+// resourcesRegistered checks allocatable, which is what the scheduler
+// uses; the kubelet reports extended resources as zero until their device
+// plugin registers.
+func resourcesRegistered(node *corev1.Node, nc *v1.NodeClaim) (corev1.ResourceName, bool) {
+	for name, q := range nc.Spec.Resources.Requests {
+		if q.IsZero() {
+			continue
+		}
+		if a, ok := node.Status.Allocatable[name]; !ok || a.IsZero() {
+			return name, false
+		}
+	}
+	return "", true
+}
+
+func taintString(t *corev1.Taint) string {
+	if t.Value == "" {
+		return fmt.Sprintf("%s:%s", t.Key, t.Effect)
+	}
+	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
+}

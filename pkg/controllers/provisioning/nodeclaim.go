@@ -1,0 +1,149 @@
+package provisioning
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// buildNodeClaim turns a planned NodeClaim into the API object: the pool's
+// template with the solver's narrowed requirements, the pods' requests, the
+// hash annotations drift detection compares against, and an owner reference
+// so that deleting the NodePool cascades to its NodeClaims.
+func buildNodeClaim(np *v1.NodePool, planned *scheduling.NewNodeClaim) *v1.NodeClaim {
+	t := np.Spec.Template
+	labels := map[string]string{}
+	for k, v := range t.LabelMap() {
+		labels[k] = v
+	}
+	for k, v := range planned.Labels {
+		labels[k] = v
+	}
+	labels[v1.NodePoolLabelKey] = np.Name
+	if ref := t.Spec.NodeClassRef; ref != nil {
+		labels[v1.NodeClassLabelKey(ref.GroupKind())] = ref.Name
+	}
+
+	annotations := map[string]string{}
+	for k, v := range t.Annotations {
+		annotations[k] = v
+	}
+	annotations[v1.NodePoolHashAnnotationKey] = hash.NodePool(np)
+	annotations[v1.NodePoolHashVersionAnnotationKey] = v1.NodePoolHashVersion
+	requirements := toAPIRequirements(planned.Requirements)
+	if hasMinValues(requirements) {
+		annotations[v1.NodeClaimMinValuesRelaxedAnnotationKey] = strconv.FormatBool(planned.MinValuesRelaxed)
+	}
+
+	return &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: np.Name + "-",
+			Labels:       labels,
+			Annotations:  annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         v1.GroupVersion.String(),
+				Kind:               "NodePool",
+				Name:               np.Name,
+				UID:                np.UID,
+				BlockOwnerDeletion: ptr(true),
+			}},
+		},
+		Spec: v1.NodeClaimSpec{
+			Taints:                 t.Spec.Taints,
+			StartupTaints:          t.Spec.StartupTaints,
+			Requirements:           requirements,
+			Resources:              v1.ResourceRequirements{Requests: planned.Requests},
+			NodeClassRef:           t.Spec.NodeClassRef,
+			TerminationGracePeriod: t.Spec.TerminationGracePeriod,
+			ExpireAfter:            t.Spec.ExpireAfter,
+		},
+	}
+}
+
+// toAPIRequirements renders solver requirements in the NodeClaim's shape,
+// sorted by key; minValues rides on the first entry of its key.
+func toAPIRequirements(reqs scheduling.Requirements) []v1.NodeSelectorRequirementWithMinValues {
+	var out []v1.NodeSelectorRequirementWithMinValues
+	for _, k := range reqs.Keys() {
+		r := reqs[k]
+		for i, nsr := range r.NodeSelectorRequirements() {
+			api := v1.NodeSelectorRequirementWithMinValues{Key: nsr.Key, Operator: nsr.Operator, Values: nsr.Values}
+			if i == 0 && r.MinValues > 0 {
+				api.MinValues = ptr(r.MinValues)
+			}
+			out = append(out, api)
+		}
+	}
+	return out
+}
+
+func hasMinValues(reqs []v1.NodeSelectorRequirementWithMinValues) bool {
+	for _, r := range reqs {
+		if r.MinValues != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// toSolverRequirements parses a NodePool's requirements.
+func toSolverRequirements(reqs []v1.NodeSelectorRequirementWithMinValues) (scheduling.Requirements, error) {
+	in := make([]scheduling.RequirementWithMinValues, 0, len(reqs))
+	for _, r := range reqs {
+		in = append(in, scheduling.RequirementWithMinValues{Key: r.Key, Operator: string(r.Operator), Values: r.Values, MinValues: r.MinValues})
+	}
+	return scheduling.RequirementsFromMinValues(in)
+}
+
+// remaining is the headroom under limits given usage; nil means unlimited.
+// A resource the pool has used beyond its limit has zero headroom.
+func remaining(limits v1.Limits, usage corev1.ResourceList) corev1.ResourceList {
+	if limits == nil {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for name, limit := range limits {
+		left := limit.DeepCopy()
+		if used, ok := usage[name]; ok {
+			left.Sub(used)
+		}
+		if left.Sign() < 0 {
+			left = *resource.NewQuantity(0, left.Format)
+		}
+		out[name] = left
+	}
+	return out
+}
+
+// exceededBy reports the first limit that creating one more node would
+// break: usage already above a resource limit, or the node count at its
+// limit (adding a node would pass it).
+func exceededBy(limits v1.Limits, usage corev1.ResourceList) error {
+	names := make([]string, 0, len(limits))
+	for name := range limits {
+		names = append(names, string(name))
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		name := corev1.ResourceName(n)
+		limit := limits[name]
+		used := usage[name]
+		if name == v1.ResourceNodes {
+			used.Add(resource.MustParse("1"))
+		}
+		if used.Cmp(limit) > 0 {
+			return fmt.Errorf("%s resource usage of %s exceeds limit of %s", name, used.String(), limit.String())
+		}
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,87 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+// controllerBin is the controller binary every e2e test runs, built once
+// per package run so the tests exercise exactly what ships.
+var controllerBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "karpenter-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	controllerBin = filepath.Join(dir, "controller")
+	build := exec.Command("go", "build", "-o", controllerBin, "./cmd/controller")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building controller: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// cluster starts a full control plane (API server, controller-manager,
+// scheduler, kwok) for one test.
+func cluster(t *testing.T) *controlplane.ControlPlane {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{ControllerManager: true, Scheduler: true, Kwok: true})
+	if err != nil {
+		t.Fatalf("starting control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(cp.LogPath("controller")); err == nil {
+				t.Logf("controller log (tail):\n%s", tail(string(b), 6000))
+			}
+		}
+		cp.Stop()
+	})
+	return cp
+}
+
+var ports = 18080
+
+// startController runs the controller binary against cp. Each replica gets
+// its own metrics and probe ports so several can run at once.
+func startController(t *testing.T, cp *controlplane.ControlPlane, name string, extra ...string) int {
+	t.Helper()
+	ports += 2
+	args := append([]string{
+		"--kubeconfig=" + cp.KubeconfigPath,
+		"--metrics-port=" + strconv.Itoa(ports),
+		"--health-probe-port=" + strconv.Itoa(ports+1),
+		"--leader-election-namespace=kube-system",
+	}, extra...)
+	pid, err := cp.Spawn(controllerBin, name, args...)
+	if err != nil {
+		t.Fatalf("starting controller: %v", err)
+	}
+	return pid
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
