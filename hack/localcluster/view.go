@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 )
 
 // watch prints the cluster as a user of `make run` wants to see it: the
