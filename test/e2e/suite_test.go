@@ -3,12 +3,16 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -28,6 +32,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// client.New logs through controller-runtime's global logger; without
+	// one it prints a warning with a stack trace into every test log.
+	ctrllog.SetLogger(logr.Discard())
 	controllerBin = filepath.Join(dir, "controller")
 	build := exec.Command("go", "build", "-o", controllerBin, "./cmd/controller")
 	build.Dir = "../.."
@@ -59,17 +66,15 @@ func cluster(t *testing.T) *controlplane.ControlPlane {
 	return cp
 }
 
-var ports = 18080
-
 // startController runs the controller binary against cp. Each replica gets
-// its own metrics and probe ports so several can run at once.
+// free metrics and probe ports so several can run at once, on this machine
+// and beside other test binaries.
 func startController(t *testing.T, cp *controlplane.ControlPlane, name string, extra ...string) int {
 	t.Helper()
-	ports += 2
 	args := append([]string{
 		"--kubeconfig=" + cp.KubeconfigPath,
-		"--metrics-port=" + strconv.Itoa(ports),
-		"--health-probe-port=" + strconv.Itoa(ports+1),
+		"--metrics-port=" + strconv.Itoa(freePort(t)),
+		"--health-probe-port=" + strconv.Itoa(freePort(t)),
 		"--leader-election-namespace=kube-system",
 	}, extra...)
 	pid, err := cp.Spawn(controllerBin, name, args...)
@@ -77,6 +82,16 @@ func startController(t *testing.T, cp *controlplane.ControlPlane, name string, e
 		t.Fatalf("starting controller: %v", err)
 	}
 	return pid
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 func tail(s string, n int) string {
