@@ -3,7 +3,6 @@ package nodepool_test
 import (
 	"context"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,25 +27,12 @@ import (
 
 var cp *controlplane.ControlPlane
 
-var crdsServed sync.Once
-
-// waitForCRDs waits until the client can map our kinds: a CRD reports
-// Established a moment before API discovery serves it.
-func waitForCRDs(t *testing.T) {
-	crdsServed.Do(func() {
-		require.Eventually(t, func() bool {
-			return cp.Client.List(context.Background(), &v1.NodePoolList{}) == nil &&
-				cp.Client.List(context.Background(), &v1.NodeClaimList{}) == nil
-		}, 30*time.Second, 100*time.Millisecond)
-	})
-}
 
 func TestMain(m *testing.M) {
 	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
 }
 
 func cleanup(t *testing.T) {
-	waitForCRDs(t)
 	t.Cleanup(func() {
 		ctx := context.Background()
 		require.NoError(t, cp.Client.DeleteAllOf(ctx, &v1.NodeClaim{}))

@@ -23,18 +23,6 @@ import (
 
 var cp *controlplane.ControlPlane
 
-var crdsServed sync.Once
-
-// waitForCRDs waits until the client can map our kinds: a CRD reports
-// Established a moment before API discovery serves it.
-func waitForCRDs(t *testing.T) {
-	crdsServed.Do(func() {
-		require.Eventually(t, func() bool {
-			return cp.Client.List(context.Background(), &v1.NodePoolList{}) == nil &&
-				cp.Client.List(context.Background(), &v1.NodeClaimList{}) == nil
-		}, 30*time.Second, 100*time.Millisecond)
-	})
-}
 
 func TestMain(m *testing.M) {
 	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
@@ -150,7 +138,6 @@ func (r *fakeRecorder) forObject(name string) []event {
 // cleanup removes everything a test created. Nothing in this control plane
 // adds finalizers, so deletes are immediate.
 func cleanup(t *testing.T) {
-	waitForCRDs(t)
 	t.Cleanup(func() {
 		ctx := context.Background()
 		zero := client.GracePeriodSeconds(0)
