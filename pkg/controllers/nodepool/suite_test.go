@@ -27,7 +27,6 @@ import (
 
 var cp *controlplane.ControlPlane
 
-
 func TestMain(m *testing.M) {
 	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
 }
