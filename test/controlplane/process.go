@@ -121,7 +121,12 @@ func Alive(pid int) bool {
 // goes to Dir/logs/<name>.log, it dies with its parent, and Stop stops it
 // first. It returns the PID.
 func (cp *ControlPlane) Spawn(path, name string, args ...string) (int, error) {
-	p, err := cp.spawnAs(path, name, args...)
+	// Children run in cp.Dir; resolve a relative path against ours first.
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return 0, fmt.Errorf("resolving %s: %w", path, err)
+	}
+	p, err := cp.spawnAs(abs, name, args...)
 	if err != nil {
 		return 0, err
 	}
