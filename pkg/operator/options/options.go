@@ -196,6 +196,9 @@ func (o *Options) Parse(fs *flag.FlagSet, lookupEnv func(string) (string, bool),
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("parsing flags: %w", err)
 	}
+	if err := o.parseHiddenEnv(lookupEnv); err != nil {
+		return err
+	}
 	if o.CPURequests <= 0 {
 		o.CPURequests = DefaultCPURequests
 	}
@@ -207,6 +210,33 @@ func (o *Options) Parse(fs *flag.FlagSet, lookupEnv func(string) (string, bool),
 		o.SchedulerConfig = cfg
 	}
 	return o.Validate()
+}
+
+// hiddenDurationEnv are test-only settings with no flag, so --help and the
+// flag set stay upstream's: the leader-election timings, which e2e tests
+// shorten to watch a hand-over in seconds rather than after a 15s lease.
+var hiddenDurationEnv = []struct {
+	env string
+	dst func(*Options) *time.Duration
+}{
+	{"LEADER_ELECTION_LEASE_DURATION", func(o *Options) *time.Duration { return &o.LeaderElectionLeaseDuration }},
+	{"LEADER_ELECTION_RENEW_DEADLINE", func(o *Options) *time.Duration { return &o.LeaderElectionRenewDeadline }},
+	{"LEADER_ELECTION_RETRY_PERIOD", func(o *Options) *time.Duration { return &o.LeaderElectionRetryPeriod }},
+}
+
+func (o *Options) parseHiddenEnv(lookupEnv func(string) (string, bool)) error {
+	for _, h := range hiddenDurationEnv {
+		v, ok := lookupEnv(h.env)
+		if !ok {
+			continue
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d <= 0 {
+			return fmt.Errorf("parsing environment variable %s=%q: want a positive duration", h.env, v)
+		}
+		*h.dst(o) = d
+	}
+	return nil
 }
 
 // Validate reports every invalid setting at once.

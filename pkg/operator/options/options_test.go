@@ -193,6 +193,28 @@ func TestEveryFlagHasEnv(t *testing.T) {
 	assert.Len(t, envs, 24)
 }
 
+func TestHiddenLeaderElectionEnv(t *testing.T) {
+	env := map[string]string{
+		"LEADER_ELECTION_LEASE_DURATION": "3s",
+		"LEADER_ELECTION_RENEW_DEADLINE": "2s",
+		"LEADER_ELECTION_RETRY_PERIOD":   "250ms",
+	}
+	o := New()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o.AddFlags(fs)
+	require.NoError(t, o.Parse(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	assert.Equal(t, 3*time.Second, o.LeaderElectionLeaseDuration)
+	assert.Equal(t, 2*time.Second, o.LeaderElectionRenewDeadline)
+	assert.Equal(t, 250*time.Millisecond, o.LeaderElectionRetryPeriod)
+	assert.Nil(t, fs.Lookup("leader-election-lease-duration"), "no flag: the setting is hidden")
+
+	env["LEADER_ELECTION_RETRY_PERIOD"] = "soon"
+	o = New()
+	fs = flag.NewFlagSet("test", flag.ContinueOnError)
+	o.AddFlags(fs)
+	assert.Error(t, o.Parse(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+}
+
 func TestContext(t *testing.T) {
 	o := New()
 	o.LogLevel = "debug"

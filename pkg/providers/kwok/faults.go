@@ -29,6 +29,12 @@ type Faults struct {
 	// NeverRegister launches instances whose Node never appears (failed
 	// registration). Get and List still report them until deleted.
 	NeverRegister bool
+	// HangAfterCreate makes Create wait this long after the Node exists and
+	// before returning, so a test can kill the controller inside the window
+	// between buying an instance and recording it on the NodeClaim. It
+	// applies only when the Node is created inside Create (no registration
+	// delay): a delayed instance lives in memory and dies with the process.
+	HangAfterCreate time.Duration
 }
 
 // ParseFaults reads a fault spec: ";"-separated settings
@@ -36,6 +42,7 @@ type Faults struct {
 //	ice=<instance-type>/<zone>/<capacity-type>[,...]   ("*" or empty = any)
 //	create-errors=<n>|always
 //	registration=never|<duration>
+//	hang-after-create=<duration>                     (test hook: crash window)
 //
 // e.g. "ice=c7a.large/test-zone-a/spot;registration=30s". Empty means none.
 func ParseFaults(spec string) (Faults, error) {
@@ -78,6 +85,12 @@ func ParseFaults(spec string) (Faults, error) {
 				return Faults{}, fmt.Errorf("fault registration=%q: want \"never\" or a duration", value)
 			}
 			f.RegistrationDelay = &d
+		case "hang-after-create":
+			d, err := time.ParseDuration(value)
+			if err != nil || d < 0 {
+				return Faults{}, fmt.Errorf("fault hang-after-create=%q: want a duration", value)
+			}
+			f.HangAfterCreate = d
 		default:
 			return Faults{}, fmt.Errorf("unknown fault %q", key)
 		}
@@ -106,6 +119,9 @@ func (f Faults) String() string {
 		parts = append(parts, "registration=never")
 	case f.RegistrationDelay != nil:
 		parts = append(parts, "registration="+f.RegistrationDelay.String())
+	}
+	if f.HangAfterCreate > 0 {
+		parts = append(parts, "hang-after-create="+f.HangAfterCreate.String())
 	}
 	return strings.Join(parts, ";")
 }

@@ -25,6 +25,8 @@ func TestParseFaults(t *testing.T) {
 		{spec: "create-errors=always", want: Faults{CreateErrors: -1}},
 		{spec: "registration=never", want: Faults{NeverRegister: true}},
 		{spec: " registration=45s ; create-errors=1 ", want: Faults{RegistrationDelay: ptr(45 * time.Second), CreateErrors: 1}},
+		{spec: "hang-after-create=10m", want: Faults{HangAfterCreate: 10 * time.Minute}},
+		{spec: "hang-after-create=later", wantErr: true},
 		{spec: "ice=a/b", wantErr: true},
 		{spec: "create-errors=-2", wantErr: true},
 		{spec: "registration=soon", wantErr: true},

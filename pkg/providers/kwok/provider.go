@@ -305,7 +305,23 @@ func (p *Provider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim,
 		p.releaseReservation(name)
 		return nil, cloudprovider.NewCreateError(err, "NodeCreationFailed", err.Error())
 	}
+	p.hangAfterCreate(ctx, name, annotationFaults)
 	return claimFromNode(nc, created), nil
+}
+
+// hangAfterCreate holds a Create whose Node already exists when the
+// hang-after-create fault is set, giving crash tests a deterministic window
+// in which the instance exists but no NodeClaim records it.
+func (p *Provider) hangAfterCreate(ctx context.Context, name string, fromAnnotation Faults) {
+	d := max(p.Faults().HangAfterCreate, fromAnnotation.HangAfterCreate)
+	if d <= 0 {
+		return
+	}
+	log.FromContext(ctx).Info("holding kwok launch after creating the instance (injected fault)", "node", name, "duration", d)
+	select {
+	case <-ctx.Done():
+	case <-p.clock.After(d):
+	}
 }
 
 // Delete implements cloudprovider.CloudProvider. A simulated instance is gone

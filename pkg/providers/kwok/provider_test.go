@@ -338,6 +338,30 @@ func TestCreateErrors(t *testing.T) {
 	assert.Equal(t, 1, e.nodeCount(t))
 }
 
+func TestHangAfterCreate(t *testing.T) {
+	e := newEnv(t, Options{Faults: Faults{HangAfterCreate: time.Minute}})
+	nc := nodeClaim("claim", in(corev1.LabelInstanceTypeStable, "c7a.large"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.p.Create(e.ctx, nc)
+		done <- err
+	}()
+	// The Node exists while Create is still holding: the crash window.
+	require.Eventually(t, func() bool { return e.nodeCount(t) == 1 && e.clock.HasWaiters() }, 5*time.Second, 10*time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Create returned before the hang ended: %v", err)
+	default:
+	}
+	e.clock.Step(time.Minute)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Create did not return after the hang")
+	}
+}
+
 func TestAnnotationFaults(t *testing.T) {
 	class := nodeClass(func(c *kwokv1alpha1.KWOKNodeClass) {
 		c.Annotations = map[string]string{FaultsAnnotationKey: "create-errors=1;ice=c7a.large/*/*"}

@@ -1,0 +1,282 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+// benchNamespace holds the benchmark's Deployments.
+const benchNamespace = "default"
+
+// benchManifests is the setup upstream's kwok build was measured on: a
+// linux/amd64 pool that may consolidate at once with a 100% budget, a
+// NodeClass whose instances register immediately, and two Deployments of
+// 500 pods each.
+var benchManifests = `
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata:
+  name: default
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: bench
+spec:
+  template:
+    spec:
+      requirements:
+        - key: kubernetes.io/arch
+          operator: In
+          values: ["amd64"]
+        - key: kubernetes.io/os
+          operator: In
+          values: ["linux"]
+      nodeClassRef:
+        group: karpenter.kwok.sh
+        kind: KWOKNodeClass
+        name: default
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 0s
+    budgets:
+      - nodes: "100%"
+`
+
+func benchDeployment(name, cpu, memory string, replicas int) string {
+	return fmt.Sprintf(`
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  namespace: %[5]s
+spec:
+  replicas: %[4]d
+  selector:
+    matchLabels:
+      app: %[1]s
+  template:
+    metadata:
+      labels:
+        app: %[1]s
+        bench: provisioning
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+        - name: pause
+          image: registry.k8s.io/pause:3.10
+          resources:
+            requests:
+              cpu: %[2]s
+              memory: %[3]s
+`, name, cpu, memory, replicas, benchNamespace)
+}
+
+// podProgress watches the benchmark's pods and records when all of them
+// were first bound and first Running.
+type podProgress struct {
+	want  int
+	start time.Time
+
+	mu             sync.Mutex
+	bound, running map[string]bool
+	boundAt        time.Duration
+	runningAt      time.Duration
+	done           chan struct{}
+}
+
+func (p *podProgress) observe(obj interface{}) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Labels["bench"] != "provisioning" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pod.Spec.NodeName != "" {
+		p.bound[pod.Name] = true
+	}
+	if pod.Status.Phase == corev1.PodRunning {
+		p.running[pod.Name] = true
+	}
+	if p.boundAt == 0 && len(p.bound) >= p.want {
+		p.boundAt = time.Since(p.start)
+	}
+	if p.runningAt == 0 && len(p.running) >= p.want {
+		p.runningAt = time.Since(p.start)
+		close(p.done)
+	}
+}
+
+// BenchmarkProvisioning1000 provisions for 1,000 pending pods on the local
+// cluster and reports the figures upstream Karpenter's kwok build was
+// measured with: time to all pods bound and Running, NodeClaims, rounds,
+// $/h and the controller's peak RSS. It runs only with -bench, e.g.
+//
+//	go test ./test/e2e -run '^$' -bench Provisioning1000 -benchtime=1x
+func BenchmarkProvisioning1000(b *testing.B) {
+	const replicas = 500
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		ControllerManager: true, Scheduler: true, Kwok: true, APIQPS: 200, APIBurst: 300,
+	})
+	if err != nil {
+		b.Fatalf("starting control plane: %v", err)
+	}
+	b.Cleanup(cp.Stop)
+	if err := controlplane.Apply(ctx, cp.Client, []byte(benchManifests)); err != nil {
+		b.Fatalf("applying pool: %v", err)
+	}
+
+	pid, err := cp.Spawn(controllerBin, "controller",
+		"--kubeconfig="+cp.KubeconfigPath,
+		"--metrics-port="+strconv.Itoa(unusedPort(b)), "--health-probe-port="+strconv.Itoa(unusedPort(b)),
+		"--leader-election-namespace=kube-system",
+		"--"+kwok.FlagCatalog+"="+kwok.CatalogUpstreamKWOK)
+	if err != nil {
+		b.Fatalf("starting controller: %v", err)
+	}
+	controllerLog := func() string {
+		raw, _ := os.ReadFile(cp.LogPath("controller"))
+		return string(raw)
+	}
+	b.Cleanup(func() {
+		if b.Failed() {
+			b.Logf("controller log (tail):\n%s", tail(controllerLog(), 6000))
+		}
+	})
+	// Measure provisioning, not start-up: wait until the controller leads
+	// and its controllers run.
+	if !waitFor(ctx, 90*time.Second, func() bool {
+		l := controllerLog()
+		return logHas(l, "Successfully acquired lease") && logHas(l, "Starting workers")
+	}) {
+		b.Fatal("the controller did not become leader")
+	}
+
+	progress := &podProgress{want: 2 * replicas, bound: map[string]bool{}, running: map[string]bool{}, done: make(chan struct{})}
+	factory := informers.NewSharedInformerFactoryWithOptions(cp.Kubernetes, 0, informers.WithNamespace(benchNamespace))
+	podInformer := factory.Core().V1().Pods().Informer()
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    progress.observe,
+		UpdateFunc: func(_, obj interface{}) { progress.observe(obj) },
+	}); err != nil {
+		b.Fatal(err)
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	// Shutdown waits for the informers, which end only when stop closes.
+	defer factory.Shutdown()
+	defer close(stop)
+
+	b.ResetTimer()
+	progress.start = time.Now()
+	workload := benchDeployment("bench-small", "900m", "3100Mi", replicas) + "---" + benchDeployment("bench-large", "3500m", "28Gi", replicas)
+	if err := controlplane.Apply(ctx, cp.Client, []byte(workload)); err != nil {
+		b.Fatalf("applying deployments: %v", err)
+	}
+	select {
+	case <-progress.done:
+	case <-time.After(5 * time.Minute):
+		progress.mu.Lock()
+		b.Fatalf("after 5m: %d/%d pods bound, %d running", len(progress.bound), progress.want, len(progress.running))
+	}
+	b.StopTimer()
+
+	// Peak RSS is read while the controller still runs.
+	peakMiB, err := vmHWM(pid)
+	if err != nil {
+		b.Fatalf("reading controller RSS: %v", err)
+	}
+	var claims v1.NodeClaimList
+	if err := cp.Client.List(ctx, &claims); err != nil {
+		b.Fatal(err)
+	}
+	var nodes corev1.NodeList
+	if err := cp.Client.List(ctx, &nodes); err != nil {
+		b.Fatal(err)
+	}
+	price := map[string]float64{}
+	for _, n := range nodes.Items {
+		price[n.Spec.ProviderID], _ = strconv.ParseFloat(n.Labels[kwokv1alpha1.NodeViewerPriceLabelKey], 64)
+	}
+	cost := 0.0
+	types := map[string]int{}
+	for _, nc := range claims.Items {
+		p, ok := price[nc.Status.ProviderID]
+		if !ok {
+			p, _ = strconv.ParseFloat(nc.Labels[kwokv1alpha1.NodeViewerPriceLabelKey], 64)
+		}
+		cost += p
+		types[nc.Labels[corev1.LabelInstanceTypeStable]+"/"+nc.Labels[v1.CapacityTypeLabelKey]]++
+	}
+	b.Logf("deployments applied at %s", progress.start.UTC().Format(time.RFC3339Nano))
+	rounds := 0
+	for _, line := range strings.Split(controllerLog(), "\n") {
+		if strings.Contains(line, `"message":"computed new nodeclaim(s) to fit pod(s)"`) {
+			rounds++
+			b.Logf("round %d: %s", rounds, line)
+		}
+	}
+
+	progress.mu.Lock()
+	bound, running := progress.boundAt, progress.runningAt
+	progress.mu.Unlock()
+	b.ReportMetric(bound.Seconds(), "s-bound")
+	b.ReportMetric(running.Seconds(), "s-running")
+	b.ReportMetric(float64(len(claims.Items)), "nodeclaims")
+	b.ReportMetric(float64(rounds), "rounds")
+	b.ReportMetric(cost, "$/h")
+	b.ReportMetric(peakMiB, "MiB-peak-rss")
+	b.Logf("1000 pods: bound in %.1fs, Running in %.1fs; %d NodeClaims in %d round(s) %v; $%.2f/h; controller peak RSS %.0f MiB (upstream: 15.2s, 18.3s, 10 in 2, $55.84/h, 124-150 MiB)",
+		bound.Seconds(), running.Seconds(), len(claims.Items), rounds, types, cost, peakMiB)
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		b.Logf("load average at the end: %s", strings.TrimSpace(string(load)))
+	}
+}
+
+// vmHWM is a process's peak resident set size in MiB.
+func vmHWM(pid int) (float64, error) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing %q: %w", line, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if cond() {
+			return true
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return false
+}
