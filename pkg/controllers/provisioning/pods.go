@@ -10,17 +10,25 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/validation"
 )
 
-// IsProvisionable reports whether pod needs capacity from Karpenter: the
-// kube-scheduler tried and failed to place it (PodScheduled=False with
-// reason Unschedulable), it is not bound or being preempted into room on a
-// node, and it is not a DaemonSet or static pod (those are tied to a node
-// and never need a new one).
+// IsProvisionable reports whether pod may need capacity from Karpenter: it
+// is not bound or being preempted into room on a node, it is not a DaemonSet
+// or static pod (those are tied to a node and never need a new one), and
+// either the kube-scheduler tried and failed to place it (PodScheduled=False
+// with reason Unschedulable) or it is still waiting for its first attempt.
+//
+// Upstream Karpenter waits for the Unschedulable mark. With many new pods
+// that mark is the bottleneck: the kube-scheduler writes it one pod at a
+// time under its client rate limit, so a burst of 1,000 pods trickles into
+// two or three provisioning rounds. Planning for pods the scheduler has not
+// reached yet is safe because the solver places pods on existing nodes (and
+// in-flight NodeClaims) first: a pod that fits what is there asks for
+// nothing new.
 func IsProvisionable(pod *corev1.Pod) bool {
 	return pod.Spec.NodeName == "" &&
 		pod.Status.NominatedNodeName == "" &&
 		pod.DeletionTimestamp.IsZero() &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed &&
-		failedToSchedule(pod) &&
+		(failedToSchedule(pod) || awaitingScheduler(pod)) &&
 		!ownedBy(pod, "DaemonSet") && !ownedBy(pod, "Node")
 }
 
@@ -31,6 +39,24 @@ func failedToSchedule(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// awaitingScheduler reports whether the default kube-scheduler has yet to
+// look at pod. Pods held by scheduling gates, or handed to another scheduler,
+// are not ours to anticipate: they count only once marked Unschedulable.
+func awaitingScheduler(pod *corev1.Pod) bool {
+	if len(pod.Spec.SchedulingGates) > 0 {
+		return false
+	}
+	if pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return false
+		}
+	}
+	return true
 }
 
 func ownedBy(pod *corev1.Pod, kind string) bool {

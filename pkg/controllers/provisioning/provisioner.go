@@ -164,10 +164,35 @@ func (p *Provisioner) Schedule(ctx context.Context) (*scheduling.Result, map[str
 	res := scheduling.Solve(in)
 	metrics.SchedulingDurationSeconds.WithLabelValues(controllerName).Observe(p.clock.Since(solveStart).Seconds())
 
-	log.FromContext(ctx).WithValues("Pods", prettySlice(podNames(pods), 5), "duration", p.clock.Since(start)).
-		Info("found provisionable pod(s)")
+	logger := log.FromContext(ctx).WithValues("Pods", prettySlice(podNames(pods), 5), "duration", p.clock.Since(start))
+	if routine(pods, res) {
+		// Only pods the kube-scheduler has yet to place, all fitting
+		// existing capacity: nothing for Karpenter to do or to say.
+		logger.V(1).Info("found provisionable pod(s)")
+	} else {
+		logger.Info("found provisionable pod(s)")
+	}
 	p.record(ctx, res)
 	return res, pools, nil
+}
+
+// routine reports whether a round is the everyday case of new pods that
+// fit existing capacity before the kube-scheduler got to them.
+func routine(pods []*corev1.Pod, res *scheduling.Result) bool {
+	if len(res.NewNodeClaims) > 0 {
+		return false
+	}
+	for _, pl := range res.Placements {
+		if pl.Node == "" {
+			return false
+		}
+	}
+	for _, pod := range pods {
+		if failedToSchedule(pod) {
+			return false
+		}
+	}
+	return true
 }
 
 // pendingPods lists the provisionable pods that pass validation; the rest
@@ -406,8 +431,13 @@ func (p *Provisioner) record(ctx context.Context, res *scheduling.Result) {
 	for _, pl := range res.Placements {
 		switch {
 		case pl.Node != "":
-			existing++
-			nominate(p.recorder, pl.Pod, nodeTarget(pl.Node))
+			// A pod the kube-scheduler has not tried yet and that fits what
+			// is there will simply be scheduled: announcing it would put an
+			// event on every new pod in a cluster with room.
+			if failedToSchedule(pl.Pod) {
+				existing++
+				nominate(p.recorder, pl.Pod, nodeTarget(pl.Node))
+			}
 			if nominator != nil && !nominated[pl.Node] {
 				nominated[pl.Node] = true
 				nominator.NominateNodeForPod(ctx, pl.Node)

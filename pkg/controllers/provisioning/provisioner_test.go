@@ -260,6 +260,47 @@ func TestProvisionNominatesExistingNode(t *testing.T) {
 	assert.Equal(t, "Pod should schedule on: node/existing", evs[0].message)
 }
 
+// TestProvisionPlansAheadOfTheScheduler covers pods the kube-scheduler has
+// not tried yet: one that fits an existing node asks for nothing and gets no
+// event (the scheduler will place it); one that fits nowhere gets capacity
+// in the same round, without waiting for the Unschedulable mark.
+func TestProvisionPlansAheadOfTheScheduler(t *testing.T) {
+	cleanup(t)
+	ctx := context.Background()
+	nodePool(t, "lab-general", nil)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "existing", Labels: map[string]string{
+		corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", corev1.LabelHostname: "existing",
+		v1.NodePoolLabelKey: "lab-general", "capacity.example.io/pool": "lab-general",
+	}}}
+	require.NoError(t, cp.Client.Create(ctx, node))
+	node.Spec.Taints = nil
+	require.NoError(t, cp.Client.Update(ctx, node))
+	node.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"),
+		corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	node.Status.Allocatable = node.Status.Capacity
+	require.NoError(t, cp.Client.Status().Update(ctx, node))
+	untried := func(name, cpu string) {
+		pod := pendingPod(t, name, cpu, nil)
+		pod.Status.Conditions = nil
+		require.NoError(t, cp.Client.Status().Update(ctx, pod))
+	}
+	untried("fits", "1")
+	p, _, rec := newProvisioner(t)
+
+	round, err := p.Provision(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, round.Result.NewNodeClaims, "the pod fits the existing node")
+	assert.Empty(t, rec.forObject("fits"), "no event for a pod the scheduler will place")
+
+	untried("too-big", "8")
+	round, err = p.Provision(ctx)
+	require.NoError(t, err)
+	require.Len(t, round.Result.NewNodeClaims, 1)
+	require.Len(t, round.Result.NewNodeClaims[0].Pods, 1)
+	assert.Equal(t, "too-big", round.Result.NewNodeClaims[0].Pods[0].Name)
+	assert.Len(t, nodeClaims(t), 1)
+}
+
 func TestProvisionSkipsUnreadyNodePools(t *testing.T) {
 	cleanup(t)
 	ctx := context.Background()
@@ -350,20 +391,37 @@ func TestPodControllerTriggers(t *testing.T) {
 	daemon := pendingPod(t, "daemon", "1", func(p *corev1.Pod) {
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "ds-uid"}}
 	})
-	notYetTried := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fresh", Namespace: "default"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}
-	require.NoError(t, cp.Client.Create(ctx, notYetTried))
+	plain := func(name string, mutate func(*corev1.Pod)) *corev1.Pod {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}
+		if mutate != nil {
+			mutate(pod)
+		}
+		require.NoError(t, cp.Client.Create(ctx, pod))
+		return pod
+	}
+	// Not yet seen by the kube-scheduler: planned for at once, so a burst
+	// of new pods lands in one round.
+	notYetTried := plain("fresh", nil)
+	gated := plain("gated", func(p *corev1.Pod) {
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/hold"}}
+	})
+	otherScheduler := plain("other-scheduler", func(p *corev1.Pod) { p.Spec.SchedulerName = "my-scheduler" })
+	// Tried and found a place (the scheduler is about to bind it): not ours.
+	scheduling := plain("being-bound", nil)
+	scheduling.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	require.NoError(t, cp.Client.Status().Update(ctx, scheduling))
 
 	tr := &triggers{}
 	c := provisioning.NewPodController(cp.Client, tr)
-	for _, pod := range []*corev1.Pod{pending, daemon, notYetTried} {
+	for _, pod := range []*corev1.Pod{pending, daemon, notYetTried, gated, otherScheduler, scheduling} {
 		res, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: pod.Name}})
 		require.NoError(t, err)
 		if pod == pending {
 			assert.NotZero(t, res.RequeueAfter, "a pending pod keeps re-triggering")
 		}
 	}
-	assert.Equal(t, []string{string(pending.UID)}, tr.uids)
+	assert.Equal(t, []string{string(pending.UID), string(notYetTried.UID)}, tr.uids)
 }
 
 func ptr[T any](v T) *T { return &v }
