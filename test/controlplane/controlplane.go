@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -108,11 +109,14 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		}
 	}
 
-	etcdURL, err := cp.startEtcd(binDir)
-	if err != nil {
+	var etcdURL string
+	if err := retryPortClash(func() (err error) {
+		etcdURL, err = cp.startEtcd(binDir)
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	if err := cp.startAPIServer(ctx, binDir, etcdURL); err != nil {
+	if err := retryPortClash(func() error { return cp.startAPIServer(ctx, binDir, etcdURL) }); err != nil {
 		return nil, err
 	}
 	if !opts.SkipCRDs {
@@ -371,6 +375,19 @@ func (cp *ControlPlane) installCRDs(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// retryPortClash retries start when the port it picked was taken between
+// picking and binding: test packages run in parallel and each picks ports
+// the same way.
+func retryPortClash(start func() error) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = start(); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+	}
+	return err
 }
 
 func freePort() (int, error) {

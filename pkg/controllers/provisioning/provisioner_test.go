@@ -231,10 +231,11 @@ func TestProvisionRespectsLimits(t *testing.T) {
 	assert.Empty(t, nodeClaims(t))
 }
 
-func TestProvisionNominatesExistingNode(t *testing.T) {
-	cleanup(t)
+// existingNode creates a Ready-looking lab-general node named "existing"
+// with the given cpu, as a kubelet would have registered it.
+func existingNode(t *testing.T, cpu string) {
+	t.Helper()
 	ctx := context.Background()
-	nodePool(t, "lab-general", nil)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "existing", Labels: map[string]string{
 		corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", corev1.LabelHostname: "existing",
 		v1.NodePoolLabelKey: "lab-general", "capacity.example.io/pool": "lab-general",
@@ -243,10 +244,17 @@ func TestProvisionNominatesExistingNode(t *testing.T) {
 	// The API server adds the not-ready taint at creation; play kubelet.
 	node.Spec.Taints = nil
 	require.NoError(t, cp.Client.Update(ctx, node))
-	node.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
+	node.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu),
 		corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
 	node.Status.Allocatable = node.Status.Capacity
 	require.NoError(t, cp.Client.Status().Update(ctx, node))
+}
+
+func TestProvisionNominatesExistingNode(t *testing.T) {
+	cleanup(t)
+	ctx := context.Background()
+	nodePool(t, "lab-general", nil)
+	existingNode(t, "4")
 	pendingPod(t, "fits", "1", nil)
 	p, _, rec := newProvisioner(t)
 
@@ -268,17 +276,7 @@ func TestProvisionPlansAheadOfTheScheduler(t *testing.T) {
 	cleanup(t)
 	ctx := context.Background()
 	nodePool(t, "lab-general", nil)
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "existing", Labels: map[string]string{
-		corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", corev1.LabelHostname: "existing",
-		v1.NodePoolLabelKey: "lab-general", "capacity.example.io/pool": "lab-general",
-	}}}
-	require.NoError(t, cp.Client.Create(ctx, node))
-	node.Spec.Taints = nil
-	require.NoError(t, cp.Client.Update(ctx, node))
-	node.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"),
-		corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	node.Status.Allocatable = node.Status.Capacity
-	require.NoError(t, cp.Client.Status().Update(ctx, node))
+	existingNode(t, "2")
 	untried := func(name, cpu string) {
 		pod := pendingPod(t, name, cpu, nil)
 		pod.Status.Conditions = nil
