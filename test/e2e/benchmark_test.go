@@ -145,7 +145,7 @@ func BenchmarkProvisioning1000(b *testing.B) {
 
 	pid, err := cp.Spawn(controllerBin, "controller",
 		"--kubeconfig="+cp.KubeconfigPath,
-		"--metrics-port="+strconv.Itoa(unusedPort(b)), "--health-probe-port="+strconv.Itoa(unusedPort(b)),
+		"--metrics-port="+strconv.Itoa(freePort(b)), "--health-probe-port="+strconv.Itoa(freePort(b)),
 		"--leader-election-namespace=kube-system",
 		"--"+kwok.FlagCatalog+"="+kwok.CatalogUpstreamKWOK)
 	if err != nil {

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -43,8 +42,8 @@ func startReplica(t *testing.T, cp *controlplane.ControlPlane, name string, env 
 	require.NoError(t, err)
 	args := append(append([]string{}, env...), controllerBin,
 		"--kubeconfig="+cp.KubeconfigPath,
-		"--metrics-port="+strconv.Itoa(unusedPort(t)),
-		"--health-probe-port="+strconv.Itoa(unusedPort(t)),
+		"--metrics-port="+strconv.Itoa(freePort(t)),
+		"--health-probe-port="+strconv.Itoa(freePort(t)),
 		"--leader-election-namespace=kube-system",
 	)
 	pid, err := cp.Spawn(envBin, name, append(args, extra...)...)
@@ -61,14 +60,6 @@ func startReplica(t *testing.T, cp *controlplane.ControlPlane, name string, env 
 
 // unusedPort asks the kernel for a free port: fixed port numbers collide
 // with other e2e runs sharing the machine.
-func unusedPort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func replicaLog(t *testing.T, cp *controlplane.ControlPlane, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(cp.LogPath(name))

@@ -84,7 +84,7 @@ func startController(t *testing.T, cp *controlplane.ControlPlane, name string, e
 	return pid
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
