@@ -3,7 +3,6 @@ package operator_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -31,10 +30,9 @@ func TestMain(m *testing.M) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := controlplane.FreePort()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func testOptions(t *testing.T) *options.Options {

@@ -199,11 +199,11 @@ func (cp *ControlPlane) rateLimitArgs() []string {
 }
 
 func (cp *ControlPlane) startEtcd(binDir string) (string, error) {
-	clientPort, err := freePort()
+	clientPort, err := FreePort()
 	if err != nil {
 		return "", err
 	}
-	peerPort, err := freePort()
+	peerPort, err := FreePort()
 	if err != nil {
 		return "", err
 	}
@@ -231,7 +231,7 @@ func (cp *ControlPlane) startEtcd(binDir string) (string, error) {
 }
 
 func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL string) error {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -390,7 +390,9 @@ func retryPortClash(start func() error) error {
 	return err
 }
 
-func freePort() (int, error) {
+// FreePort returns a loopback port that was free a moment ago, for a process
+// the caller is about to start (a controller's metrics or probe port).
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("finding a free port: %w", err)

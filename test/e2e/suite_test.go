@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,12 +85,11 @@ func startController(t *testing.T, cp *controlplane.ControlPlane, name string, e
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := controlplane.FreePort()
 	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func tail(s string, n int) string {

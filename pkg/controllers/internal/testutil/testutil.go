@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
@@ -80,3 +81,8 @@ func (l *Logs) Matching(msg string) []string {
 	}
 	return out
 }
+
+var nameSeq atomic.Int64
+
+// UniqueName keeps tests that share one API server apart.
+func UniqueName(prefix string) string { return fmt.Sprintf("%s-%d", prefix, nameSeq.Add(1)) }

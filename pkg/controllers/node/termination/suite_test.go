@@ -2,9 +2,7 @@ package termination_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,10 +27,6 @@ func TestMain(m *testing.M) {
 	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
 }
 
-var nameSeq atomic.Int64
-
-func uniqueName(prefix string) string { return fmt.Sprintf("%s-%d", prefix, nameSeq.Add(1)) }
-
 type env struct {
 	t      *testing.T
 	ctx    context.Context
@@ -50,7 +44,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, ctx: ctx, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)), events: &testutil.Recorder{}}
 	e.cloud = fakecloud.New(e.clock)
 	e.ctrl = termination.NewController(cp.Client, e.cloud, termination.Options{Clock: e.clock, Recorder: e.events, Config: cp.Config})
-	e.ns = uniqueName("ns")
+	e.ns = testutil.UniqueName("ns")
 	require.NoError(t, cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
 	return e
 }
@@ -59,7 +53,7 @@ func newEnv(t *testing.T) *env {
 // with the termination finalizer, as the lifecycle controller leaves them.
 func (e *env) managedNode(deadline *time.Time) (*v1.NodeClaim, *corev1.Node) {
 	e.t.Helper()
-	name := uniqueName("default")
+	name := testutil.UniqueName("default")
 	nc := &v1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.NodePoolLabelKey: "default"}, Finalizers: []string{v1.TerminationFinalizer}},
 		Spec: v1.NodeClaimSpec{

@@ -11,6 +11,7 @@ import (
 
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 )
@@ -22,7 +23,7 @@ func TestWithKwokProvider(t *testing.T) {
 	provider, err := kwok.New(e.ctx, cp.Client, kwok.Options{Clock: e.clock, Pick: func(int) int { return 0 }})
 	require.NoError(t, err)
 	e.ctrl = lifecycle.NewController(cp.Client, provider, lifecycle.Options{Clock: e.clock, Recorder: e.events})
-	class := &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("kwok")}}
+	class := &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: testutil.UniqueName("kwok")}}
 	require.NoError(t, cp.Client.Create(e.ctx, class))
 
 	nc := e.nodeClaim(func(nc *v1.NodeClaim) {

@@ -2,9 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,13 +28,6 @@ var cp *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
 	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
-}
-
-var nameSeq atomic.Int64
-
-// uniqueName keeps tests sharing one API server apart.
-func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s-%d", prefix, nameSeq.Add(1))
 }
 
 type env struct {
@@ -70,7 +61,7 @@ func (e *env) nodeClaim(mutate ...func(*v1.NodeClaim)) *v1.NodeClaim {
 	e.t.Helper()
 	nc := &v1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   uniqueName("default"),
+			Name:   testutil.UniqueName("default"),
 			Labels: map[string]string{v1.NodePoolLabelKey: "default", "team": "user"},
 		},
 		Spec: v1.NodeClaimSpec{
@@ -115,7 +106,7 @@ func (e *env) gone(name string) bool {
 func (e *env) kubeletNode(nc *v1.NodeClaim) *corev1.Node {
 	e.t.Helper()
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: uniqueName("node"), Labels: map[string]string{corev1.LabelHostname: "host"}},
+		ObjectMeta: metav1.ObjectMeta{Name: testutil.UniqueName("node"), Labels: map[string]string{corev1.LabelHostname: "host"}},
 		Spec: corev1.NodeSpec{
 			ProviderID: nc.Status.ProviderID,
 			Taints: []corev1.Taint{v1.UnregisteredNoExecuteTaint,
