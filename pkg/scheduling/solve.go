@@ -122,6 +122,9 @@ func Solve(in *Input) *Result {
 	s.buildClasses()
 	s.buildTopology()
 	s.run()
+	if s.opts.Robust {
+		s.harden()
+	}
 	return s.result()
 }
 
@@ -536,7 +539,7 @@ func (s *solver) run() {
 		}
 		return pa.UID < pb.UID
 	})
-	queue := s.interleave(order, ratio)
+	queue := s.interleave(s.placeNominated(order), ratio)
 	for len(queue) > 0 {
 		var failed []int
 		for _, pi := range queue {
@@ -549,6 +552,48 @@ func (s *solver) run() {
 		}
 		queue = failed
 	}
+}
+
+// placeNominated places the nominated pods on their nodes, in order, and
+// returns the pods still to place. A nominated pod that no longer fits its
+// node (another pod took the room, a taint appeared) is placed as usual.
+func (s *solver) placeNominated(order []int) []int {
+	if len(s.in.Nominations) == 0 {
+		return order
+	}
+	byName := make(map[string]*bin, len(s.nodes))
+	for _, b := range s.nodes {
+		byName[b.node.Name] = b
+	}
+	rest := make([]int, 0, len(order))
+	for _, pi := range order {
+		b := byName[s.in.Nominations[s.in.Pods[pi].UID]]
+		if b == nil || !s.placeOn(b, pi, s.podLevel[pi]) {
+			rest = append(rest, pi)
+		}
+	}
+	return rest
+}
+
+// placeOn puts pod pi on existing node b if it fits there at level cl.
+func (s *solver) placeOn(b *bin, pi int, cl *classLevel) bool {
+	c := cl.class
+	if c.err != nil || cl.reqsErr != nil || cl.isDeadNode(b.idx) {
+		return false
+	}
+	ev, err := s.topo.evaluate(cl)
+	if err != nil {
+		return false
+	}
+	eff := cl.reqs
+	if len(ev.extra) > 0 {
+		eff = cl.reqs.Intersect(ev.extra)
+	}
+	if _, ok := s.existingFits(b, cl, eff, ev); !ok {
+		return false
+	}
+	s.commitExisting(b, pi, cl)
+	return true
 }
 
 func (s *solver) trySchedule(pi int) bool {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func solveOK(t *testing.T, in *Input) *Result {
@@ -518,4 +519,46 @@ func TestPoolFallbacks(t *testing.T) {
 		res := solveOK(t, &Input{Pods: []*corev1.Pod{mkPod("a", "100m", "", withNodeSelector(LabelZone, "zone-a"))}, NodePools: []*NodePool{mkPool("p", types)}, Unavailable: ice})
 		assert.Contains(t, res.Placements[0].Why(), "no instance type matches [topology.kubernetes.io/zone In [zone-a]]")
 	})
+}
+
+// TestSolveNominations checks that pods an earlier round planned onto a node
+// go back there first, so that a later round does not repack exactly-sized
+// in-flight capacity and run out of room.
+func TestSolveNominations(t *testing.T) {
+	nodes := func() []*ExistingNode {
+		return []*ExistingNode{mkNode("a", "6", "64Gi", nil), mkNode("b", "4", "64Gi", nil)}
+	}
+	pods := func() []*corev1.Pod {
+		return []*corev1.Pod{mkPod("p1", "4", "1Gi"), mkPod("p2", "3", "1Gi"), mkPod("p3", "3", "1Gi")}
+	}
+	tainted := func() []*ExistingNode {
+		ns := nodes()
+		ns[1].Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+		return ns
+	}
+	tests := []struct {
+		name        string
+		nodes       []*ExistingNode
+		nominations map[types.UID]string
+		want        map[string]string
+	}{
+		{"without nominations first fit strands p3", nodes(), nil,
+			map[string]string{"p1": "node:a", "p2": "node:b", "p3": "claim:0"}},
+		{"nominations restore the earlier plan", nodes(),
+			map[types.UID]string{"uid-p1": "b", "uid-p2": "a", "uid-p3": "a"},
+			map[string]string{"p1": "node:b", "p2": "node:a", "p3": "node:a"}},
+		{"a nomination that no longer fits falls back", tainted(),
+			map[types.UID]string{"uid-p1": "b", "uid-p2": "a", "uid-p3": "a"},
+			map[string]string{"p1": "claim:0", "p2": "node:a", "p3": "node:a"}},
+		{"a nomination to an unknown node is ignored", nodes(),
+			map[types.UID]string{"uid-p1": "gone"},
+			map[string]string{"p1": "node:a", "p2": "node:b", "p3": "claim:0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := Solve(&Input{Pods: pods(), Nodes: tt.nodes, Nominations: tt.nominations,
+				NodePools: []*NodePool{mkPool("default", stdTypes())}})
+			assert.Equal(t, tt.want, where(res))
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Input is one snapshot to solve. The solver never modifies it.
@@ -29,6 +30,14 @@ type Input struct {
 	Namespaces []*corev1.Namespace
 	// Unavailable offerings (the insufficient-capacity cache) are never used.
 	Unavailable []OfferingKey
+	// Nominations map a pending pod's UID to the name of an entry in Nodes
+	// that an earlier round planned it onto. Nominated pods are placed there
+	// before any other pod is placed anywhere, as long as they still fit;
+	// the others are placed as usual. Without this, a round that runs while
+	// the previous round's NodeClaims are still launching may pack the same
+	// pods differently into those exactly-sized NodeClaims and find that
+	// some no longer fit, buying capacity that is not needed.
+	Nominations map[types.UID]string
 	Options     Options
 }
 
@@ -42,6 +51,10 @@ type Options struct {
 	MinValuesPolicy MinValuesPolicy
 	// MaxInstanceTypes caps each NodeClaim's instance type list (default 600).
 	MaxInstanceTypes int
+	// Robust makes new NodeClaims hold their pods however the kube-scheduler
+	// mixes them, at some extra cost, rather than only as the solver packed
+	// them (see harden). The provisioner sets it; packing benchmarks do not.
+	Robust bool
 }
 
 // PreferencePolicy says what to do with preferred scheduling terms.
@@ -117,6 +130,10 @@ type OfferingKey struct {
 // ExistingNode is a node, or an in-flight NodeClaim that has no node yet.
 type ExistingNode struct {
 	Name string
+	// NodeClaim names the NodeClaim behind the node, if any. The solver does
+	// not use it; callers use it to follow a node across registration,
+	// when its name changes from the NodeClaim's to the Node's.
+	NodeClaim string `json:",omitempty"`
 	// Labels of the node. For an in-flight NodeClaim without a node, pass the
 	// NodeClaim's requirements in Requirements instead (or both).
 	Labels       map[string]string

@@ -1,0 +1,183 @@
+package scheduling
+
+import (
+	"math"
+	"sort"
+)
+
+// The kube-scheduler, not the solver, binds pods. It knows nothing of the
+// plan: it hands each pod, in the order the pods arrive, to whichever node
+// scores best at that moment. Pods that could go to any of a round's new
+// nodes therefore end up mixed on every node in about the proportions in
+// which they arrive, not in the proportions the solver packed them. A plan
+// that puts memory-heavy pods on one shape of machine and cpu-heavy ones on
+// another is cheapest on paper, but once the pods are mixed the cpu-lean
+// machine fills its memory with a cpu-heavy remainder stranded, and the
+// pods left over wait for a second provisioning round.
+//
+// harden guards against that (Options.Robust). For each NodePool it takes
+// the new NodeClaims whose pods could trade places with one another and
+// models them filled with the average pod of that mix: a machine with
+// allocatable a holds min over resources of a[r]/avg[r] such pods. While
+// the claims together hold fewer than their pods plus one per claim (a pod
+// that almost fits is a pod that does not), it moves the claim whose next
+// larger option buys the most average-pod room per dollar to that option,
+// by dropping the cheaper options from its list. Pools where the pods
+// cannot mix, or mix only one shape, are left alone.
+func (s *solver) harden() {
+	byPool := map[*poolState][]*bin{}
+	for _, b := range s.claims {
+		if len(b.pods) > 0 && s.mobileClaim(b) {
+			byPool[b.pool] = append(byPool[b.pool], b)
+		}
+	}
+	pools := make([]*poolState, 0, len(byPool))
+	for p := range byPool {
+		pools = append(pools, p)
+	}
+	sort.Slice(pools, func(i, j int) bool { return pools[i].idx < pools[j].idx })
+	for _, p := range pools {
+		s.hardenGroup(byPool[p])
+	}
+}
+
+// mobileClaim reports whether every pod on b could equally go to any other
+// NodeClaim of its pool: no topology, affinity, host ports or volumes, and
+// only the resources every node has.
+func (s *solver) mobileClaim(b *bin) bool {
+	for _, pi := range b.pods {
+		c := s.podClass[pi]
+		if len(c.spreads) > 0 || len(c.affinity) > 0 || len(c.antiAffinity) > 0 || len(c.matches) > 0 ||
+			len(c.ownsAnti) > 0 || len(c.ports) > 0 || len(c.volDrivers) > 0 || len(c.volumeReqs) > 0 {
+			return false
+		}
+		for r := resPods + 1; r < len(c.reqs); r++ {
+			if c.reqs[r] != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (s *solver) hardenGroup(group []*bin) {
+	if len(group) < 2 {
+		return
+	}
+	// Claims whose pods could not go to every other claim (a selector
+	// narrowed one to arm64, another to a zone) are not one mix; take the
+	// largest set that share one set of node requirements.
+	sig := map[string][]*bin{}
+	for _, b := range group {
+		k := b.reqs.Copy()
+		delete(k, LabelHostname)
+		delete(k, LabelInstanceType)
+		sig[k.String()] = append(sig[k.String()], b)
+	}
+	if len(sig) > 1 {
+		return
+	}
+	var total [3]float64
+	classes := map[*podClass]bool{}
+	n := 0
+	for _, b := range group {
+		for _, pi := range b.pods {
+			c := s.podClass[pi]
+			classes[c] = true
+			for r := 0; r < 3; r++ {
+				total[r] += float64(c.reqs[r])
+			}
+			n++
+		}
+	}
+	if len(classes) < 2 {
+		return
+	}
+	var avg [3]float64
+	for r := range avg {
+		avg[r] = total[r] / float64(n)
+	}
+	holds := func(st *itState) float64 {
+		k := math.Inf(1)
+		for r := 0; r < 3; r++ {
+			if avg[r] > 0 {
+				k = min(k, float64(st.alloc[r])/avg[r])
+			}
+		}
+		return k
+	}
+	type claimState struct {
+		b     *bin
+		opts  []*itState // by price
+		price []float64
+		cur   int
+	}
+	states := make([]*claimState, 0, len(group))
+	room := 0.0
+	for _, b := range group {
+		f := newOfferFilter(b.reqs)
+		cs := &claimState{b: b}
+		for _, st := range b.options {
+			if o := s.cheapestOffering(st, f); o != nil && o.ReservationID == "" {
+				cs.opts = append(cs.opts, st)
+				cs.price = append(cs.price, o.Price)
+			}
+		}
+		if len(cs.opts) == 0 {
+			return
+		}
+		idx := make([]int, len(cs.opts))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.SliceStable(idx, func(i, j int) bool { return cs.price[idx[i]] < cs.price[idx[j]] })
+		opts, price := make([]*itState, len(idx)), make([]float64, len(idx))
+		for i, j := range idx {
+			opts[i], price[i] = cs.opts[j], cs.price[j]
+		}
+		cs.opts, cs.price = opts, price
+		room += holds(cs.opts[0])
+		states = append(states, cs)
+	}
+	need := float64(n + len(group))
+	for room < need {
+		var best *claimState
+		bestIdx, bestGain := -1, 0.0
+		for _, cs := range states {
+			have := holds(cs.opts[cs.cur])
+			for j := cs.cur + 1; j < len(cs.opts); j++ {
+				more := holds(cs.opts[j]) - have
+				if more <= 0 {
+					continue
+				}
+				gain := more / math.Max(cs.price[j]-cs.price[cs.cur], 1e-9)
+				if gain > bestGain {
+					best, bestIdx, bestGain = cs, j, gain
+				}
+			}
+		}
+		if best == nil {
+			return
+		}
+		room += holds(best.opts[bestIdx]) - holds(best.opts[best.cur])
+		best.cur = bestIdx
+	}
+	for _, cs := range states {
+		if cs.cur == 0 {
+			continue
+		}
+		// Keep the chosen option and every option that holds at least as
+		// much of the mix; the cheaper, leaner ones go.
+		floor := holds(cs.opts[cs.cur])
+		kept := cs.b.options[:0:0]
+		for _, st := range cs.b.options {
+			if holds(st) >= floor {
+				kept = append(kept, st)
+			}
+		}
+		if ok, _ := minValuesOK(cs.b.reqs, kept); !ok {
+			continue
+		}
+		cs.b.options = kept
+	}
+}
