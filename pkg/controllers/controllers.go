@@ -51,12 +51,13 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		return nil, fmt.Errorf("registering cluster state: %w", err)
 	}
 	provisioner := provisioning.NewProvisioner(kube, cloud, cluster, op.EventRecorder, provisioning.Options{
-		BatchIdleDuration: op.Options.BatchIdleDuration,
-		BatchMaxDuration:  op.Options.BatchMaxDuration,
-		PreferencePolicy:  op.Options.PreferencePolicy,
-		MinValuesPolicy:   op.Options.MinValuesPolicy,
-		Unavailable:       shared.Unavailable,
-		Clock:             op.Clock,
+		BatchIdleDuration:     op.Options.BatchIdleDuration,
+		BatchMaxDuration:      op.Options.BatchMaxDuration,
+		PreferencePolicy:      op.Options.PreferencePolicy,
+		MinValuesPolicy:       op.Options.MinValuesPolicy,
+		AnticipateReplicaSets: op.Options.FeatureGates.AnticipateReplicaSets,
+		Unavailable:           shared.Unavailable,
+		Clock:                 op.Clock,
 	})
 	for _, c := range []interface {
 		Register(context.Context, manager.Manager) error

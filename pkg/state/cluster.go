@@ -364,6 +364,9 @@ func (c *Cluster) SchedulingNodes() []*scheduling.ExistingNode {
 			Initialized: n.Initialized(),
 			Managed:     n.Managed(),
 		}
+		if n.NodeClaim != nil {
+			en.NodeClaim = n.NodeClaim.Name
+		}
 		if n.NodeClaim != nil && !n.Initialized() {
 			if reqs, err := cloudprovider.NodeClaimRequirements(n.NodeClaim); err == nil {
 				en.Requirements = reqs

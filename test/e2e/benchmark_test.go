@@ -159,6 +159,12 @@ func BenchmarkProvisioning1000(b *testing.B) {
 		if b.Failed() {
 			b.Logf("controller log (tail):\n%s", tail(controllerLog(), 6000))
 		}
+		// BENCH_CONTROLLER_LOG keeps the whole log for a closer look.
+		if dst := os.Getenv("BENCH_CONTROLLER_LOG"); dst != "" {
+			if err := os.WriteFile(dst, []byte(controllerLog()), 0o644); err != nil {
+				b.Logf("keeping controller log: %v", err)
+			}
+		}
 	})
 	// Measure provisioning, not start-up: wait until the controller leads
 	// and its controllers run.

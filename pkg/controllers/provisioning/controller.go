@@ -20,6 +20,7 @@ const retrigger = 10 * time.Second
 // Triggerer is the part of the Provisioner the trigger controllers use.
 type Triggerer interface {
 	Trigger(uid string)
+	TriggerPod(pod *corev1.Pod)
 }
 
 // PodController triggers provisioning for provisionable pods.
@@ -50,7 +51,7 @@ func (c *PodController) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if !IsProvisionable(pod) {
 		return reconcile.Result{}, nil
 	}
-	c.provisioner.Trigger(string(pod.UID))
+	c.provisioner.TriggerPod(pod)
 	return reconcile.Result{RequeueAfter: retrigger}, nil
 }
 

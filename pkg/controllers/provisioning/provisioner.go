@@ -39,6 +39,9 @@ type Options struct {
 	// ("Respect"/"Ignore", "Strict"/"BestEffort").
 	PreferencePolicy string
 	MinValuesPolicy  string
+	// AnticipateReplicaSets plans, in the same round, for the pods the
+	// ReplicaSets of pending pods are about to create (see expectedPods).
+	AnticipateReplicaSets bool
 	// Unavailable is the insufficient-capacity cache (optional).
 	Unavailable UnavailableOfferings
 	Clock       clock.Clock
@@ -53,6 +56,7 @@ type Provisioner struct {
 	batcher  *Batcher
 	clock    clock.Clock
 	opts     Options
+	reserved reservations
 }
 
 // NewProvisioner wires the provisioner. kube should read from the manager's
@@ -70,6 +74,22 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clust
 // Trigger asks for a provisioning round soon; uid identifies the pod that
 // asked (empty for triggers not tied to a pod).
 func (p *Provisioner) Trigger(uid string) { p.batcher.Trigger(typesUID(uid)) }
+
+// TriggerPod asks for a round for a provisionable pod. When its ReplicaSet's
+// missing pods are planned for anyway, the pod counts as its ReplicaSet: the
+// thousandth pod of a scale-up is then no news, and the batch window closes
+// a second after the scale-up began instead of a second after its last pod
+// was created.
+func (p *Provisioner) TriggerPod(pod *corev1.Pod) { p.Trigger(p.triggerKey(pod)) }
+
+func (p *Provisioner) triggerKey(pod *corev1.Pod) string {
+	if p.opts.AnticipateReplicaSets {
+		if uid, ok := anticipatable(pod); ok {
+			return "replicaset/" + string(uid)
+		}
+	}
+	return string(pod.UID)
+}
 
 // Register runs the provisioning loop under the manager (leader only).
 func (p *Provisioner) Register(_ context.Context, mgr manager.Manager) error {
@@ -113,20 +133,28 @@ type Round struct {
 // Provision runs one round now: schedule the pending pods and create the
 // NodeClaims the solver plans. It returns (nil, nil) when nothing is pending.
 func (p *Provisioner) Provision(ctx context.Context) (*Round, error) {
-	res, pools, err := p.Schedule(ctx)
+	res, pools, claimOf, err := p.schedule(ctx)
 	if err != nil || res == nil {
 		return nil, err
 	}
 	round := &Round{Result: res}
 	round.NodeClaims, err = p.CreateNodeClaims(ctx, res.NewNodeClaims, pools)
+	p.reserved.record(res, claimOf, round.NodeClaims)
 	return round, err
 }
 
 // Schedule snapshots the cluster and runs the solver, publishing events and
 // logs for its verdict. It returns the NodePools used, by name.
 func (p *Provisioner) Schedule(ctx context.Context) (*scheduling.Result, map[string]*v1.NodePool, error) {
+	res, pools, _, err := p.schedule(ctx)
+	return res, pools, err
+}
+
+// schedule is Schedule that also returns, for the existing nodes the solver
+// saw, the NodeClaim behind each (by node name).
+func (p *Provisioner) schedule(ctx context.Context) (*scheduling.Result, map[string]*v1.NodePool, map[string]string, error) {
 	if !p.cluster.Synced(ctx) {
-		return nil, nil, errNotSynced
+		return nil, nil, nil, errNotSynced
 	}
 	start := p.clock.Now()
 	// Nodes before pods: a pod that binds in between is then seen on its
@@ -136,12 +164,19 @@ func (p *Provisioner) Schedule(ctx context.Context) (*scheduling.Result, map[str
 	nodes := p.cluster.SchedulingNodes()
 	all := &corev1.PodList{}
 	if err := p.kube.List(ctx, all); err != nil {
-		return nil, nil, fmt.Errorf("listing pods: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
 	pods := p.pendingPods(ctx, all)
+	if p.opts.AnticipateReplicaSets {
+		expected, err := p.expectedPods(ctx, all, pods)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		pods = append(pods, expected...)
+	}
 	moving, leaving, err := p.reschedulablePods(ctx, all)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if len(leaving) > 0 {
 		kept := nodes[:0:0]
@@ -154,17 +189,28 @@ func (p *Provisioner) Schedule(ctx context.Context) (*scheduling.Result, map[str
 	}
 	pods = append(pods, moving...)
 	if len(pods) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	in, pools, err := p.input(ctx, pods, nodes)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	claimOf := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		if n.NodeClaim != "" {
+			claimOf[n.Name] = n.NodeClaim
+		}
+	}
+	in.Nominations = p.reserved.nominations(pods, nodes)
 	solveStart := p.clock.Now()
 	res := scheduling.Solve(in)
 	metrics.SchedulingDurationSeconds.WithLabelValues(controllerName).Observe(p.clock.Since(solveStart).Seconds())
 
-	logger := log.FromContext(ctx).WithValues("Pods", prettySlice(podNames(pods), 5), "duration", p.clock.Since(start))
+	names, expected := podNames(pods)
+	logger := log.FromContext(ctx).WithValues("Pods", prettySlice(names, 5), "duration", p.clock.Since(start))
+	if expected > 0 {
+		logger = logger.WithValues("expected", expected)
+	}
 	if routine(pods, res) {
 		// Only pods the kube-scheduler has yet to place, all fitting
 		// existing capacity: nothing for Karpenter to do or to say.
@@ -173,7 +219,7 @@ func (p *Provisioner) Schedule(ctx context.Context) (*scheduling.Result, map[str
 		logger.Info("found provisionable pod(s)")
 	}
 	p.record(ctx, res)
-	return res, pools, nil
+	return res, pools, claimOf, nil
 }
 
 // routine reports whether a round is the everyday case of new pods that
@@ -289,6 +335,7 @@ func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod, nodes []*sc
 		Options: scheduling.Options{
 			PreferencePolicy: scheduling.PreferencePolicy(p.opts.PreferencePolicy),
 			MinValuesPolicy:  scheduling.MinValuesPolicy(p.opts.MinValuesPolicy),
+			Robust:           true,
 		},
 	}
 	if p.opts.Unavailable != nil {
@@ -434,7 +481,7 @@ func (p *Provisioner) record(ctx context.Context, res *scheduling.Result) {
 			// A pod the kube-scheduler has not tried yet and that fits what
 			// is there will simply be scheduled: announcing it would put an
 			// event on every new pod in a cluster with room.
-			if failedToSchedule(pl.Pod) {
+			if failedToSchedule(pl.Pod) && !IsExpected(pl.Pod) {
 				existing++
 				nominate(p.recorder, pl.Pod, nodeTarget(pl.Node))
 			}
@@ -443,6 +490,10 @@ func (p *Provisioner) record(ctx context.Context, res *scheduling.Result) {
 				nominator.NominateNodeForPod(ctx, pl.Node)
 			}
 		case pl.NodeClaim < 0:
+			if IsExpected(pl.Pod) {
+				// Its real sibling, pending in this round, gets the event.
+				continue
+			}
 			unschedulable++
 			why := pl.Why()
 			failedScheduling(p.recorder, pl.Pod, why)
@@ -548,12 +599,17 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, planned *sche
 	return nc, nil
 }
 
-func podNames(pods []*corev1.Pod) []string {
-	out := make([]string, len(pods))
-	for i, pod := range pods {
-		out[i] = pod.Namespace + "/" + pod.Name
+// podNames names the pods that exist and counts the expected ones.
+func podNames(pods []*corev1.Pod) (names []string, expected int) {
+	names = make([]string, 0, len(pods))
+	for _, pod := range pods {
+		if IsExpected(pod) {
+			expected++
+			continue
+		}
+		names = append(names, pod.Namespace+"/"+pod.Name)
 	}
-	return out
+	return names, expected
 }
 
 // prettySlice joins at most max items and summarises the rest, as in

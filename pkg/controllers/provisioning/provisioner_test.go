@@ -382,6 +382,8 @@ type triggers struct{ uids []string }
 
 func (t *triggers) Trigger(uid string) { t.uids = append(t.uids, uid) }
 
+func (t *triggers) TriggerPod(pod *corev1.Pod) { t.Trigger(string(pod.UID)) }
+
 func TestPodControllerTriggers(t *testing.T) {
 	cleanup(t)
 	ctx := context.Background()

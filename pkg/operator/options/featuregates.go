@@ -17,11 +17,16 @@ type FeatureGates struct {
 	NodeOverlay             bool
 	StaticCapacity          bool
 	CapacityBuffer          bool
+	// AnticipateReplicaSets is ours, not upstream's: a provisioning round
+	// also plans for the pods the ReplicaSets of pending pods are about to
+	// create. Off gives upstream's behaviour of planning only for pods
+	// that exist.
+	AnticipateReplicaSets bool
 }
 
 // DefaultFeatureGates are upstream's defaults.
 func DefaultFeatureGates() FeatureGates {
-	return FeatureGates{ReservedCapacity: true}
+	return FeatureGates{ReservedCapacity: true, AnticipateReplicaSets: true}
 }
 
 func (g *FeatureGates) fields() map[string]*bool {
@@ -32,12 +37,13 @@ func (g *FeatureGates) fields() map[string]*bool {
 		"NodeOverlay":             &g.NodeOverlay,
 		"StaticCapacity":          &g.StaticCapacity,
 		"CapacityBuffer":          &g.CapacityBuffer,
+		"AnticipateReplicaSets":   &g.AnticipateReplicaSets,
 	}
 }
 
 func gateNames() []string {
 	var g FeatureGates
-	names := make([]string, 0, 6)
+	names := make([]string, 0, 7)
 	for n := range g.fields() {
 		names = append(names, n)
 	}

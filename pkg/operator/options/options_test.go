@@ -29,11 +29,11 @@ func TestDefaults(t *testing.T) {
 		MemoryLimit: -1, CPURequests: 1000, LogLevel: "info", LogOutputPaths: "stdout", LogErrorOutputPaths: "stderr",
 		BatchMaxDuration: 10 * time.Second, BatchIdleDuration: time.Second,
 		PreferencePolicy: "Respect", MinValuesPolicy: "Strict", IgnoreDRARequests: true,
-		FeatureGates:    FeatureGates{ReservedCapacity: true},
+		FeatureGates:    FeatureGates{ReservedCapacity: true, AnticipateReplicaSets: true},
 		RegistrationTTL: 15 * time.Minute,
 	}
 	assert.Equal(t, want, o)
-	assert.Equal(t, "CapacityBuffer=false,NodeOverlay=false,NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,StaticCapacity=false", o.FeatureGates.String())
+	assert.Equal(t, "AnticipateReplicaSets=true,CapacityBuffer=false,NodeOverlay=false,NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,StaticCapacity=false", o.FeatureGates.String())
 }
 
 func TestEnvAndFlags(t *testing.T) {
@@ -79,7 +79,7 @@ func TestEnvAndFlags(t *testing.T) {
 				assert.Equal(t, "Ignore", o.PreferencePolicy)
 				assert.Equal(t, "BestEffort", o.MinValuesPolicy)
 				assert.False(t, o.IgnoreDRARequests)
-				assert.Equal(t, FeatureGates{NodeRepair: true, ReservedCapacity: true}, o.FeatureGates)
+				assert.Equal(t, FeatureGates{NodeRepair: true, ReservedCapacity: true, AnticipateReplicaSets: true}, o.FeatureGates)
 				assert.Equal(t, 30*time.Second, o.RegistrationTTL)
 			}},
 		{"flags override env",
@@ -99,7 +99,7 @@ func TestEnvAndFlags(t *testing.T) {
 		{"feature gates: unknown ignored, unnamed keep defaults",
 			map[string]string{"FEATURE_GATES": "Bogus=true,SpotToSpotConsolidation=true, ReservedCapacity=false"}, nil,
 			func(t *testing.T, o *Options) {
-				assert.Equal(t, FeatureGates{SpotToSpotConsolidation: true}, o.FeatureGates)
+				assert.Equal(t, FeatureGates{SpotToSpotConsolidation: true, AnticipateReplicaSets: true}, o.FeatureGates)
 			}},
 		{"no memory limit, no GOMEMLIMIT",
 			nil, nil,

@@ -1,0 +1,4 @@
+package provisioning
+
+// TriggerKey exposes the batcher key a pod triggers with.
+var TriggerKey = (*Provisioner).triggerKey
