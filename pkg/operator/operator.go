@@ -122,6 +122,9 @@ func New(ctx context.Context, cfg *rest.Config, opts *options.Options) (*Operato
 		Scheme: Scheme,
 		Logger: logger,
 		Cache: cache.Options{
+			// Nothing reads managedFields; on a pod they are often a third
+			// of the object, and the cache holds every pod.
+			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{nodeLeaseNamespace: {}}},
 			},

@@ -2,8 +2,10 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,8 +16,11 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -95,7 +100,10 @@ type podProgress struct {
 
 	mu             sync.Mutex
 	bound, running map[string]bool
+	boundPerSecond [300]int
 	boundAt        time.Duration
+	firstBoundAt   time.Duration
+	halfBoundAt    time.Duration
 	runningAt      time.Duration
 	done           chan struct{}
 }
@@ -107,11 +115,18 @@ func (p *podProgress) observe(obj interface{}) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if pod.Spec.NodeName != "" {
+	if pod.Spec.NodeName != "" && !p.bound[pod.Name] {
 		p.bound[pod.Name] = true
+		p.boundPerSecond[int(time.Since(p.start).Seconds())]++
 	}
 	if pod.Status.Phase == corev1.PodRunning {
 		p.running[pod.Name] = true
+	}
+	if p.firstBoundAt == 0 && len(p.bound) > 0 {
+		p.firstBoundAt = time.Since(p.start)
+	}
+	if p.halfBoundAt == 0 && len(p.bound) >= p.want/2 {
+		p.halfBoundAt = time.Since(p.start)
 	}
 	if p.boundAt == 0 && len(p.bound) >= p.want {
 		p.boundAt = time.Since(p.start)
@@ -174,6 +189,13 @@ func BenchmarkProvisioning1000(b *testing.B) {
 	}) {
 		b.Fatal("the controller did not become leader")
 	}
+	// ... and the pool is Ready, or the first round finds no NodePool.
+	if !waitFor(ctx, 60*time.Second, func() bool {
+		np := &v1.NodePool{}
+		return cp.Client.Get(ctx, client.ObjectKey{Name: "bench"}, np) == nil && nodepool.IsReady(np)
+	}) {
+		b.Fatal("the NodePool did not become Ready")
+	}
 
 	progress := &podProgress{want: 2 * replicas, bound: map[string]bool{}, running: map[string]bool{}, done: make(chan struct{})}
 	factory := informers.NewSharedInformerFactoryWithOptions(cp.Kubernetes, 0, informers.WithNamespace(benchNamespace))
@@ -184,7 +206,41 @@ func BenchmarkProvisioning1000(b *testing.B) {
 	}); err != nil {
 		b.Fatal(err)
 	}
+	// When each node first became schedulable: Ready, with no NoSchedule
+	// or NoExecute taint left. The gap between that and the first binding
+	// is the kube-scheduler's own delay.
+	var nodesMu sync.Mutex
+	schedulableAt := map[string]time.Duration{}
+	nodeFactory := informers.NewSharedInformerFactory(cp.Kubernetes, 0)
+	observeNode := func(obj interface{}) {
+		n, ok := obj.(*corev1.Node)
+		if !ok || progress.start.IsZero() {
+			return
+		}
+		for _, t := range n.Spec.Taints {
+			if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+				return
+			}
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				nodesMu.Lock()
+				if _, seen := schedulableAt[n.Name]; !seen {
+					schedulableAt[n.Name] = time.Since(progress.start)
+				}
+				nodesMu.Unlock()
+			}
+		}
+	}
+	if _, err := nodeFactory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observeNode,
+		UpdateFunc: func(_, obj interface{}) { observeNode(obj) },
+	}); err != nil {
+		b.Fatal(err)
+	}
 	stop := make(chan struct{})
+	nodeFactory.Start(stop)
+	defer nodeFactory.Shutdown()
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
 	// Shutdown waits for the informers, which end only when stop closes.
@@ -237,7 +293,12 @@ func BenchmarkProvisioning1000(b *testing.B) {
 	for _, line := range strings.Split(controllerLog(), "\n") {
 		if strings.Contains(line, `"message":"computed new nodeclaim(s) to fit pod(s)"`) {
 			rounds++
-			b.Logf("round %d: %s", rounds, line)
+			at := ""
+			var entry struct{ Time time.Time }
+			if json.Unmarshal([]byte(line), &entry) == nil {
+				at = fmt.Sprintf(" at %.1fs", entry.Time.Sub(progress.start).Seconds())
+			}
+			b.Logf("round %d%s: %s", rounds, at, line)
 		}
 	}
 
@@ -250,6 +311,16 @@ func BenchmarkProvisioning1000(b *testing.B) {
 	b.ReportMetric(float64(rounds), "rounds")
 	b.ReportMetric(cost, "$/h")
 	b.ReportMetric(peakMiB, "MiB-peak-rss")
+	nodesMu.Lock()
+	var ready []float64
+	for _, d := range schedulableAt {
+		ready = append(ready, d.Seconds())
+	}
+	nodesMu.Unlock()
+	sort.Float64s(ready)
+	b.Logf("nodes schedulable at %.1f s", ready)
+	b.Logf("first pod bound at %.1fs, half at %.1fs; bound per second: %v", progress.firstBoundAt.Seconds(), progress.halfBoundAt.Seconds(),
+		progress.boundPerSecond[:int(progress.boundAt.Seconds())+1])
 	b.Logf("1000 pods: bound in %.1fs, Running in %.1fs; %d NodeClaims in %d round(s) %v; $%.2f/h; controller peak RSS %.0f MiB (upstream: 15.2s, 18.3s, 10 in 2, $55.84/h, 124-150 MiB)",
 		bound.Seconds(), running.Seconds(), len(claims.Items), rounds, types, cost, peakMiB)
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
