@@ -97,20 +97,19 @@ func (s *solver) hardenGroup(group []*bin) {
 	for r := range avg {
 		avg[r] = total[r] / float64(n)
 	}
+	held := map[*itState]float64{}
 	holds := func(st *itState) float64 {
+		if k, ok := held[st]; ok {
+			return k
+		}
 		k := math.Inf(1)
 		for r := 0; r < 3; r++ {
 			if avg[r] > 0 {
 				k = min(k, float64(st.alloc[r])/avg[r])
 			}
 		}
+		held[st] = k
 		return k
-	}
-	type claimState struct {
-		b     *bin
-		opts  []*itState // by price
-		price []float64
-		cur   int
 	}
 	states := make([]*claimState, 0, len(group))
 	room := 0.0
@@ -140,27 +139,25 @@ func (s *solver) hardenGroup(group []*bin) {
 		states = append(states, cs)
 	}
 	need := float64(n + len(group))
-	for room < need {
-		var best *claimState
-		bestIdx, bestGain := -1, 0.0
-		for _, cs := range states {
-			have := holds(cs.opts[cs.cur])
-			for j := cs.cur + 1; j < len(cs.opts); j++ {
-				more := holds(cs.opts[j]) - have
-				if more <= 0 {
-					continue
-				}
-				gain := more / math.Max(cs.price[j]-cs.price[cs.cur], 1e-9)
-				if gain > bestGain {
-					best, bestIdx, bestGain = cs, j, gain
-				}
-			}
+	if room >= need {
+		return
+	}
+	// Each claim offers its best next step; a heap keeps the best offer
+	// on top, so a claim's options are scanned only when it moves.
+	h := &upgradeHeap{}
+	for _, cs := range states {
+		if u, ok := cs.bestStep(holds); ok {
+			h.push(u)
 		}
-		if best == nil {
-			return
+	}
+	for room < need && len(*h) > 0 {
+		u := h.pop()
+		cs := u.cs
+		room += holds(cs.opts[u.to]) - holds(cs.opts[cs.cur])
+		cs.cur = u.to
+		if next, ok := cs.bestStep(holds); ok {
+			h.push(next)
 		}
-		room += holds(best.opts[bestIdx]) - holds(best.opts[best.cur])
-		best.cur = bestIdx
 	}
 	for _, cs := range states {
 		if cs.cur == 0 {
@@ -180,4 +177,76 @@ func (s *solver) hardenGroup(group []*bin) {
 		}
 		cs.b.options = kept
 	}
+}
+
+// claimState is one NodeClaim while harden sizes it: its usable options by
+// price and the one it is at.
+type claimState struct {
+	b     *bin
+	opts  []*itState
+	price []float64
+	cur   int
+}
+
+// upgrade is moving claim cs to option to, gaining gain average pods of
+// room per dollar.
+type upgrade struct {
+	cs   *claimState
+	to   int
+	gain float64
+}
+
+// bestStep is the option beyond the current one that adds the most room
+// per dollar.
+func (cs *claimState) bestStep(holds func(*itState) float64) (upgrade, bool) {
+	have := holds(cs.opts[cs.cur])
+	best := upgrade{cs: cs, to: -1}
+	for j := cs.cur + 1; j < len(cs.opts); j++ {
+		more := holds(cs.opts[j]) - have
+		if more <= 0 {
+			continue
+		}
+		if gain := more / math.Max(cs.price[j]-cs.price[cs.cur], 1e-9); gain > best.gain {
+			best.to, best.gain = j, gain
+		}
+	}
+	return best, best.to >= 0
+}
+
+// upgradeHeap is a max-heap of upgrades by gain.
+type upgradeHeap []upgrade
+
+func (h *upgradeHeap) push(u upgrade) {
+	*h = append(*h, u)
+	for i := len(*h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if (*h)[p].gain >= (*h)[i].gain {
+			break
+		}
+		(*h)[p], (*h)[i] = (*h)[i], (*h)[p]
+		i = p
+	}
+}
+
+func (h *upgradeHeap) pop() upgrade {
+	old := *h
+	top := old[0]
+	last := len(old) - 1
+	old[0] = old[last]
+	*h = old[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < last && (*h)[l].gain > (*h)[m].gain {
+			m = l
+		}
+		if r < last && (*h)[r].gain > (*h)[m].gain {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		(*h)[m], (*h)[i] = (*h)[i], (*h)[m]
+		i = m
+	}
+	return top
 }
