@@ -229,9 +229,24 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	nodeclaimutil.PublishTransitions(c.opts.Recorder, before, nc)
 	if len(errs) > 0 {
+		if allConflicts(errs) {
+			// Someone else wrote the Node first (the kubelet's status, the
+			// node lifecycle controller's taints): read it again and retry,
+			// without reporting the expected race as an error.
+			return reconcile.Result{Requeue: true}, nil
+		}
 		return reconcile.Result{}, errors.Join(errs...)
 	}
 	return minResult(results...), nil
+}
+
+func allConflicts(errs []error) bool {
+	for _, err := range errs {
+		if !apierrors.IsConflict(err) {
+			return false
+		}
+	}
+	return true
 }
 
 // commit stores metadata and status changes, each under optimistic
