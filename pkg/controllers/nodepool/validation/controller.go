@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,6 +56,10 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	// Optimistic lock: the readiness controller writes the same list.
 	if err := c.kube.Status().Patch(ctx, np, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			// Another NodePool controller wrote its condition first.
+			return reconcile.Result{Requeue: true}, nil
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("updating nodepool %s status: %w", np.Name, err))
 	}
 	return reconcile.Result{}, nil
