@@ -58,11 +58,15 @@ func anticipatable(pod *corev1.Pod) (types.UID, bool) {
 // left alone: its pods may never come. Pods that never come cost nothing
 // more than capacity consolidation later removes.
 func (p *Provisioner) expectedPods(ctx context.Context, all *corev1.PodList, pending []*corev1.Pod) ([]*corev1.Pod, error) {
-	// One pending pod per ReplicaSet serves as the model for its siblings.
+	// One pending pod per ReplicaSet serves as the model for its siblings:
+	// the last by name, so that the copies (named after it) sort after
+	// every real sibling. The solver breaks ties by name, so when a limit
+	// leaves room for only some of them, the real pods get it and the
+	// copies get the refusal, which no one sees.
 	models := map[types.UID]*corev1.Pod{}
 	for _, pod := range pending {
 		if uid, ok := anticipatable(pod); ok {
-			if m, seen := models[uid]; !seen || pod.Name < m.Name {
+			if m, seen := models[uid]; !seen || pod.Name > m.Name {
 				models[uid] = pod
 			}
 		}

@@ -93,12 +93,17 @@ func TestProvisionAnticipatesReplicaSets(t *testing.T) {
 			require.NoError(t, err)
 			require.NotNil(t, round)
 			expected := 0
+			last := ""
+			for _, pod := range pods {
+				last = max(last, pod.Name)
+			}
 			for _, pl := range round.Result.Placements {
 				require.True(t, pl.Scheduled(), pl.Why())
 				if provisioning.IsExpected(pl.Pod) {
 					expected++
 					assert.Equal(t, pods[0].Labels, pl.Pod.Labels, "a copy of its pending sibling")
 					assert.Empty(t, rec.forObject(pl.Pod.Name), "no events on pods that do not exist")
+					assert.Greater(t, pl.Pod.Name, last, "copies sort after the real pods, which are placed first")
 				}
 			}
 			assert.Equal(t, tt.wantExpected, expected)
