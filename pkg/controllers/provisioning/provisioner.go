@@ -14,6 +14,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -92,7 +93,21 @@ func (p *Provisioner) triggerKey(pod *corev1.Pod) string {
 }
 
 // Register runs the provisioning loop under the manager (leader only).
-func (p *Provisioner) Register(_ context.Context, mgr manager.Manager) error {
+func (p *Provisioner) Register(ctx context.Context, mgr manager.Manager) error {
+	// A round lists these through the cache. Asking for their informers now
+	// starts them with the manager, so the first round after start-up or a
+	// leader change does not wait for cold lists (half a second on a busy
+	// API server). Storage objects stay lazy: clusters without volumes
+	// never need them.
+	warm := []client.Object{&appsv1.DaemonSet{}, &corev1.Namespace{}, &v1.NodePool{}}
+	if p.opts.AnticipateReplicaSets {
+		warm = append(warm, &appsv1.ReplicaSet{})
+	}
+	for _, obj := range warm {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+			return fmt.Errorf("starting the %T informer: %w", obj, err)
+		}
+	}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("controller", controllerName))
 		for ctx.Err() == nil {
