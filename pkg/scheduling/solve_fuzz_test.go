@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // randomSnapshot builds a small but varied snapshot from a seed: several
@@ -73,6 +74,20 @@ func randomSnapshot(seed int64) *Input {
 	}
 	if r.Intn(2) == 0 {
 		in.Options.PreferencePolicy = PreferencesIgnore
+	}
+	// An earlier round's nominations, some stale (a node that is gone, a
+	// node that no longer fits), and the provisioner's Robust sizing.
+	in.Options.Robust = r.Intn(2) == 0
+	if len(in.Nodes) > 0 && r.Intn(2) == 0 {
+		in.Nominations = map[types.UID]string{}
+		for _, p := range in.Pods {
+			switch r.Intn(4) {
+			case 0:
+				in.Nominations[p.UID] = in.Nodes[r.Intn(len(in.Nodes))].Name
+			case 1:
+				in.Nominations[p.UID] = "node-gone"
+			}
+		}
 	}
 	return in
 }
