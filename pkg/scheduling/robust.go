@@ -118,24 +118,14 @@ func (s *solver) hardenGroup(group []*bin) {
 		cs := &claimState{b: b}
 		for _, st := range b.options {
 			if o := s.cheapestOffering(st, f); o != nil && o.ReservationID == "" {
-				cs.opts = append(cs.opts, st)
-				cs.price = append(cs.price, o.Price)
+				cs.opts = append(cs.opts, pricedOption{st, o.Price})
 			}
 		}
 		if len(cs.opts) == 0 {
 			return
 		}
-		idx := make([]int, len(cs.opts))
-		for i := range idx {
-			idx[i] = i
-		}
-		sort.SliceStable(idx, func(i, j int) bool { return cs.price[idx[i]] < cs.price[idx[j]] })
-		opts, price := make([]*itState, len(idx)), make([]float64, len(idx))
-		for i, j := range idx {
-			opts[i], price[i] = cs.opts[j], cs.price[j]
-		}
-		cs.opts, cs.price = opts, price
-		room += holds(cs.opts[0])
+		sort.SliceStable(cs.opts, func(i, j int) bool { return cs.opts[i].price < cs.opts[j].price })
+		room += holds(cs.opts[0].st)
 		states = append(states, cs)
 	}
 	need := float64(n + len(group))
@@ -153,7 +143,7 @@ func (s *solver) hardenGroup(group []*bin) {
 	for room < need && len(*h) > 0 {
 		u := h.pop()
 		cs := u.cs
-		room += holds(cs.opts[u.to]) - holds(cs.opts[cs.cur])
+		room += holds(cs.opts[u.to].st) - holds(cs.opts[cs.cur].st)
 		cs.cur = u.to
 		if next, ok := cs.bestStep(holds); ok {
 			h.push(next)
@@ -165,7 +155,7 @@ func (s *solver) hardenGroup(group []*bin) {
 		}
 		// Keep the chosen option and every option that holds at least as
 		// much of the mix; the cheaper, leaner ones go.
-		floor := holds(cs.opts[cs.cur])
+		floor := holds(cs.opts[cs.cur].st)
 		kept := cs.b.options[:0:0]
 		for _, st := range cs.b.options {
 			if holds(st) >= floor {
@@ -182,10 +172,15 @@ func (s *solver) hardenGroup(group []*bin) {
 // claimState is one NodeClaim while harden sizes it: its usable options by
 // price and the one it is at.
 type claimState struct {
-	b     *bin
-	opts  []*itState
-	price []float64
-	cur   int
+	b    *bin
+	opts []pricedOption
+	cur  int
+}
+
+// pricedOption is an instance type with its cheapest offering for a claim.
+type pricedOption struct {
+	st    *itState
+	price float64
 }
 
 // upgrade is moving claim cs to option to, gaining gain average pods of
@@ -199,14 +194,14 @@ type upgrade struct {
 // bestStep is the option beyond the current one that adds the most room
 // per dollar.
 func (cs *claimState) bestStep(holds func(*itState) float64) (upgrade, bool) {
-	have := holds(cs.opts[cs.cur])
+	have := holds(cs.opts[cs.cur].st)
 	best := upgrade{cs: cs, to: -1}
 	for j := cs.cur + 1; j < len(cs.opts); j++ {
-		more := holds(cs.opts[j]) - have
+		more := holds(cs.opts[j].st) - have
 		if more <= 0 {
 			continue
 		}
-		if gain := more / math.Max(cs.price[j]-cs.price[cs.cur], 1e-9); gain > best.gain {
+		if gain := more / math.Max(cs.opts[j].price-cs.opts[cs.cur].price, 1e-9); gain > best.gain {
 			best.to, best.gain = j, gain
 		}
 	}
