@@ -1,0 +1,247 @@
+package disruption
+
+import (
+	"sort"
+	"time"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// Method is one voluntary disruption mechanism. Methods run in order and
+// the first one that yields commands acts; consolidation (MultiNode,
+// SingleNode) plugs in after Drift.
+type Method interface {
+	// Reason is the budget reason the method consumes and reports.
+	Reason() v1.DisruptionReason
+	// Class says whether pods that refuse eviction rule a node out.
+	Class() Class
+	// ConsolidationType labels metrics ("" for non-consolidation methods).
+	ConsolidationType() string
+	// ShouldDisrupt filters candidates. A refusal returns false with the
+	// verdict to report, or a nil verdict when the node is simply not this
+	// method's business (a dynamic pool's node for StaticDrift).
+	ShouldDisrupt(snap *Snapshot, c *Candidate) (bool, *Verdict)
+	// ComputeCommands picks what to disrupt among the filtered candidates
+	// within budgets (Remaining may be decremented: each call gets its own
+	// copy), and says why it left the rest.
+	ComputeCommands(env *Env, budgets map[string]*BudgetStatus, candidates []*Candidate) ([]*Command, []Verdict, error)
+}
+
+// Simulator answers what removing candidates would take: it plans their
+// reschedulable pods (with the cluster's pending pods) on the rest of the
+// cluster and on new NodeClaims.
+type Simulator interface {
+	Simulate(candidates []*Candidate) (*Simulation, error)
+}
+
+// SimulatorFunc adapts a function to Simulator.
+type SimulatorFunc func(candidates []*Candidate) (*Simulation, error)
+
+// Simulate implements Simulator.
+func (f SimulatorFunc) Simulate(c []*Candidate) (*Simulation, error) { return f(c) }
+
+// Simulation is a Simulator's answer.
+type Simulation struct {
+	// Replacements must be launched before the candidates go.
+	Replacements []*scheduling.NewNodeClaim
+	// Unschedulable names (namespace/name) the candidates' pods that would
+	// fit nowhere; a non-empty list vetoes the command.
+	Unschedulable []string
+	// Result is the solver's full answer, for the caller to act on.
+	Result *scheduling.Result
+}
+
+// Env is what methods may consult besides the candidates.
+type Env struct {
+	Snapshot  *Snapshot
+	Simulator Simulator
+}
+
+// Command is one disruption to carry out: taint and mark the candidates,
+// launch the replacements, wait for them, delete the candidates.
+type Command struct {
+	Method     Method
+	Candidates []*Candidate
+	// Replacements are the NodeClaims to launch first (none for a delete).
+	Replacements []*scheduling.NewNodeClaim
+	// Simulation backs Replacements, when a simulation was run.
+	Simulation *Simulation
+}
+
+// Decision is "delete" or "replace", as upstream labels decisions.
+func (c *Command) Decision() string {
+	if len(c.Replacements) > 0 {
+		return "replace"
+	}
+	return "delete"
+}
+
+// DefaultMethods are upstream's methods in upstream's order (without
+// consolidation, which a later change adds after Drift).
+func DefaultMethods() []Method {
+	return []Method{Emptiness{}, StaticDrift{}, Drift{}}
+}
+
+// MethodRun is what one method saw in a pass.
+type MethodRun struct {
+	Reason            v1.DisruptionReason
+	ConsolidationType string
+	// Eligible counts the candidates that passed ShouldDisrupt.
+	Eligible int
+	// Commands the method returned (the pass stops at the first method
+	// that returns any).
+	Commands int
+}
+
+// Decision is the outcome of one pass.
+type Decision struct {
+	// Method is the method that acted, nil when none did.
+	Method   Method
+	Commands []*Command
+	// Runs lists the methods evaluated, in order.
+	Runs []MethodRun
+	// Explanations cover every node the pass looked at and did not put in
+	// a command, sorted by node name.
+	Explanations []Explanation
+	// Warnings are InvalidDoNotDisruptAnnotation verdicts.
+	Warnings []Verdict
+	// Budgets by reason and NodePool.
+	Budgets map[v1.DisruptionReason]map[string]*BudgetStatus
+}
+
+// Disrupt runs one pass: discover candidates, then each method in order
+// until one yields commands. sim may be nil when no method needs it
+// (drift of non-empty nodes is then reported, not decided).
+func Disrupt(snap *Snapshot, methods []Method, sim Simulator) (*Decision, error) {
+	found := discover(snap)
+	d := &Decision{Warnings: found.warnings, Budgets: AllBudgets(snap)}
+	verdicts := map[string][]Verdict{}
+	for name, v := range found.refused {
+		verdicts[name] = append(verdicts[name], v)
+	}
+	env := &Env{Snapshot: snap, Simulator: sim}
+	for _, m := range methods {
+		run := MethodRun{Reason: m.Reason(), ConsolidationType: m.ConsolidationType()}
+		var eligible []*Candidate
+		for _, c := range found.all {
+			if c.PodBlocker != nil && m.Class() != Eventual {
+				verdicts[c.Name()] = appendOnce(verdicts[c.Name()], *c.PodBlocker)
+				continue
+			}
+			ok, v := m.ShouldDisrupt(snap, c)
+			if !ok {
+				if v != nil {
+					verdicts[c.Name()] = append(verdicts[c.Name()], *v)
+				}
+				continue
+			}
+			eligible = append(eligible, c)
+		}
+		run.Eligible = len(eligible)
+		if len(eligible) == 0 {
+			d.Runs = append(d.Runs, run)
+			continue
+		}
+		cmds, vs, err := m.ComputeCommands(env, cloneBudgets(d.Budgets[m.Reason()]), eligible)
+		for _, v := range vs {
+			verdicts[v.Node] = append(verdicts[v.Node], v)
+		}
+		if err != nil {
+			d.Runs = append(d.Runs, run)
+			return d, err
+		}
+		run.Commands = len(cmds)
+		d.Runs = append(d.Runs, run)
+		if len(cmds) > 0 {
+			d.Method, d.Commands = m, cmds
+			break
+		}
+	}
+	acted := map[string]bool{}
+	for _, cmd := range d.Commands {
+		for _, c := range cmd.Candidates {
+			acted[c.Name()] = true
+		}
+	}
+	for _, n := range found.looked {
+		name := n.Name()
+		if acted[name] {
+			continue
+		}
+		d.Explanations = append(d.Explanations, Explanation{Node: name, NodeClaim: n.NodeClaimName(), NodePool: n.NodePool, Verdicts: verdicts[name]})
+	}
+	sort.Slice(d.Explanations, func(i, j int) bool { return d.Explanations[i].Node < d.Explanations[j].Node })
+	return d, nil
+}
+
+// Explain runs a pass over snap with the default methods and returns why
+// each node it looked at was left alone. With a nil simulator, drifted
+// nodes with pods are reported as needing a simulation.
+func Explain(snap *Snapshot, sim Simulator) ([]Explanation, error) {
+	d, err := Disrupt(snap, DefaultMethods(), sim)
+	if d == nil {
+		return nil, err
+	}
+	return d.Explanations, err
+}
+
+func appendOnce(vs []Verdict, v Verdict) []Verdict {
+	for _, have := range vs {
+		if have.Kind == v.Kind && have.Pod == v.Pod && have.Method == v.Method {
+			return vs
+		}
+	}
+	return append(vs, v)
+}
+
+func cloneBudgets(in map[string]*BudgetStatus) map[string]*BudgetStatus {
+	out := make(map[string]*BudgetStatus, len(in))
+	for k, v := range in {
+		c := *v
+		out[k] = &c
+	}
+	return out
+}
+
+// budgetVerdict reports a candidate its pool's budget leaves out.
+func budgetVerdict(c *Candidate, reason v1.DisruptionReason, b *BudgetStatus) Verdict {
+	v := c.verdict(KindBudgetExhausted, reason)
+	if b != nil && b.Limiting != nil {
+		ref := *b.Limiting
+		v.Budget = &ref
+	} else if b != nil {
+		v.Budget = &BudgetRef{Index: -1, Allowed: b.Allowed, Disrupting: b.Disrupting}
+	}
+	return v
+}
+
+func (c *Candidate) verdict(k Kind, reason v1.DisruptionReason) Verdict {
+	return Verdict{Kind: k, Node: c.Name(), NodeClaim: c.NodeClaimName(), NodePool: c.NodePool.Name, Method: reason}
+}
+
+// remaining reads a pool's remaining budget (0 for an unknown pool).
+func remaining(budgets map[string]*BudgetStatus, pool string) int {
+	if b := budgets[pool]; b != nil {
+		return b.Remaining
+	}
+	return 0
+}
+
+// driftedSince orders drifted candidates: longest drifted first, then by
+// name.
+func sortByDrift(cs []*Candidate) {
+	since := func(c *Candidate) time.Time {
+		if cond := condition(c.NodeClaim, v1.ConditionTypeDrifted); cond != nil {
+			return cond.LastTransitionTime.Time
+		}
+		return time.Time{}
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		ti, tj := since(cs[i]), since(cs[j])
+		if !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return cs[i].Name() < cs[j].Name()
+	})
+}
