@@ -46,7 +46,10 @@ func TestCandidateBlockers(t *testing.T) {
 		{name: "do-not-disrupt on a finished pod is ignored", node: node("n", "p", withPods(pod("a", annotated("true"), func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })))},
 		{name: "do-not-disrupt on a DaemonSet pod blocks (upstream)", node: node("n", "p", withPods(pod("a", annotated("true"), daemonSetPod))), kind: KindPodDoNotDisrupt, event: true},
 		{name: "PDB allows no disruption", node: node("n", "p", withPods(pod("web"))), pdbs: []*policyv1.PodDisruptionBudget{pdb("web-pdb", 0, "web")}, kind: KindPDBBlocked, event: true,
-			check: func(t *testing.T, v Verdict) { assert.Equal(t, "default/web-pdb", v.PDB); assert.Equal(t, "default/web", v.Pod) }},
+			check: func(t *testing.T, v Verdict) {
+				assert.Equal(t, "default/web-pdb", v.PDB)
+				assert.Equal(t, "default/web", v.Pod)
+			}},
 		{name: "PDB allows one", node: node("n", "p", withPods(pod("web"))), pdbs: []*policyv1.PodDisruptionBudget{pdb("web-pdb", 1, "web")}},
 		{name: "PDB of another app", node: node("n", "p", withPods(pod("web"))), pdbs: []*policyv1.PodDisruptionBudget{pdb("db-pdb", 0, "db")}},
 		{name: "two PDBs on one pod", node: node("n", "p", withPods(pod("web"))), pdbs: []*policyv1.PodDisruptionBudget{pdb("a", 1, "web"), pdb("b", 1, "web")}, kind: KindMultiplePDBs, event: true,

@@ -91,7 +91,9 @@ var consolidatable = cond(v1.ConditionTypeConsolidatable, now.Add(-time.Minute))
 
 func notReady(n *Node) { n.Node.Status.Conditions[0].Status = corev1.ConditionFalse }
 
-func withTGP(n *Node) { n.NodeClaim.Spec.TerminationGracePeriod = &metav1.Duration{Duration: time.Hour} }
+func withTGP(n *Node) {
+	n.NodeClaim.Spec.TerminationGracePeriod = &metav1.Duration{Duration: time.Hour}
+}
 
 func withPods(pods ...*corev1.Pod) nodeOpt {
 	return func(n *Node) {

@@ -51,9 +51,9 @@ func TestEmptiness(t *testing.T) {
 			want:  []string{"a"},
 		},
 		{
-			name:  "not consolidatable yet",
-			pools: []*v1.NodePool{pool("p", budgets(budget("100%")), func(np *v1.NodePool) { np.Spec.Disruption.ConsolidateAfter = v1.NewNillableDuration(10 * time.Minute) })},
-			nodes: []*Node{node("a", "p", cond(v1.ConditionTypeInitialized, now.Add(-time.Minute)))},
+			name:    "not consolidatable yet",
+			pools:   []*v1.NodePool{pool("p", budgets(budget("100%")), func(np *v1.NodePool) { np.Spec.Disruption.ConsolidateAfter = v1.NewNillableDuration(10 * time.Minute) })},
+			nodes:   []*Node{node("a", "p", cond(v1.ConditionTypeInitialized, now.Add(-time.Minute)))},
 			verdict: map[string]Kind{"a": KindNotConsolidatable},
 		},
 		{
