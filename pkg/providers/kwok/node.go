@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -210,4 +212,91 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// DefaultRepairToleration is upstream kwok's: a node NotReady (False or
+// Unknown) for this long is replaced by node repair.
+const DefaultRepairToleration = 10 * time.Minute
+
+// repairPolicies are upstream kwok's two Ready policies with the given
+// toleration (DefaultRepairToleration when not positive).
+func repairPolicies(toleration time.Duration) []cloudprovider.RepairPolicy {
+	if toleration <= 0 {
+		toleration = DefaultRepairToleration
+	}
+	return []cloudprovider.RepairPolicy{
+		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionFalse, TolerationDuration: toleration},
+		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionUnknown, TolerationDuration: toleration},
+	}
+}
+
+// KubeletStoppedLabelValue replaces "fake" in a Node's kwok.x-k8s.io/node
+// label once StopKubelet ran. The kwok binary manages only nodes labelled
+// kwok.x-k8s.io/node=fake, so the node loses its simulated kubelet while
+// the provider (which lists any value) still owns the instance.
+const KubeletStoppedLabelValue = "kubelet-stopped"
+
+// StopKubelet simulates a kubelet that stopped working on a kwok node: it
+// takes the node away from the kwok binary, which would otherwise put Ready
+// back to True on its next pass (its node-initialize stage matches any node
+// that is not Ready, its heartbeat stage every Ready one), and then reports
+// Ready with the given status (False, or Unknown as the node lifecycle
+// controller writes for a silent kubelet). Tests use it to exercise node
+// repair; the change holds until the node is deleted.
+func StopKubelet(ctx context.Context, kube client.Client, nodeName string, ready corev1.ConditionStatus) error {
+	if ready != corev1.ConditionFalse && ready != corev1.ConditionUnknown {
+		return fmt.Errorf("stopping kubelet of node %s: Ready must become False or Unknown, not %q", nodeName, ready)
+	}
+	key := types.NamespacedName{Name: nodeName}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node := &corev1.Node{}
+		if err := kube.Get(ctx, key, node); err != nil {
+			return err
+		}
+		if _, ok := node.Labels[kwokv1alpha1.KWOKNodeLabelKey]; !ok || !strings.HasPrefix(node.Spec.ProviderID, ProviderIDPrefix) {
+			return fmt.Errorf("node %s is not a kwok instance", nodeName)
+		}
+		if node.Labels[kwokv1alpha1.KWOKNodeLabelKey] == KubeletStoppedLabelValue {
+			return nil
+		}
+		node.Labels[kwokv1alpha1.KWOKNodeLabelKey] = KubeletStoppedLabelValue
+		return kube.Update(ctx, node)
+	})
+	if err != nil {
+		return fmt.Errorf("taking node %s away from kwok: %w", nodeName, err)
+	}
+	reason, message := "KubeletNotReady", "kubelet stopped (simulated by the kwok provider)"
+	if ready == corev1.ConditionUnknown {
+		reason, message = "NodeStatusUnknown", "Kubelet stopped posting node status."
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node := &corev1.Node{}
+		if err := kube.Get(ctx, key, node); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		found := false
+		for i := range node.Status.Conditions {
+			c := &node.Status.Conditions[i]
+			if c.Type != corev1.NodeReady {
+				continue
+			}
+			found = true
+			if c.Status != ready {
+				c.LastTransitionTime = now
+			}
+			c.Status, c.Reason, c.Message, c.LastHeartbeatTime = ready, reason, message, now
+		}
+		if !found {
+			node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{
+				Type: corev1.NodeReady, Status: ready, Reason: reason, Message: message,
+				LastHeartbeatTime: now, LastTransitionTime: now,
+			})
+		}
+		return kube.Status().Update(ctx, node)
+	})
+	if err != nil {
+		return fmt.Errorf("marking node %s not ready: %w", nodeName, err)
+	}
+	return nil
 }

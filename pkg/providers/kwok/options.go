@@ -13,11 +13,13 @@ const (
 	FlagInstanceTypesFile = "instance-types-file-path"
 	FlagRegistrationDelay = "kwok-registration-delay"
 	FlagFaults            = "kwok-faults"
+	FlagRepairToleration  = "kwok-repair-toleration"
 
 	EnvCatalog           = "KWOK_CATALOG"
 	EnvInstanceTypesFile = "INSTANCE_TYPES_FILE_PATH"
 	EnvRegistrationDelay = "KWOK_REGISTRATION_DELAY"
 	EnvFaults            = "KWOK_FAULTS"
+	EnvRepairToleration  = "KWOK_REPAIR_TOLERATION"
 )
 
 // AddFlags registers the provider's flags on fs. Each defaults to its
@@ -35,9 +37,15 @@ func (o *Options) AddFlags(fs *flag.FlagSet) error {
 		"how long a kwok instance takes to register its Node when its KWOKNodeClass sets no nodeRegistrationDelay")
 	fs.Var(&o.Faults, FlagFaults,
 		`faults to inject, e.g. "ice=c7a.large/test-zone-a/spot;create-errors=2;registration=never"`)
+	if o.RepairToleration == 0 {
+		o.RepairToleration = DefaultRepairToleration
+	}
+	fs.DurationVar(&o.RepairToleration, FlagRepairToleration, o.RepairToleration,
+		"how long a node may be NotReady before node repair (feature gate NodeRepair) replaces it")
 	for flagName, env := range map[string]string{
 		FlagCatalog: EnvCatalog, FlagInstanceTypesFile: EnvInstanceTypesFile,
 		FlagRegistrationDelay: EnvRegistrationDelay, FlagFaults: EnvFaults,
+		FlagRepairToleration: EnvRepairToleration,
 	} {
 		if v, ok := os.LookupEnv(env); ok {
 			if err := fs.Set(flagName, v); err != nil {

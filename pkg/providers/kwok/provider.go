@@ -71,6 +71,9 @@ type Options struct {
 	// Pick chooses one of n equally good offerings (random when nil, as
 	// upstream does, which spreads unconstrained nodes over zones).
 	Pick func(n int) int
+	// RepairToleration is how long a node may stay NotReady before node
+	// repair replaces it (DefaultRepairToleration when zero).
+	RepairToleration time.Duration
 }
 
 // Provider is the kwok cloud provider. It is safe for concurrent use.
@@ -181,12 +184,9 @@ func (p *Provider) IsDrifted(context.Context, *v1.NodeClaim) (cloudprovider.Drif
 }
 
 // RepairPolicies implements cloudprovider.CloudProvider with upstream kwok's
-// policy: a node not Ready for 10 minutes is replaced.
+// policy: a node not Ready for the toleration (10 minutes) is replaced.
 func (p *Provider) RepairPolicies() []cloudprovider.RepairPolicy {
-	return []cloudprovider.RepairPolicy{
-		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionFalse, TolerationDuration: 10 * time.Minute},
-		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionUnknown, TolerationDuration: 10 * time.Minute},
-	}
+	return repairPolicies(p.opts.RepairToleration)
 }
 
 // GetInstanceTypes implements cloudprovider.CloudProvider. KWOKNodeClass has
@@ -398,7 +398,9 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*v1.NodeClaim, e
 // created (kwok label and provider ID), plus instances still registering.
 func (p *Provider) List(ctx context.Context) ([]*v1.NodeClaim, error) {
 	nodes := &corev1.NodeList{}
-	if err := p.kube.List(ctx, nodes, client.MatchingLabels{kwokv1alpha1.KWOKNodeLabelKey: kwokv1alpha1.KWOKNodeLabelValue}); err != nil {
+	// Any value of the kwok label: a node whose kubelet was stopped
+	// (StopKubelet) carries another value but is still our instance.
+	if err := p.kube.List(ctx, nodes, client.HasLabels{kwokv1alpha1.KWOKNodeLabelKey}); err != nil {
 		return nil, fmt.Errorf("listing kwok nodes: %w", err)
 	}
 	var out []*v1.NodeClaim
