@@ -206,6 +206,24 @@ func TestHashController(t *testing.T) {
 	assert.Equal(t, want, nc.Annotations[v1.NodePoolHashAnnotationKey])
 }
 
+// TestHashOfStoredNodePool checks the annotation written for a NodePool as
+// the API server stores it (expireAfter defaulted to 720h) against the value
+// upstream Karpenter computes for that object ("kwok-as-defaulted" in the
+// hash package's vectors), so that nodes launched by upstream are not drifted
+// after a switch.
+func TestHashOfStoredNodePool(t *testing.T) {
+	cleanup(t)
+	np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "kwok"}}
+	np.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: kwokv1alpha1.Group, Kind: "KWOKNodeClass", Name: "default"}
+	np.Spec.Template.Spec.Requirements = []v1.NodeSelectorRequirementWithMinValues{
+		{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}},
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
+	}
+	require.NoError(t, cp.Client.Create(context.Background(), np))
+	reconcileOnce(t, hash.NewController(cp.Client), "kwok")
+	assert.Equal(t, "12745407319442031341", get(t, "kwok").Annotations[v1.NodePoolHashAnnotationKey])
+}
+
 type fakeCluster struct {
 	synced bool
 	usage  map[string]corev1.ResourceList

@@ -2,97 +2,100 @@
 // NodePool template is hashed, and the controller that stamps the hash on
 // NodePools (and re-stamps NodeClaims when the hash version changes).
 //
-// The hash is our own: SHA-256 over a canonical JSON rendering of the
-// template fields that matter for static drift, printed as a decimal uint64.
-// It is deterministic and stable across versions of this project (changing
-// the rendering requires bumping NodePoolHashVersion), but it is not
-// numerically equal to upstream Karpenter's hashstructure value.
+// The value is numerically equal to upstream Karpenter's (hash version v3),
+// so a cluster that moves from upstream to this controller does not see its
+// NodeClaims as drifted. Upstream feeds its API struct for spec.template to
+// github.com/mitchellh/hashstructure/v2. That library hashes Go type names,
+// field names and values, so equality needs a struct of exactly upstream's
+// shape; ours differs in places (template labels are a named value type,
+// NillableDuration keeps a Raw field without a hash tag), so the template is
+// copied into private mirror types below before hashing.
 package hash
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/json"
-	"sort"
 	"strconv"
+	"time"
 
+	"github.com/mitchellh/hashstructure/v2"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 )
 
-// canonical holds exactly the template fields that take part in the hash.
-// Requirements are left out (requirement drift is computed against the
-// NodeClaim's live requirements instead), as are the disruption settings and
-// budgets, which live outside the template. Empty values are omitted so that
-// nil and empty maps or slices hash the same.
-type canonical struct {
-	Labels                 map[string]string `json:"labels,omitempty"`
-	Annotations            map[string]string `json:"annotations,omitempty"`
-	Taints                 []string          `json:"taints,omitempty"`
-	StartupTaints          []string          `json:"startupTaints,omitempty"`
-	NodeClassGroup         string            `json:"nodeClassGroup,omitempty"`
-	NodeClassKind          string            `json:"nodeClassKind,omitempty"`
-	NodeClassName          string            `json:"nodeClassName,omitempty"`
-	TerminationGracePeriod string            `json:"terminationGracePeriod,omitempty"`
-	ExpireAfter            string            `json:"expireAfter,omitempty"`
+// The mirror types. Their type names, field names, field types and hash
+// tags are those of upstream's pkg/apis/v1, because every one of them goes
+// into the hash. Fields upstream tags hash:"ignore" (requirements, the raw
+// text of a duration) are left out: an ignored field contributes nothing, so
+// leaving it out hashes the same. Do not rename anything here.
+
+// NodeClaimTemplate mirrors upstream's v1.NodeClaimTemplate.
+type NodeClaimTemplate struct {
+	ObjectMeta
+	Spec NodeClaimTemplateSpec
 }
 
-// NodePool returns the hash of np's template as a decimal string (the same
-// shape as upstream's annotation value). Taint order does not matter;
-// durations hash by value, so "720h" and "720h0m0s" are equal.
+// ObjectMeta mirrors upstream's v1.ObjectMeta.
+type ObjectMeta struct {
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// NodeClaimTemplateSpec mirrors upstream's v1.NodeClaimTemplateSpec without
+// its hash-ignored Requirements.
+type NodeClaimTemplateSpec struct {
+	Taints                 []corev1.Taint
+	StartupTaints          []corev1.Taint
+	NodeClassRef           *NodeClassReference
+	TerminationGracePeriod *metav1.Duration
+	ExpireAfter            NillableDuration
+}
+
+// NodeClassReference mirrors upstream's v1.NodeClassReference.
+type NodeClassReference struct {
+	Kind  string
+	Name  string
+	Group string
+}
+
+// NillableDuration mirrors upstream's v1.NillableDuration without its
+// hash-ignored Raw. Upstream decodes "Never" to the zero value, so Never
+// hashes like an absent field; the conversion below keeps that.
+type NillableDuration struct {
+	*time.Duration
+}
+
+// options are upstream's: taints are sets, and zero or nil fields are
+// skipped so that adding an optional API field does not move every hash.
+var options = &hashstructure.HashOptions{SlicesAsSets: true, IgnoreZeroValue: true, ZeroNil: true}
+
+// NodePool returns the hash of np's template as a decimal string, the form
+// of the annotation value.
 func NodePool(np *v1.NodePool) string {
-	t := np.Spec.Template
-	c := canonical{
-		Labels:        nonEmpty(t.LabelMap()),
-		Annotations:   nonEmpty(t.Annotations),
-		Taints:        taintSet(t.Spec.Taints),
-		StartupTaints: taintSet(t.Spec.StartupTaints),
-	}
-	if ref := t.Spec.NodeClassRef; ref != nil {
-		c.NodeClassGroup, c.NodeClassKind, c.NodeClassName = ref.Group, ref.Kind, ref.Name
-	}
-	if tgp := t.Spec.TerminationGracePeriod; tgp != nil {
-		c.TerminationGracePeriod = tgp.Duration.String()
-	}
-	switch ea := t.Spec.ExpireAfter; {
-	case ea.Duration != nil:
-		c.ExpireAfter = ea.Duration.String()
-	case ea.IsNever():
-		c.ExpireAfter = v1.Never
-	}
-	// encoding/json sorts map keys, so the rendering is canonical.
-	raw, err := json.Marshal(c)
+	h, err := hashstructure.Hash(mirror(&np.Spec.Template), hashstructure.FormatV2, options)
 	if err != nil {
-		// Only strings and string maps: marshalling cannot fail.
+		// The mirror holds only strings, maps, slices, pointers and integers,
+		// which hashstructure always accepts.
 		panic(err)
 	}
-	sum := sha256.Sum256(raw)
-	return strconv.FormatUint(binary.BigEndian.Uint64(sum[:8]), 10)
+	return strconv.FormatUint(h, 10)
 }
 
-func nonEmpty(m map[string]string) map[string]string {
-	if len(m) == 0 {
-		return nil
+func mirror(t *v1.NodeClaimTemplate) NodeClaimTemplate {
+	out := NodeClaimTemplate{
+		ObjectMeta: ObjectMeta{Labels: t.LabelMap(), Annotations: t.Annotations},
+		Spec: NodeClaimTemplateSpec{
+			Taints:                 t.Spec.Taints,
+			StartupTaints:          t.Spec.StartupTaints,
+			TerminationGracePeriod: t.Spec.TerminationGracePeriod,
+		},
 	}
-	return m
-}
-
-// taintSet renders taints as sorted, de-duplicated strings: the API treats
-// them as a set, so reordering them must not look like drift.
-func taintSet(taints []corev1.Taint) []string {
-	if len(taints) == 0 {
-		return nil
+	if ref := t.Spec.NodeClassRef; ref != nil {
+		out.Spec.NodeClassRef = &NodeClassReference{Kind: ref.Kind, Name: ref.Name, Group: ref.Group}
 	}
-	seen := map[string]bool{}
-	out := make([]string, 0, len(taints))
-	for _, t := range taints {
-		s := t.Key + "=" + t.Value + ":" + string(t.Effect)
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
+	if d := t.Spec.ExpireAfter.Duration; d != nil {
+		v := *d
+		out.Spec.ExpireAfter.Duration = &v
 	}
-	sort.Strings(out)
 	return out
 }

@@ -1,12 +1,16 @@
 package hash_test
 
 import (
+	"bytes"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
@@ -77,4 +81,54 @@ func TestNodePoolHash(t *testing.T) {
 			}
 		})
 	}
+}
+
+// upstreamVectors are the values upstream Karpenter's own NodePool.Hash()
+// printed for the objects in testdata/vectors.yaml (copied from
+// shared/reference/nodepool-hash-vectors.md, computed at upstream commit
+// 2266468). Equality is what lets a cluster move between upstream and this
+// controller without every NodeClaim turning drifted.
+var upstreamVectors = map[string]string{
+	"minimal":                  "17369979337536258260",
+	"minimal-with-pool-fields": "17369979337536258260",
+	"other-nodeclass":          "15131294638486861886",
+	"general-purpose":          "17369979337536258260",
+	"general-purpose-shuffled": "17369979337536258260",
+	"min-values":               "17369979337536258260",
+	"taints":                   "1656758655608864734",
+	"metadata":                 "1527082358845688376",
+	"lifetimes":                "14948894070871102041",
+	"expire-never":             "17369979337536258260",
+	"expire-24h":               "12799250226366401987",
+	"seed-default":             "16154782034223891136",
+	"kwok":                     "7428780003907761376",
+	"minimal-as-defaulted":     "6821555240594823858",
+	"taints-reordered":         "1656758655608864734",
+	"metadata-label-changed":   "16651110383302555504",
+	"kwok-as-defaulted":        "12745407319442031341",
+}
+
+func TestNeverHashesLikeUnset(t *testing.T) {
+	never, unset := base(), base()
+	never.Spec.Template.Spec.ExpireAfter = v1.NeverDuration()
+	unset.Spec.Template.Spec.ExpireAfter = v1.NillableDuration{}
+	assert.Equal(t, hash.NodePool(unset), hash.NodePool(never))
+}
+
+func TestUpstreamVectors(t *testing.T) {
+	raw, err := os.ReadFile("testdata/vectors.yaml")
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		np := &v1.NodePool{}
+		require.NoError(t, yaml.UnmarshalStrict(doc, np))
+		name := np.Name
+		want, ok := upstreamVectors[name]
+		require.True(t, ok, "no expected value for %q", name)
+		seen[name] = true
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, want, hash.NodePool(np))
+		})
+	}
+	assert.Len(t, seen, len(upstreamVectors), "every vector is decoded and checked")
 }
