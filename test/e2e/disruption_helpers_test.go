@@ -728,3 +728,37 @@ func requireInstancesMatchClaims(t *testing.T, ctx context.Context, cp *controlp
 		require.Truef(t, claimed[id], "instance %s has no NodeClaim (leaked)", id)
 	}
 }
+
+// TestDisruptionMetricParsing checks the scrape helper's reading of the
+// Prometheus text format, which the budget assertions rely on.
+func TestDisruptionMetricParsing(t *testing.T) {
+	for _, tc := range []struct {
+		line   string
+		ok     bool
+		name   string
+		labels map[string]string
+		value  float64
+	}{
+		{line: `karpenter_nodepools_allowed_disruptions{nodepool="drift-one",reason="Drifted"} 1`, ok: true,
+			name: allowedDisruptionsMetric, labels: map[string]string{"nodepool": "drift-one", "reason": "Drifted"}, value: 1},
+		{line: `x{a="q\"uo,te}",b=""} 2.147483647e+09 1700000000`, ok: true,
+			name: "x", labels: map[string]string{"a": `q"uo,te}`, "b": ""}, value: 2147483647},
+		{line: `go_goroutines 42`, ok: true, name: "go_goroutines", labels: map[string]string{}, value: 42},
+		{line: `# TYPE x gauge`},
+		{line: ``},
+		{line: `x{a="1"} NaNish`},
+	} {
+		s, ok := parseMetricLine(tc.line)
+		require.Equal(t, tc.ok, ok, tc.line)
+		if ok {
+			require.Equal(t, tc.name, s.name, tc.line)
+			require.Equal(t, tc.labels, s.labels, tc.line)
+			require.Equal(t, tc.value, s.value, tc.line)
+		}
+	}
+	v, ok := metricValue([]metricSample{{name: "m", labels: map[string]string{"a": "1", "b": "2"}, value: 3}}, "m", map[string]string{"b": "2"})
+	require.True(t, ok)
+	require.Equal(t, 3.0, v)
+	_, ok = metricValue([]metricSample{{name: "m", labels: map[string]string{"a": "1"}, value: 3}}, "m", map[string]string{"a": "2"})
+	require.False(t, ok)
+}
