@@ -94,35 +94,6 @@ func hasMinValues(reqs []v1.NodeSelectorRequirementWithMinValues) bool {
 	return false
 }
 
-// toSolverRequirements parses a NodePool's requirements.
-func toSolverRequirements(reqs []v1.NodeSelectorRequirementWithMinValues) (scheduling.Requirements, error) {
-	in := make([]scheduling.RequirementWithMinValues, 0, len(reqs))
-	for _, r := range reqs {
-		in = append(in, scheduling.RequirementWithMinValues{Key: r.Key, Operator: string(r.Operator), Values: r.Values, MinValues: r.MinValues})
-	}
-	return scheduling.RequirementsFromMinValues(in)
-}
-
-// remaining is the headroom under limits given usage; nil means unlimited.
-// A resource the pool has used beyond its limit has zero headroom.
-func remaining(limits v1.Limits, usage corev1.ResourceList) corev1.ResourceList {
-	if limits == nil {
-		return nil
-	}
-	out := corev1.ResourceList{}
-	for name, limit := range limits {
-		left := limit.DeepCopy()
-		if used, ok := usage[name]; ok {
-			left.Sub(used)
-		}
-		if left.Sign() < 0 {
-			left = *resource.NewQuantity(0, left.Format)
-		}
-		out[name] = left
-	}
-	return out
-}
-
 // exceededBy reports the first limit that creating one more node would
 // break: usage already above a resource limit, or the node count at its
 // limit (adding a node would pass it).

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -21,9 +19,9 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // controllerName labels logs and metrics of the provisioning loop.
@@ -58,6 +56,9 @@ type Provisioner struct {
 	clock    clock.Clock
 	opts     Options
 	reserved reservations
+	// snapshots turns the cluster into the solver's input; disruption
+	// builds its simulations with the same builder.
+	snapshots *snapshot.Builder
 }
 
 // NewProvisioner wires the provisioner. kube should read from the manager's
@@ -69,6 +70,15 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clust
 	return &Provisioner{
 		kube: kube, cloud: cloud, cluster: cluster, recorder: recorder, clock: opts.Clock, opts: opts,
 		batcher: NewBatcher(opts.Clock, opts.BatchIdleDuration, opts.BatchMaxDuration),
+		snapshots: snapshot.New(kube, cloud, cluster, snapshot.Options{
+			Solver: scheduling.Options{
+				PreferencePolicy: scheduling.PreferencePolicy(opts.PreferencePolicy),
+				MinValuesPolicy:  scheduling.MinValuesPolicy(opts.MinValuesPolicy),
+				Robust:           true,
+			},
+			AnticipateReplicaSets: opts.AnticipateReplicaSets,
+			Unavailable:           opts.Unavailable,
+		}),
 	}
 }
 
@@ -85,7 +95,7 @@ func (p *Provisioner) TriggerPod(pod *corev1.Pod) { p.Trigger(p.triggerKey(pod))
 
 func (p *Provisioner) triggerKey(pod *corev1.Pod) string {
 	if p.opts.AnticipateReplicaSets {
-		if uid, ok := anticipatable(pod); ok {
+		if uid, ok := snapshot.Anticipatable(pod); ok {
 			return "replicaset/" + string(uid)
 		}
 	}
@@ -123,7 +133,7 @@ func (p *Provisioner) Reconcile(ctx context.Context) {
 		return
 	}
 	if _, err := p.Provision(ctx); err != nil {
-		if errors.Is(err, errNotSynced) {
+		if errors.Is(err, snapshot.ErrNotSynced) {
 			log.FromContext(ctx).V(1).Info("waiting on cluster sync")
 		} else {
 			log.FromContext(ctx).Error(err, "provisioning failed")
@@ -136,8 +146,6 @@ func (p *Provisioner) Reconcile(ctx context.Context) {
 		}
 	}
 }
-
-var errNotSynced = errors.New("cluster state is not synced")
 
 // Round is what one provisioning round did.
 type Round struct {
@@ -168,65 +176,26 @@ func (p *Provisioner) Schedule(ctx context.Context) (*scheduling.Result, map[str
 // schedule is Schedule that also returns, for the existing nodes the solver
 // saw, the NodeClaim behind each (by node name).
 func (p *Provisioner) schedule(ctx context.Context) (*scheduling.Result, map[string]*v1.NodePool, map[string]string, error) {
-	if !p.cluster.Synced(ctx) {
-		return nil, nil, nil, errNotSynced
-	}
 	start := p.clock.Now()
-	// Nodes before pods: a pod that binds in between is then seen on its
-	// node or as pending, never as neither, and a node that appears in
-	// between is not counted. Either way the round errs on the side of
-	// launching nothing extra.
-	nodes := p.cluster.SchedulingNodes()
-	all := &corev1.PodList{}
-	if err := p.kube.List(ctx, all); err != nil {
-		return nil, nil, nil, fmt.Errorf("listing pods: %w", err)
+	snap, err := p.snapshots.Build(ctx, snapshot.Request{SkipIfNoPods: true})
+	if snap != nil {
+		p.ignored(ctx, snap.Ignored)
 	}
-	pods := p.pendingPods(ctx, all)
-	if p.opts.AnticipateReplicaSets {
-		expected, err := p.expectedPods(ctx, all, pods)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		pods = append(pods, expected...)
-	}
-	moving, leaving, err := p.reschedulablePods(ctx, all)
-	if err != nil {
+	if err != nil || snap.Input == nil {
 		return nil, nil, nil, err
 	}
-	if len(leaving) > 0 {
-		kept := nodes[:0:0]
-		for _, n := range nodes {
-			if !leaving[n.Name] {
-				kept = append(kept, n)
-			}
-		}
-		nodes = kept
-	}
-	pods = append(pods, moving...)
-	if len(pods) == 0 {
-		return nil, nil, nil, nil
-	}
-	in, pools, err := p.input(ctx, pods, nodes)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	claimOf := make(map[string]string, len(nodes))
-	for _, n := range nodes {
-		if n.NodeClaim != "" {
-			claimOf[n.Name] = n.NodeClaim
-		}
-	}
-	in.Nominations = p.reserved.nominations(pods, nodes)
+	in := snap.Input
+	in.Nominations = p.reserved.nominations(in.Pods, in.Nodes)
 	solveStart := p.clock.Now()
 	res := scheduling.Solve(in)
 	metrics.SchedulingDurationSeconds.WithLabelValues(controllerName).Observe(p.clock.Since(solveStart).Seconds())
 
-	names, expected := podNames(pods)
+	names, expected := podNames(in.Pods)
 	logger := log.FromContext(ctx).WithValues("Pods", prettySlice(names, 5), "duration", p.clock.Since(start))
 	if expected > 0 {
 		logger = logger.WithValues("expected", expected)
 	}
-	if routine(pods, res) {
+	if routine(in.Pods, res) {
 		// Only pods the kube-scheduler has yet to place, all fitting
 		// existing capacity: nothing for Karpenter to do or to say.
 		logger.V(1).Info("found provisionable pod(s)")
@@ -234,7 +203,7 @@ func (p *Provisioner) schedule(ctx context.Context) (*scheduling.Result, map[str
 		logger.Info("found provisionable pod(s)")
 	}
 	p.record(ctx, res)
-	return res, pools, claimOf, nil
+	return res, snap.NodePools, snap.ClaimOf, nil
 }
 
 // routine reports whether a round is the everyday case of new pods that
@@ -249,237 +218,23 @@ func routine(pods []*corev1.Pod, res *scheduling.Result) bool {
 		}
 	}
 	for _, pod := range pods {
-		if failedToSchedule(pod) {
+		if snapshot.FailedToSchedule(pod) {
 			return false
 		}
 	}
 	return true
 }
 
-// pendingPods lists the provisionable pods that pass validation; the rest
-// get a FailedScheduling event (pods that opted out get nothing).
-func (p *Provisioner) pendingPods(ctx context.Context, list *corev1.PodList) []*corev1.Pod {
-	var out []*corev1.Pod
-	ignored := 0
-	for i := range list.Items {
-		pod := &list.Items[i]
-		if !IsProvisionable(pod) {
-			continue
+// ignored publishes why pending pods were left out of the round: a
+// FailedScheduling event, except for pods that opted out.
+func (p *Provisioner) ignored(ctx context.Context, pods []snapshot.IgnoredPod) {
+	for _, ig := range pods {
+		if !errors.Is(ig.Err, snapshot.ErrNotManaged) {
+			failedScheduling(p.recorder, ig.Pod, ig.Err.Error())
 		}
-		if err := validatePod(pod); err != nil {
-			ignored++
-			if !errors.Is(err, errNotManaged) {
-				failedScheduling(p.recorder, pod, err.Error())
-			}
-			log.FromContext(ctx).V(1).Info("ignoring pod", "Pod", klog.KObj(pod), "reason", err.Error())
-			continue
-		}
-		out = append(out, pod)
+		log.FromContext(ctx).V(1).Info("ignoring pod", "Pod", klog.KObj(ig.Pod), "reason", ig.Err.Error())
 	}
-	metrics.IgnoredPodsCount.Set(float64(ignored))
-	return out
-}
-
-// reschedulablePods returns the pods that must move off Karpenter nodes that
-// are being deleted or disrupted, so that their replacement capacity is
-// planned before they are evicted, and the names of those nodes. DaemonSet
-// and static pods stay with their node, and pods tolerating the disrupted
-// taint are not drained.
-func (p *Provisioner) reschedulablePods(ctx context.Context, all *corev1.PodList) ([]*corev1.Pod, map[string]bool, error) {
-	nodes := &corev1.NodeList{}
-	if err := p.kube.List(ctx, nodes, client.HasLabels{v1.NodePoolLabelKey}); err != nil {
-		return nil, nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	leaving := map[string]bool{}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if !n.DeletionTimestamp.IsZero() || hasDisruptedTaint(n) {
-			leaving[n.Name] = true
-		}
-	}
-	if len(leaving) == 0 {
-		return nil, nil, nil
-	}
-	var out []*corev1.Pod
-	for i := range all.Items {
-		pod := &all.Items[i]
-		if !leaving[pod.Spec.NodeName] {
-			continue
-		}
-		if ownedBy(pod, "DaemonSet") || ownedBy(pod, "Node") || !pod.DeletionTimestamp.IsZero() ||
-			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed ||
-			toleratesDisrupted(pod) {
-			continue
-		}
-		moved := pod.DeepCopy()
-		moved.Spec.NodeName = ""
-		out = append(out, moved)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
-	return out, leaving, nil
-}
-
-func hasDisruptedTaint(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
-			return true
-		}
-	}
-	return false
-}
-
-func toleratesDisrupted(pod *corev1.Pod) bool {
-	for _, tol := range pod.Spec.Tolerations {
-		if tol.ToleratesTaint(klog.Background(), &v1.DisruptedNoScheduleTaint, false) {
-			return true
-		}
-	}
-	return false
-}
-
-// input assembles the solver's snapshot.
-func (p *Provisioner) input(ctx context.Context, pods []*corev1.Pod, nodes []*scheduling.ExistingNode) (*scheduling.Input, map[string]*v1.NodePool, error) {
-	pools, byName, err := p.nodePools(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	in := &scheduling.Input{
-		Pods:      pods,
-		Nodes:     nodes,
-		NodePools: pools,
-		Options: scheduling.Options{
-			PreferencePolicy: scheduling.PreferencePolicy(p.opts.PreferencePolicy),
-			MinValuesPolicy:  scheduling.MinValuesPolicy(p.opts.MinValuesPolicy),
-			Robust:           true,
-		},
-	}
-	if p.opts.Unavailable != nil {
-		in.Unavailable = p.opts.Unavailable.Keys()
-	}
-	dsList := &appsv1.DaemonSetList{}
-	if err := p.kube.List(ctx, dsList); err != nil {
-		return nil, nil, fmt.Errorf("listing daemonsets: %w", err)
-	}
-	for i := range dsList.Items {
-		in.DaemonSets = append(in.DaemonSets, &dsList.Items[i])
-	}
-	nsList := &corev1.NamespaceList{}
-	if err := p.kube.List(ctx, nsList); err != nil {
-		return nil, nil, fmt.Errorf("listing namespaces: %w", err)
-	}
-	for i := range nsList.Items {
-		in.Namespaces = append(in.Namespaces, &nsList.Items[i])
-	}
-	if usesVolumes(pods) {
-		if err := p.addVolumes(ctx, in); err != nil {
-			return nil, nil, err
-		}
-	}
-	return in, byName, nil
-}
-
-func usesVolumes(pods []*corev1.Pod) bool {
-	for _, pod := range pods {
-		for _, v := range pod.Spec.Volumes {
-			if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// addVolumes lists storage objects only when some pod needs them, so that a
-// cluster without volumes never starts informers for them.
-func (p *Provisioner) addVolumes(ctx context.Context, in *scheduling.Input) error {
-	pvcs := &corev1.PersistentVolumeClaimList{}
-	if err := p.kube.List(ctx, pvcs); err != nil {
-		return fmt.Errorf("listing persistentvolumeclaims: %w", err)
-	}
-	for i := range pvcs.Items {
-		in.PersistentVolumeClaims = append(in.PersistentVolumeClaims, &pvcs.Items[i])
-	}
-	pvs := &corev1.PersistentVolumeList{}
-	if err := p.kube.List(ctx, pvs); err != nil {
-		return fmt.Errorf("listing persistentvolumes: %w", err)
-	}
-	for i := range pvs.Items {
-		in.PersistentVolumes = append(in.PersistentVolumes, &pvs.Items[i])
-	}
-	scs := &storagev1.StorageClassList{}
-	if err := p.kube.List(ctx, scs); err != nil {
-		return fmt.Errorf("listing storageclasses: %w", err)
-	}
-	for i := range scs.Items {
-		in.StorageClasses = append(in.StorageClasses, &scs.Items[i])
-	}
-	return nil
-}
-
-// nodePools converts the Ready, non-deleting, dynamic NodePools for the
-// solver, heaviest first, each with its instance types and limit headroom.
-func (p *Provisioner) nodePools(ctx context.Context) ([]*scheduling.NodePool, map[string]*v1.NodePool, error) {
-	list := &v1.NodePoolList{}
-	if err := p.kube.List(ctx, list); err != nil {
-		return nil, nil, fmt.Errorf("listing nodepools: %w", err)
-	}
-	sort.Slice(list.Items, func(i, j int) bool {
-		wi, wj := weight(&list.Items[i]), weight(&list.Items[j])
-		if wi != wj {
-			return wi > wj
-		}
-		return list.Items[i].Name < list.Items[j].Name
-	})
-	var out []*scheduling.NodePool
-	byName := map[string]*v1.NodePool{}
-	for i := range list.Items {
-		np := &list.Items[i]
-		if !np.DeletionTimestamp.IsZero() || np.IsStatic() || !nodepool.IsReady(np) {
-			continue
-		}
-		logger := log.FromContext(ctx).WithValues("NodePool", klog.KObj(np))
-		reqs, err := toSolverRequirements(np.Spec.Template.Spec.Requirements)
-		if err != nil {
-			logger.Error(err, "skipping, invalid requirements")
-			continue
-		}
-		its, err := p.cloud.GetInstanceTypes(ctx, np)
-		if err != nil {
-			logger.Error(err, "skipping, unable to resolve instance types")
-			continue
-		}
-		if len(its) == 0 {
-			logger.Info("skipping, no resolved instance types found")
-			continue
-		}
-		labels := np.Spec.Template.LabelMap()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[v1.NodePoolLabelKey] = np.Name
-		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil {
-			labels[v1.NodeClassLabelKey(ref.GroupKind())] = ref.Name
-		}
-		out = append(out, &scheduling.NodePool{
-			Name:          np.Name,
-			Weight:        weight(np),
-			Requirements:  reqs,
-			Labels:        labels,
-			Taints:        np.Spec.Template.Spec.Taints,
-			StartupTaints: np.Spec.Template.Spec.StartupTaints,
-			Remaining:     remaining(np.Spec.Limits, p.cluster.NodePoolResources(np.Name)),
-			InstanceTypes: its,
-		})
-		byName[np.Name] = np
-	}
-	return out, byName, nil
-}
-
-func weight(np *v1.NodePool) int32 {
-	if np.Spec.Weight == nil {
-		return 0
-	}
-	return *np.Spec.Weight
+	metrics.IgnoredPodsCount.Set(float64(len(pods)))
 }
 
 // record publishes the solver's verdict: Nominated for pods that fit
@@ -496,7 +251,7 @@ func (p *Provisioner) record(ctx context.Context, res *scheduling.Result) {
 			// A pod the kube-scheduler has not tried yet and that fits what
 			// is there will simply be scheduled: announcing it would put an
 			// event on every new pod in a cluster with room.
-			if failedToSchedule(pl.Pod) && !IsExpected(pl.Pod) {
+			if snapshot.FailedToSchedule(pl.Pod) && !IsExpected(pl.Pod) {
 				existing++
 				nominate(p.recorder, pl.Pod, nodeTarget(pl.Node))
 			}

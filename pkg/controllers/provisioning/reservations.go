@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // reservations remember where the last round planned each pod, by
@@ -66,7 +67,7 @@ func (r *reservations) nominations(pods []*corev1.Pod, nodes []*scheduling.Exist
 	})
 	left := map[types.UID][]slot{}
 	for _, pod := range unreserved {
-		rs, ok := anticipatable(pod)
+		rs, ok := snapshot.Anticipatable(pod)
 		if !ok {
 			continue
 		}
@@ -116,7 +117,7 @@ func (r *reservations) record(res *scheduling.Result, claimOf map[string]string,
 			byPod[pl.Pod.UID] = claim
 			continue
 		}
-		if rs, ok := anticipatable(pl.Pod); ok {
+		if rs, ok := snapshot.Anticipatable(pl.Pod); ok {
 			if slots[rs] == nil {
 				slots[rs] = map[string]int{}
 			}

@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 func TestReservations(t *testing.T) {
@@ -23,7 +24,7 @@ func TestReservations(t *testing.T) {
 	}
 	model := pod("web-a", true)
 	solo, webA := pod("solo", false), model
-	e0, e1, e2 := expectedCopy(model, 1), expectedCopy(model, 2), expectedCopy(model, 3)
+	e0, e1, e2 := snapshot.ExpectedPod(model, 1), snapshot.ExpectedPod(model, 2), snapshot.ExpectedPod(model, 3)
 
 	// Round 1: solo and web-a on a new NodeClaim, two expected web pods
 	// split between it and an in-flight NodeClaim already known as a node;
@@ -44,7 +45,7 @@ func TestReservations(t *testing.T) {
 	// the NodeClaim to its node; the ReplicaSet's two places go to its pods
 	// by name, existing ones first; the pod beyond its places is free.
 	nodes := []*scheduling.ExistingNode{{Name: "ip-1", NodeClaim: "nc-new"}, {Name: "nc-old", NodeClaim: "nc-old"}}
-	webB, webC, e3 := pod("web-b", true), pod("web-c", true), expectedCopy(model, 9)
+	webB, webC, e3 := pod("web-b", true), pod("web-c", true), snapshot.ExpectedPod(model, 9)
 	got := r.nominations([]*corev1.Pod{e3, webC, webB, webA, solo}, nodes)
 	assert.Equal(t, map[types.UID]string{
 		solo.UID: "ip-1",

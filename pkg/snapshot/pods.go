@@ -1,0 +1,187 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/validation"
+)
+
+// IsProvisionable reports whether pod may need capacity from Karpenter: it
+// is not bound or being preempted into room on a node, it is not a DaemonSet
+// or static pod (those are tied to a node and never need a new one), and
+// either the kube-scheduler tried and failed to place it (PodScheduled=False
+// with reason Unschedulable) or it is still waiting for its first attempt.
+//
+// Upstream Karpenter waits for the Unschedulable mark. With many new pods
+// that mark is the bottleneck: the kube-scheduler writes it one pod at a
+// time under its client rate limit, so a burst of 1,000 pods trickles into
+// two or three provisioning rounds. Planning for pods the scheduler has not
+// reached yet is safe because the solver places pods on existing nodes (and
+// in-flight NodeClaims) first: a pod that fits what is there asks for
+// nothing new.
+func IsProvisionable(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName == "" &&
+		pod.Status.NominatedNodeName == "" &&
+		pod.DeletionTimestamp.IsZero() &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed &&
+		(FailedToSchedule(pod) || awaitingScheduler(pod)) &&
+		!ownedBy(pod, "DaemonSet") && !ownedBy(pod, "Node")
+}
+
+// FailedToSchedule reports whether the kube-scheduler marked pod
+// Unschedulable.
+func FailedToSchedule(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitingScheduler reports whether the default kube-scheduler has yet to
+// look at pod. Pods held by scheduling gates, or handed to another scheduler,
+// are not ours to anticipate: they count only once marked Unschedulable.
+func awaitingScheduler(pod *corev1.Pod) bool {
+	if len(pod.Spec.SchedulingGates) > 0 {
+		return false
+	}
+	if pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return false
+		}
+	}
+	return true
+}
+
+func ownedBy(pod *corev1.Pod, kind string) bool {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// PendingPods selects the provisionable pods of list that pass validation,
+// and returns the others that failed it with the reason.
+func PendingPods(list *corev1.PodList) (pods []*corev1.Pod, ignored []IgnoredPod) {
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if !IsProvisionable(pod) {
+			continue
+		}
+		if err := ValidatePod(pod); err != nil {
+			ignored = append(ignored, IgnoredPod{Pod: pod, Err: err})
+			continue
+		}
+		pods = append(pods, pod)
+	}
+	return pods, ignored
+}
+
+// ErrNotManaged marks pods that opted out of Karpenter; callers skip them
+// without an event.
+var ErrNotManaged = errors.New("pod opted out of karpenter: it requires karpenter.sh/nodepool DoesNotExist")
+
+// ValidatePod returns why Karpenter cannot plan for pod at all, independent
+// of any NodePool: node selectors it cannot interpret. Such pods are left
+// out of the snapshot instead of failing it.
+func ValidatePod(pod *corev1.Pod) error {
+	var errs []error
+	for k, v := range pod.Spec.NodeSelector {
+		errs = append(errs, validation.ValidateRequirement(v1.NodeSelectorRequirementWithMinValues{
+			Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{v},
+		}))
+	}
+	if aff := pod.Spec.Affinity; aff != nil && aff.NodeAffinity != nil {
+		if req := aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
+			for _, term := range req.NodeSelectorTerms {
+				for _, e := range term.MatchExpressions {
+					if e.Key == v1.NodePoolLabelKey && e.Operator == corev1.NodeSelectorOpDoesNotExist {
+						return ErrNotManaged
+					}
+				}
+				errs = append(errs, validateTerm(term))
+			}
+		}
+		for _, pref := range aff.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			errs = append(errs, validateTerm(pref.Preference))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateTerm(term corev1.NodeSelectorTerm) error {
+	var errs []error
+	if len(term.MatchFields) > 0 {
+		errs = append(errs, fmt.Errorf("node selector term with matchFields is not supported"))
+	}
+	for _, e := range term.MatchExpressions {
+		errs = append(errs, validation.ValidateRequirement(v1.NodeSelectorRequirementWithMinValues{
+			Key: e.Key, Operator: e.Operator, Values: e.Values,
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+// Reschedulable reports whether pod must find a new home when its node
+// goes away: DaemonSet and static (mirror) pods stay with their node,
+// terminating and terminal pods need none, and pods tolerating the
+// disrupted taint are not drained.
+func Reschedulable(pod *corev1.Pod) bool {
+	return !ownedBy(pod, "DaemonSet") && !ownedBy(pod, "Node") && pod.DeletionTimestamp.IsZero() &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed &&
+		!toleratesDisrupted(pod)
+}
+
+// reschedulablePods returns copies, unbound and sorted by UID, of the
+// reschedulable pods on leaving nodes, and the subset that was on a node in
+// remove.
+func reschedulablePods(all *corev1.PodList, leaving, remove map[string]bool) (moving, moved []*corev1.Pod) {
+	for i := range all.Items {
+		pod := &all.Items[i]
+		if !leaving[pod.Spec.NodeName] || !Reschedulable(pod) {
+			continue
+		}
+		cp := pod.DeepCopy()
+		cp.Spec.NodeName = ""
+		moving = append(moving, cp)
+		if remove[pod.Spec.NodeName] {
+			moved = append(moved, cp)
+		}
+	}
+	byUID := func(pods []*corev1.Pod) {
+		sort.Slice(pods, func(i, j int) bool { return pods[i].UID < pods[j].UID })
+	}
+	byUID(moving)
+	byUID(moved)
+	return moving, moved
+}
+
+func hasDisruptedTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
+			return true
+		}
+	}
+	return false
+}
+
+func toleratesDisrupted(pod *corev1.Pod) bool {
+	for _, tol := range pod.Spec.Tolerations {
+		if tol.ToleratesTaint(klog.Background(), &v1.DisruptedNoScheduleTaint, false) {
+			return true
+		}
+	}
+	return false
+}
