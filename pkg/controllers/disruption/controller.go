@@ -1,0 +1,411 @@
+package disruption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/state"
+)
+
+const controllerName = "disruption"
+
+// Defaults, as upstream.
+const (
+	DefaultPollPeriod      = 10 * time.Second
+	DefaultValidationDelay = 15 * time.Second
+)
+
+// Cluster is what the controller needs of cluster state.
+type Cluster interface {
+	Synced(ctx context.Context) bool
+	Nodes() []*state.StateNode
+	MarkForDeletion(names ...string)
+	UnmarkForDeletion(names ...string)
+}
+
+// Launcher creates NodeClaims the way provisioning does (limits re-checked,
+// hash annotations, owner reference); the provisioner implements it.
+type Launcher interface {
+	CreateNodeClaims(ctx context.Context, planned []*scheduling.NewNodeClaim, pools map[string]*v1.NodePool) ([]*v1.NodeClaim, error)
+}
+
+// Simulator plans the cluster as if the named nodes were gone.
+type Simulator interface {
+	Simulate(ctx context.Context, remove map[string]bool) (*Simulated, error)
+}
+
+// Simulated is a simulation's input and answer.
+type Simulated struct {
+	Input     *scheduling.Input
+	Result    *scheduling.Result
+	NodePools map[string]*v1.NodePool
+	// Moved are the pods taken off the removed nodes (a subset of
+	// Input.Pods).
+	Moved []*corev1.Pod
+}
+
+// Options tune the controller; zero values are upstream's defaults.
+type Options struct {
+	Clock    clock.Clock
+	Recorder Recorder
+	// PollPeriod between passes that did nothing (10 s).
+	PollPeriod time.Duration
+	// ValidationDelay is how long an emptiness command waits before it is
+	// checked again against fresh state (15 s); negative disables the wait.
+	ValidationDelay time.Duration
+	// Methods in order (disruption.DefaultMethods()).
+	Methods []disruption.Method
+}
+
+// Controller is the disruption loop.
+type Controller struct {
+	kube      client.Client
+	cluster   Cluster
+	launcher  Launcher
+	simulator Simulator
+	clock     clock.Clock
+	events    *events
+	opts      Options
+	queue     *Queue
+}
+
+// NewController wires the loop and its queue.
+func NewController(kube client.Client, cluster Cluster, launcher Launcher, simulator Simulator, opts Options) *Controller {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.PollPeriod == 0 {
+		opts.PollPeriod = DefaultPollPeriod
+	}
+	if opts.ValidationDelay == 0 {
+		opts.ValidationDelay = DefaultValidationDelay
+	}
+	if opts.Methods == nil {
+		opts.Methods = disruption.DefaultMethods()
+	}
+	ev := newEvents(opts.Recorder, opts.Clock)
+	return &Controller{
+		kube: kube, cluster: cluster, launcher: launcher, simulator: simulator, clock: opts.Clock, events: ev, opts: opts,
+		queue: NewQueue(kube, cluster, launcher, opts.Clock, ev),
+	}
+}
+
+// Queue is the orchestration queue (tests drive it directly).
+func (c *Controller) Queue() *Queue { return c.queue }
+
+// Register runs the loop and the queue on the leader.
+func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("controller", controllerName))
+		c.loop(ctx, "disruption loop", func(ctx context.Context) time.Duration {
+			acted, err := c.Reconcile(ctx)
+			switch {
+			case errors.Is(err, errNotSynced):
+				return time.Second
+			case err != nil:
+				log.FromContext(ctx).Error(err, "disrupting")
+			case acted:
+				return 0
+			}
+			return c.opts.PollPeriod
+		})
+		return nil
+	})); err != nil {
+		return fmt.Errorf("adding disruption loop: %w", err)
+	}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("controller", controllerName+".queue"))
+		c.loop(ctx, "disruption queue", func(ctx context.Context) time.Duration {
+			c.queue.Reconcile(ctx)
+			return time.Second
+		})
+		return nil
+	}))
+}
+
+// loop runs pass until ctx ends, sleeping what pass returns; a panic in a
+// pass is logged and the loop goes on.
+func (c *Controller) loop(ctx context.Context, what string, pass func(context.Context) time.Duration) {
+	for ctx.Err() == nil {
+		wait := time.Second
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					log.FromContext(ctx).Error(fmt.Errorf("panic: %v", r), "Observed a panic", "work", what, "stacktrace", string(debug.Stack()))
+				}
+			}()
+			wait = pass(ctx)
+		}()
+		if wait <= 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-c.clock.After(wait):
+		}
+	}
+}
+
+var errNotSynced = errors.New("cluster state is not synced")
+
+// Reconcile is one pass. It reports whether a command was started.
+func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
+	if !c.cluster.Synced(ctx) {
+		return false, errNotSynced
+	}
+	if err := c.cleanup(ctx); err != nil {
+		return false, err
+	}
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return false, err
+	}
+	decision, err := c.decide(ctx, snap)
+	c.publish(ctx, snap, decision)
+	if err != nil {
+		return false, err
+	}
+	if len(decision.Commands) > 0 && decision.Method.ConsolidationType() != "" && c.opts.ValidationDelay > 0 {
+		if decision, err = c.validate(ctx, decision); err != nil || decision == nil {
+			return false, err
+		}
+	}
+	started := 0
+	for _, cmd := range decision.Commands {
+		if err := c.queue.Start(ctx, cmd, snap.NodePools); err != nil {
+			return started > 0, fmt.Errorf("disrupting candidates: %w", err)
+		}
+		started++
+	}
+	return started > 0, nil
+}
+
+// decide runs the methods, timing each one.
+func (c *Controller) decide(ctx context.Context, snap *disruption.Snapshot) (*disruption.Decision, error) {
+	var start time.Time
+	return disruption.DisruptWith(snap, c.opts.Methods, c.simulatorFor(ctx), disruption.Hooks{
+		BeforeMethod: func(disruption.Method) { start = c.clock.Now() },
+		AfterMethod: func(m disruption.Method, run disruption.MethodRun) {
+			metrics.DisruptionEvaluationDurationSeconds.WithLabelValues(string(run.Reason), run.ConsolidationType).Observe(c.clock.Since(start).Seconds())
+			metrics.DisruptionEligibleNodes.WithLabelValues(string(run.Reason)).Set(float64(run.Eligible))
+		},
+	})
+}
+
+// validate waits, then recomputes the command's method against fresh
+// state and keeps only the candidates it still picks (upstream validates
+// consolidation commands, emptiness included, after 15 s so that pods the
+// kube-scheduler just bound there are not evicted).
+func (c *Controller) validate(ctx context.Context, d *disruption.Decision) (*disruption.Decision, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.clock.After(c.opts.ValidationDelay):
+	}
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	again, err := disruption.Disrupt(snap, []disruption.Method{d.Method}, c.simulatorFor(ctx))
+	if err != nil {
+		return nil, err
+	}
+	still := map[string]*disruption.Candidate{}
+	for _, cmd := range again.Commands {
+		for _, cand := range cmd.Candidates {
+			still[cand.Name()] = cand
+		}
+	}
+	var out []*disruption.Command
+	for _, cmd := range d.Commands {
+		kept := &disruption.Command{Method: cmd.Method, Replacements: cmd.Replacements, Simulation: cmd.Simulation}
+		for _, cand := range cmd.Candidates {
+			if fresh, ok := still[cand.Name()]; ok {
+				kept.Candidates = append(kept.Candidates, fresh)
+			}
+		}
+		if len(kept.Candidates) > 0 {
+			out = append(out, kept)
+		}
+	}
+	if len(out) == 0 {
+		log.FromContext(ctx).V(1).Info("abandoning disruption command, no candidate is still valid", "reason", d.Method.Reason())
+		return nil, nil
+	}
+	d.Commands = out
+	return d, nil
+}
+
+// snapshot builds the pure package's input from cluster state and the API.
+func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error) {
+	now := c.clock.Now()
+	pools := &v1.NodePoolList{}
+	if err := c.kube.List(ctx, pools); err != nil {
+		return nil, fmt.Errorf("listing nodepools: %w", err)
+	}
+	pdbs := &policyv1.PodDisruptionBudgetList{}
+	if err := c.kube.List(ctx, pdbs); err != nil {
+		return nil, fmt.Errorf("listing poddisruptionbudgets: %w", err)
+	}
+	snap := &disruption.Snapshot{Now: now, NodePools: map[string]*v1.NodePool{}}
+	for i := range pools.Items {
+		snap.NodePools[pools.Items[i].Name] = &pools.Items[i]
+	}
+	for i := range pdbs.Items {
+		snap.PDBs = append(snap.PDBs, &pdbs.Items[i])
+	}
+	for _, sn := range c.cluster.Nodes() {
+		n := &disruption.Node{
+			NodeClaim:         sn.NodeClaim,
+			Node:              sn.Node,
+			NodePool:          sn.NodePoolName(),
+			Initialized:       sn.Initialized(),
+			Deleting:          (sn.Node != nil && !sn.Node.DeletionTimestamp.IsZero()) || (sn.NodeClaim != nil && !sn.NodeClaim.DeletionTimestamp.IsZero()),
+			MarkedForDeletion: sn.MarkedForDeletion(),
+			Nominated:         sn.Nominated(now),
+			InQueue:           c.queue.Has(sn.Name()) || (sn.NodeClaim != nil && c.queue.Has(sn.NodeClaim.Name)),
+		}
+		names := make([]types.NamespacedName, 0, len(sn.Pods))
+		for nn := range sn.Pods {
+			names = append(names, nn)
+		}
+		sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+		for _, nn := range names {
+			n.Pods = append(n.Pods, sn.Pods[nn])
+		}
+		snap.Nodes = append(snap.Nodes, n)
+	}
+	return snap, nil
+}
+
+// publish turns the decision into events, logs and metrics.
+func (c *Controller) publish(ctx context.Context, snap *disruption.Snapshot, d *disruption.Decision) {
+	if d == nil {
+		return
+	}
+	logged := map[string]bool{}
+	for _, reason := range disruption.Reasons {
+		for name, b := range d.Budgets[reason] {
+			metrics.NodePoolAllowedDisruptions.WithLabelValues(name, string(reason)).Set(float64(b.Allowed))
+			metrics.NodePoolNodesConsumingBudgets.WithLabelValues(name, string(reason)).Set(float64(b.Disrupting))
+			if b.Err != nil && !logged[b.Err.Error()] {
+				logged[b.Err.Error()] = true
+				log.FromContext(ctx).Error(b.Err, "detected disruption budget errors", "NodePool", klog.KRef("", name))
+			}
+			if b.Allowed == 0 {
+				c.events.normal(snap.NodePools[name], ReasonDisruptionBlocked,
+					fmt.Sprintf("No allowed disruptions for disruption reason %s due to blocking budget", reason))
+			}
+		}
+	}
+	nodes := map[string]*disruption.Node{}
+	pods := map[string]*corev1.Pod{}
+	for _, n := range snap.Nodes {
+		nodes[n.Name()] = n
+	}
+	for _, w := range d.Warnings {
+		if n := nodes[w.Node]; n != nil {
+			for _, p := range n.Pods {
+				pods[p.Namespace+"/"+p.Name] = p
+			}
+		}
+		if p := pods[w.Pod]; p != nil {
+			c.events.warning(p, ReasonInvalidDoNotDisruptAnnotation, w.Message())
+		}
+	}
+	for _, e := range d.Explanations {
+		n := nodes[e.Node]
+		if n == nil {
+			continue
+		}
+		for _, v := range e.Verdicts {
+			if !v.Event {
+				continue
+			}
+			if n.Node != nil {
+				c.events.normal(n.Node, ReasonDisruptionBlocked, v.Message())
+			}
+			if n.NodeClaim != nil {
+				c.events.normal(n.NodeClaim, ReasonDisruptionBlocked, v.Message())
+			}
+		}
+	}
+}
+
+// simulatorFor adapts the controller's Simulator for one pass: it removes
+// the candidates, and refuses plans that leave one of their pods
+// unplaced or put one on a Karpenter node that is still starting (it might
+// never come up). Only new NodeClaims that take a moved pod are
+// replacements; pending pods are provisioning's business.
+func (c *Controller) simulatorFor(ctx context.Context) disruption.Simulator {
+	if c.simulator == nil {
+		return nil
+	}
+	return disruption.SimulatorFunc(func(cands []*disruption.Candidate) (*disruption.Simulation, error) {
+		remove := map[string]bool{}
+		for _, cand := range cands {
+			remove[cand.Name()] = true
+		}
+		sim, err := c.simulator.Simulate(ctx, remove)
+		if err != nil {
+			return nil, err
+		}
+		return interpret(sim), nil
+	})
+}
+
+func interpret(sim *Simulated) *disruption.Simulation {
+	out := &disruption.Simulation{Result: sim.Result}
+	moved := map[types.UID]bool{}
+	for _, p := range sim.Moved {
+		moved[p.UID] = true
+	}
+	starting := map[string]bool{}
+	if sim.Input != nil {
+		for _, n := range sim.Input.Nodes {
+			if n.Managed && !n.Initialized {
+				starting[n.Name] = true
+			}
+		}
+	}
+	needed := map[int]bool{}
+	for _, pl := range sim.Result.Placements {
+		if !moved[pl.Pod.UID] {
+			continue
+		}
+		name := pl.Pod.Namespace + "/" + pl.Pod.Name
+		switch {
+		case pl.Node != "" && starting[pl.Node]:
+			out.Unschedulable = append(out.Unschedulable, name)
+		case pl.Node != "":
+		case pl.NodeClaim >= 0:
+			needed[pl.NodeClaim] = true
+		default:
+			out.Unschedulable = append(out.Unschedulable, name)
+		}
+	}
+	for i, nc := range sim.Result.NewNodeClaims {
+		if needed[i] {
+			out.Replacements = append(out.Replacements, nc)
+		}
+	}
+	sort.Strings(out.Unschedulable)
+	return out
+}

@@ -1,0 +1,116 @@
+package disruption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+)
+
+// cleanup removes the disrupted taint and the DisruptionReason condition
+// from nodes no command in the queue owns: a crash or a lost command left
+// them, and the next decision starts from scratch. Deleting nodes keep the
+// taint (termination put it there).
+func (c *Controller) cleanup(ctx context.Context) error {
+	var errs []error
+	for _, sn := range c.cluster.Nodes() {
+		if sn.Deleting() || c.queue.Has(sn.Name()) || (sn.NodeClaim != nil && c.queue.Has(sn.NodeClaim.Name)) {
+			continue
+		}
+		if sn.Node != nil && !sn.Managed() {
+			continue
+		}
+		if sn.Node != nil && hasDisruptedTaint(sn.Node) {
+			if err := setDisruptedTaint(ctx, c.kube, sn.Node.Name, false); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if sn.NodeClaim != nil && meta.FindStatusCondition(sn.NodeClaim.GetConditions(), v1.ConditionTypeDisruptionReason) != nil {
+			if err := setDisruptionReason(ctx, c.kube, sn.NodeClaim.Name, ""); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func hasDisruptedTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
+			return true
+		}
+	}
+	return false
+}
+
+// setDisruptedTaint adds or removes karpenter.sh/disrupted:NoSchedule on a
+// Node, with optimistic locking so a concurrent write is not lost. A Node
+// that is gone needs nothing.
+func setDisruptedTaint(ctx context.Context, kube client.Client, name string, on bool) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node := &corev1.Node{}
+		if err := kube.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			return err
+		}
+		if hasDisruptedTaint(node) == on {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if on {
+			node.Spec.Taints = append(node.Spec.Taints, v1.DisruptedNoScheduleTaint)
+		} else {
+			kept := node.Spec.Taints[:0:0]
+			for _, t := range node.Spec.Taints {
+				if !t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
+					kept = append(kept, t)
+				}
+			}
+			node.Spec.Taints = kept
+		}
+		return kube.Patch(ctx, node, patch)
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		verb := "removing"
+		if on {
+			verb = "adding"
+		}
+		return fmt.Errorf("%s the disrupted taint on node %s: %w", verb, name, err)
+	}
+	return nil
+}
+
+// setDisruptionReason sets the NodeClaim's DisruptionReason condition
+// (True, with the reason) or, for an empty reason, removes it.
+func setDisruptionReason(ctx context.Context, kube client.Client, name, reason string) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		nc := &v1.NodeClaim{}
+		if err := kube.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
+			return err
+		}
+		conds := nc.GetConditions()
+		if reason == "" {
+			if !meta.RemoveStatusCondition(&conds, v1.ConditionTypeDisruptionReason) {
+				return nil
+			}
+		} else if !meta.SetStatusCondition(&conds, metav1.Condition{
+			Type: v1.ConditionTypeDisruptionReason, Status: metav1.ConditionTrue, Reason: reason,
+			ObservedGeneration: nc.Generation,
+		}) {
+			return nil
+		}
+		nc.SetConditions(conds)
+		return kube.Status().Update(ctx, nc)
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("updating the %s condition of nodeclaim %s: %w", v1.ConditionTypeDisruptionReason, name, err)
+	}
+	return nil
+}

@@ -1,0 +1,341 @@
+package disruption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
+)
+
+// Queue timing, as upstream: a command waits for its replacements at
+// least 10 minutes and at most an hour, longer while many commands are
+// queued (80 ms each); between checks it backs off from 1 s to 10 s.
+const (
+	minCommandTimeout   = 10 * time.Minute
+	maxCommandTimeout   = time.Hour
+	perCommandTimeout   = 80 * time.Millisecond
+	minRetryDelay       = time.Second
+	maxRetryDelay       = 10 * time.Second
+	replacementGrace    = 5 * time.Second // a just-created NodeClaim may not be in the cache yet
+	recentlyDoneTimeout = time.Minute
+)
+
+// Queue carries commands out. It is safe for concurrent use.
+type Queue struct {
+	kube     client.Client
+	cluster  Cluster
+	launcher Launcher
+	clock    clock.Clock
+	events   *events
+
+	mu       sync.Mutex
+	commands []*command
+	names    map[string]bool      // Node and NodeClaim names of queued candidates
+	done     map[string]time.Time // names of recently finished candidates
+}
+
+type command struct {
+	id                string
+	reason            v1.DisruptionReason
+	decision          string
+	consolidationType string
+	class             disruption.Class
+	candidates        []*disruption.Candidate
+	replacements      []string
+	initialized       []bool
+	created           time.Time
+	next              time.Time
+	delay             time.Duration
+}
+
+// NewQueue returns an empty queue.
+func NewQueue(kube client.Client, cluster Cluster, launcher Launcher, clk clock.Clock, ev *events) *Queue {
+	return &Queue{kube: kube, cluster: cluster, launcher: launcher, clock: clk, events: ev,
+		names: map[string]bool{}, done: map[string]time.Time{}}
+}
+
+// Has reports whether a queued command owns the node (by Node or NodeClaim
+// name), or finished with it a moment ago (its deletion may not have
+// reached the cache yet).
+func (q *Queue) Has(name string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.names[name] {
+		return true
+	}
+	at, ok := q.done[name]
+	return ok && q.clock.Since(at) < recentlyDoneTimeout
+}
+
+// Len is the number of commands in flight.
+func (q *Queue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.commands)
+}
+
+func candidateNames(c *disruption.Candidate) []string {
+	names := []string{c.Name()}
+	if nc := c.NodeClaimName(); nc != "" && nc != c.Name() {
+		names = append(names, nc)
+	}
+	return names
+}
+
+// Start begins a command: taint and condition the candidates, mark them
+// for deletion, launch the replacements, and queue the command to wait
+// for them. On failure the candidates are rolled back.
+func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[string]*v1.NodePool) error {
+	c := &command{
+		id: uuid.NewString(), reason: cmd.Method.Reason(), decision: cmd.Decision(),
+		consolidationType: cmd.Method.ConsolidationType(), class: cmd.Method.Class(),
+		candidates: cmd.Candidates, created: q.clock.Now(), delay: minRetryDelay,
+	}
+	var names []string
+	for _, cand := range cmd.Candidates {
+		names = append(names, candidateNames(cand)...)
+	}
+	q.mu.Lock()
+	for _, n := range names {
+		if q.names[n] {
+			q.mu.Unlock()
+			return fmt.Errorf("candidate %s is already being disrupted", n)
+		}
+	}
+	for _, n := range names {
+		q.names[n] = true
+	}
+	q.mu.Unlock()
+
+	logger := log.FromContext(ctx).WithValues("command-id", c.id, "reason", strings.ToLower(string(c.reason)), "decision", c.decision)
+	logger.Info(c.describe(cmd))
+
+	// Taint first, so no pod lands on a candidate while its replacement
+	// starts; mark in state so provisioning plans for its pods.
+	var errs []error
+	for _, cand := range cmd.Candidates {
+		if err := setDisruptedTaint(ctx, q.kube, cand.Node.Node.Name, true); err != nil {
+			errs = append(errs, err)
+		}
+		if err := setDisruptionReason(ctx, q.kube, cand.NodeClaimName(), string(c.reason)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	q.cluster.MarkForDeletion(names...)
+	if err := errors.Join(errs...); err != nil {
+		q.rollback(ctx, c, fmt.Errorf("marking disrupted: %w", err))
+		return err
+	}
+	if len(cmd.Replacements) > 0 {
+		created, err := q.launcher.CreateNodeClaims(ctx, cmd.Replacements, pools)
+		for _, nc := range created {
+			if nc != nil {
+				c.replacements = append(c.replacements, nc.Name)
+				q.events.normal(nc, ReasonDisruptionLaunching, "Launching NodeClaim: "+string(c.reason))
+			}
+		}
+		if err == nil && len(c.replacements) != len(cmd.Replacements) {
+			err = fmt.Errorf("created %d of %d replacements", len(c.replacements), len(cmd.Replacements))
+		}
+		if err != nil {
+			// Without its replacements the command must not go on: the pods
+			// would have nowhere to go. What was launched stays as ordinary
+			// capacity.
+			err = fmt.Errorf("launching replacement nodeclaim: %w", err)
+			q.rollback(ctx, c, err)
+			return err
+		}
+		c.initialized = make([]bool, len(c.replacements))
+	}
+	metrics.DisruptionDecisionsTotal.WithLabelValues(c.decision, metricReason(c.reason), c.consolidationType).Inc()
+	q.mu.Lock()
+	c.next = q.clock.Now()
+	q.commands = append(q.commands, c)
+	q.mu.Unlock()
+	return nil
+}
+
+// describe is upstream's log line for a command.
+func (c *command) describe(cmd *disruption.Command) string {
+	parts := make([]string, 0, len(cmd.Candidates))
+	pods := 0
+	for _, cand := range cmd.Candidates {
+		pods += len(cand.Reschedulable)
+		labels := cand.Node.Node.Labels
+		parts = append(parts, fmt.Sprintf("%s/%s/%s", cand.Name(), labels[corev1.LabelInstanceTypeStable], labels[v1.CapacityTypeLabelKey]))
+	}
+	msg := fmt.Sprintf("disrupting nodeclaim(s) via %s, terminating %d nodes (%d pods) %s", c.decision, len(cmd.Candidates), pods, strings.Join(parts, ", "))
+	if n := len(cmd.Replacements); n > 0 {
+		var types []string
+		for _, r := range cmd.Replacements {
+			for _, it := range r.InstanceTypes {
+				types = append(types, it.Name)
+				if len(types) >= 5 {
+					break
+				}
+			}
+		}
+		msg += fmt.Sprintf(" and replacing with %d node(s)", n)
+		if len(types) > 0 {
+			msg += " from types " + strings.Join(types, ", ")
+		}
+	}
+	return msg
+}
+
+// Reconcile advances every command that is due.
+func (q *Queue) Reconcile(ctx context.Context) {
+	q.mu.Lock()
+	now := q.clock.Now()
+	var due []*command
+	for _, c := range q.commands {
+		if !now.Before(c.next) {
+			due = append(due, c)
+		}
+	}
+	length := len(q.commands)
+	for name, at := range q.done {
+		if now.Sub(at) >= recentlyDoneTimeout {
+			delete(q.done, name)
+		}
+	}
+	q.mu.Unlock()
+	timeout := min(max(time.Duration(length)*perCommandTimeout, minCommandTimeout), maxCommandTimeout)
+	for _, c := range due {
+		finished, err := q.step(ctx, c, timeout)
+		switch {
+		case err != nil && finished:
+			q.rollback(ctx, c, err)
+		case err != nil:
+			log.FromContext(ctx).V(1).Info("waiting on disruption command", "command-id", c.id, "reason", err.Error())
+			q.mu.Lock()
+			c.next = q.clock.Now().Add(c.delay)
+			c.delay = min(2*c.delay, maxRetryDelay)
+			q.mu.Unlock()
+		case finished:
+			q.finish(c)
+		}
+	}
+}
+
+// step checks a command's replacements and, once all are initialized,
+// deletes the candidates. finished with an error means the command failed
+// for good.
+func (q *Queue) step(ctx context.Context, c *command, timeout time.Duration) (finished bool, err error) {
+	if age := q.clock.Since(c.created); age > timeout {
+		return true, fmt.Errorf("command reached timeout after %s", age.Truncate(time.Second))
+	}
+	var waiting []string
+	for i, name := range c.replacements {
+		if c.initialized[i] {
+			continue
+		}
+		nc := &v1.NodeClaim{}
+		if err := q.kube.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
+			if apierrors.IsNotFound(err) && q.clock.Since(c.created) > replacementGrace {
+				return true, fmt.Errorf("replacement %s was deleted", name)
+			}
+			waiting = append(waiting, name)
+			continue
+		}
+		if !nc.DeletionTimestamp.IsZero() {
+			return true, fmt.Errorf("replacement %s is being deleted", name)
+		}
+		if cond := meta.FindStatusCondition(nc.GetConditions(), v1.ConditionTypeInitialized); cond == nil || cond.Status != "True" {
+			q.events.normal(nc, ReasonDisruptionWaitingReadiness, "Waiting on readiness to continue disruption")
+			waiting = append(waiting, name)
+			continue
+		}
+		c.initialized[i] = true
+	}
+	if len(waiting) > 0 {
+		return false, fmt.Errorf("waiting for replacement(s) %s to initialize", strings.Join(waiting, ", "))
+	}
+	var errs []error
+	for _, cand := range c.candidates {
+		msg := "Disrupting Node: " + string(c.reason)
+		q.events.normal(cand.Node.Node, ReasonDisruptionTerminating, msg)
+		q.events.normal(cand.NodeClaim, ReasonDisruptionTerminating, msg)
+		if err := q.kube.Delete(ctx, cand.NodeClaim); err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting nodeclaim %s: %w", cand.NodeClaimName(), err))
+			}
+			continue
+		}
+		labels := []string{metricReason(c.reason), cand.NodePool.Name, cand.NodeClaim.Labels[v1.CapacityTypeLabelKey],
+			string(cand.NodePool.Spec.Disruption.ConsolidationPolicy), string(c.class)}
+		metrics.NodeClaimsDisruptedTotal.WithLabelValues(labels...).Inc()
+		metrics.PodsDisruptionInitiatedTotal.WithLabelValues(labels...).Add(float64(len(cand.Reschedulable)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// finish drops a completed command; its candidates stay marked for
+// deletion (they are being deleted).
+func (q *Queue) finish(c *command) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.removeLocked(c)
+	now := q.clock.Now()
+	for _, cand := range c.candidates {
+		for _, n := range candidateNames(cand) {
+			q.done[n] = now
+		}
+	}
+}
+
+// rollback undoes a command: untaint, clear the condition, unmark, and
+// forget it. Replacements already launched are left alone.
+func (q *Queue) rollback(ctx context.Context, c *command, cause error) {
+	log.FromContext(ctx).Error(cause, "failed to disrupt nodes, rolling back", "command-id", c.id, "reason", strings.ToLower(string(c.reason)))
+	metrics.DisruptionQueueFailuresTotal.WithLabelValues(c.decision, metricReason(c.reason), c.consolidationType).Inc()
+	var names []string
+	for _, cand := range c.candidates {
+		names = append(names, candidateNames(cand)...)
+		if err := setDisruptedTaint(ctx, q.kube, cand.Node.Node.Name, false); err != nil {
+			log.FromContext(ctx).Error(err, "rolling back disruption")
+		}
+		if err := setDisruptionReason(ctx, q.kube, cand.NodeClaimName(), ""); err != nil {
+			log.FromContext(ctx).Error(err, "rolling back disruption")
+		}
+	}
+	q.cluster.UnmarkForDeletion(names...)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.removeLocked(c)
+}
+
+func (q *Queue) removeLocked(c *command) {
+	kept := q.commands[:0]
+	for _, have := range q.commands {
+		if have != c {
+			kept = append(kept, have)
+		}
+	}
+	q.commands = kept
+	for _, cand := range c.candidates {
+		for _, n := range candidateNames(cand) {
+			delete(q.names, n)
+		}
+	}
+}
+
+// metricReason is the reason label of counters: snake_case, as upstream.
+func metricReason(r v1.DisruptionReason) string { return strings.ToLower(string(r)) }
