@@ -114,6 +114,18 @@ type Decision struct {
 // until one yields commands. sim may be nil when no method needs it
 // (drift of non-empty nodes is then reported, not decided).
 func Disrupt(snap *Snapshot, methods []Method, sim Simulator) (*Decision, error) {
+	return DisruptWith(snap, methods, sim, Hooks{})
+}
+
+// Hooks let a caller observe a pass as it runs (to time each method with
+// its own clock: the package reads none).
+type Hooks struct {
+	BeforeMethod func(Method)
+	AfterMethod  func(Method, MethodRun)
+}
+
+// DisruptWith is Disrupt with hooks.
+func DisruptWith(snap *Snapshot, methods []Method, sim Simulator, hooks Hooks) (*Decision, error) {
 	found := discover(snap)
 	d := &Decision{Warnings: found.warnings, Budgets: AllBudgets(snap)}
 	verdicts := map[string][]Verdict{}
@@ -122,6 +134,9 @@ func Disrupt(snap *Snapshot, methods []Method, sim Simulator) (*Decision, error)
 	}
 	env := &Env{Snapshot: snap, Simulator: sim}
 	for _, m := range methods {
+		if hooks.BeforeMethod != nil {
+			hooks.BeforeMethod(m)
+		}
 		run := MethodRun{Reason: m.Reason(), ConsolidationType: m.ConsolidationType()}
 		var eligible []*Candidate
 		for _, c := range found.all {
@@ -139,20 +154,23 @@ func Disrupt(snap *Snapshot, methods []Method, sim Simulator) (*Decision, error)
 			eligible = append(eligible, c)
 		}
 		run.Eligible = len(eligible)
-		if len(eligible) == 0 {
-			d.Runs = append(d.Runs, run)
-			continue
-		}
-		cmds, vs, err := m.ComputeCommands(env, cloneBudgets(d.Budgets[m.Reason()]), eligible)
-		for _, v := range vs {
-			verdicts[v.Node] = append(verdicts[v.Node], v)
-		}
-		if err != nil {
-			d.Runs = append(d.Runs, run)
-			return d, err
+		var cmds []*Command
+		var err error
+		if len(eligible) > 0 {
+			var vs []Verdict
+			cmds, vs, err = m.ComputeCommands(env, cloneBudgets(d.Budgets[m.Reason()]), eligible)
+			for _, v := range vs {
+				verdicts[v.Node] = append(verdicts[v.Node], v)
+			}
 		}
 		run.Commands = len(cmds)
 		d.Runs = append(d.Runs, run)
+		if hooks.AfterMethod != nil {
+			hooks.AfterMethod(m, run)
+		}
+		if err != nil {
+			return d, err
+		}
 		if len(cmds) > 0 {
 			d.Method, d.Commands = m, cmds
 			break
