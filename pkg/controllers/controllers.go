@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
 	"github.com/karpenter-go/karpenter/pkg/controllers/node/termination"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
@@ -20,6 +21,8 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/validation"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	"github.com/karpenter-go/karpenter/pkg/operator"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 	"github.com/karpenter-go/karpenter/pkg/state"
 )
 
@@ -59,6 +62,16 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		Unavailable:           shared.Unavailable,
 		Clock:                 op.Clock,
 	})
+	// Disruption simulates with a builder of its own, configured as
+	// provisioning's, so its plans match what a provisioning round would do.
+	simulator := disruption.SnapshotSimulator{Builder: snapshot.New(kube, cloud, cluster, snapshot.Options{
+		Solver: scheduling.Options{
+			PreferencePolicy: scheduling.PreferencePolicy(op.Options.PreferencePolicy),
+			MinValuesPolicy:  scheduling.MinValuesPolicy(op.Options.MinValuesPolicy),
+			Robust:           true,
+		},
+		Unavailable: shared.Unavailable,
+	})}
 	for _, c := range []interface {
 		Register(context.Context, manager.Manager) error
 	}{
@@ -77,6 +90,7 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		validation.NewController(kube),
 		readiness.NewController(kube),
 		counter.NewController(kube, cluster),
+		disruption.NewController(kube, cluster, provisioner, simulator, disruption.Options{Clock: op.Clock, Recorder: op.EventRecorder}),
 	} {
 		if err := c.Register(ctx, op.Manager); err != nil {
 			return nil, fmt.Errorf("registering %T: %w", c, err)
