@@ -31,6 +31,10 @@ type Provider struct {
 	CreateErrOnce bool
 	// CreateLabels are added to every launched NodeClaim.
 	CreateLabels map[string]string
+	// BeforeList, when set, runs at the start of every List call (outside
+	// the lock), so tests can inject faults such as a panic.
+	BeforeList func()
+	ListCalls  int
 
 	Instances   map[string]*v1.NodeClaim // by provider ID
 	terminating map[string]bool
@@ -134,6 +138,13 @@ func (p *Provider) Get(_ context.Context, id string) (*v1.NodeClaim, error) {
 
 // List implements cloudprovider.CloudProvider.
 func (p *Provider) List(context.Context) ([]*v1.NodeClaim, error) {
+	p.Lock()
+	hook := p.BeforeList
+	p.ListCalls++
+	p.Unlock()
+	if hook != nil {
+		hook()
+	}
 	p.Lock()
 	defer p.Unlock()
 	out := make([]*v1.NodeClaim, 0, len(p.Instances))
