@@ -69,6 +69,7 @@ type Controller struct {
 	recorder nodeclaimutil.Recorder
 	opts     Options
 	evictor  rest.Interface
+	sent     sentEvents
 }
 
 // NewController builds the controller.
@@ -205,7 +206,7 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if deadline != nil {
-		c.event(node, corev1.EventTypeWarning, "TerminationGracePeriodExpiring", "All pods will be deleted by %s", deadline.Format(time.RFC3339))
+		c.eventOnChange(node, corev1.EventTypeWarning, "TerminationGracePeriodExpiring", "All pods will be deleted by %s", deadline.Format(time.RFC3339))
 	}
 
 	res, err := c.drain(ctx, node, deadline)
@@ -214,7 +215,7 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if !res.done {
 		if res.blocked {
-			c.event(node, corev1.EventTypeWarning, "FailedDraining", "Failed to drain node, %s", res.waiting)
+			c.eventOnChange(node, corev1.EventTypeWarning, "FailedDraining", "Failed to drain node, %s", res.waiting)
 		}
 		if err := c.setCondition(ctx, nodeClaim, v1.ConditionTypeDrained, metav1.ConditionUnknown, "Draining", "Draining"); err != nil {
 			return reconcile.Result{}, err
@@ -246,7 +247,7 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 	case deadline == nil || c.clock.Now().Before(*deadline):
 		// The attach-detach controller removes these once the pods are
 		// gone; terminating first would strand the volumes.
-		c.event(node, corev1.EventTypeWarning, "AwaitingVolumeDetachment", "Awaiting deletion of %d VolumeAttachments bound to node", len(pending))
+		c.eventOnChange(node, corev1.EventTypeWarning, "AwaitingVolumeDetachment", "Awaiting deletion of %d VolumeAttachments bound to node", len(pending))
 		if err := c.setCondition(ctx, nodeClaim, v1.ConditionTypeVolumesDetached, metav1.ConditionUnknown, "AwaitingVolumeDetachment", "AwaitingVolumeDetachment"); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -425,6 +426,7 @@ func (c *Controller) removeFinalizer(ctx context.Context, node *corev1.Node) err
 	if err := c.kube.Patch(ctx, node, client.StrategicMergeFrom(stored)); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("removing termination finalizer: %w", err))
 	}
+	c.sent.forget(node.UID)
 	log.FromContext(ctx).Info("deleted node")
 	metrics.NodesTerminatedTotal.WithLabelValues(node.Labels[v1.NodePoolLabelKey], node.Labels[corev1.LabelTopologyZone]).Inc()
 	return nil

@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/recovery"
 )
 
 // stuckTerminatingAfter is how long past its deletion deadline a pod may
@@ -108,7 +109,13 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 		sem <- struct{}{}
 		go func(p *corev1.Pod) {
 			defer func() { <-sem; wg.Done() }()
-			ok, err := c.evict(ctx, p)
+			var ok bool
+			var err error
+			// A panic here would take the process down with it (only the
+			// reconciler itself is recovered); fail this pass instead.
+			if perr := recovery.Do(ctx, "evicting pod "+p.Namespace+"/"+p.Name, func() { ok, err = c.evict(ctx, p) }); perr != nil {
+				err = perr
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
