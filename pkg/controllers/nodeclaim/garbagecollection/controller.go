@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -20,6 +21,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/recovery"
 )
 
 // Name is the controller name.
@@ -45,6 +47,12 @@ type Controller struct {
 	kube  client.Client
 	cloud cloudprovider.CloudProvider
 	opts  Options
+
+	// firstSeen is when a pass first listed an instance the provider
+	// reports no creation time for: its age counts from there, so such an
+	// instance is never taken for an old leak the moment it appears.
+	mu        sync.Mutex
+	firstSeen map[string]time.Time
 }
 
 // NewController builds the controller.
@@ -58,7 +66,7 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, opts O
 	if opts.LeakGracePeriod <= 0 {
 		opts.LeakGracePeriod = DefaultLeakGracePeriod
 	}
-	return &Controller{kube: kube, cloud: cloud, opts: opts}
+	return &Controller{kube: kube, cloud: cloud, opts: opts, firstSeen: map[string]time.Time{}}
 }
 
 // Register runs the periodic pass under the manager (leader only).
@@ -66,21 +74,30 @@ func (c *Controller) Register(ctx context.Context, mgr manager.Manager) error {
 	if err := nodeclaimutil.RegisterIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("controller", Name))
-		t := time.NewTicker(c.opts.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-				if err := c.Reconcile(ctx); err != nil {
-					log.FromContext(ctx).Error(err, "garbage collection failed")
-				}
+	return mgr.Add(manager.RunnableFunc(c.Start))
+}
+
+// Start runs a pass every Interval until ctx ends. A pass that panics is
+// logged with its stack and the loop carries on: a leak left for one more
+// interval is better than a controller that is down.
+func (c *Controller) Start(ctx context.Context) error {
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("controller", Name))
+	t := time.NewTicker(c.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			var err error
+			if perr := recovery.Do(ctx, Name, func() { err = c.Reconcile(ctx) }); perr != nil {
+				continue // already logged with its stack
+			}
+			if err != nil {
+				log.FromContext(ctx).Error(err, "garbage collection failed")
 			}
 		}
-	}))
+	}
 }
 
 // Reconcile runs one pass in both directions.
@@ -147,12 +164,13 @@ func (c *Controller) collectInstances(ctx context.Context, claims []v1.NodeClaim
 		}
 	}
 	now := c.opts.Clock.Now()
+	created := c.creationTimes(instances, now)
 	var errs []error
 	for _, in := range instances {
 		if in.Status.ProviderID == "" || ids.Has(in.Status.ProviderID) || (in.Name != "" && names.Has(in.Name)) {
 			continue
 		}
-		if !in.CreationTimestamp.IsZero() && now.Sub(in.CreationTimestamp.Time) < c.opts.LeakGracePeriod {
+		if now.Sub(created[in.Status.ProviderID]) < c.opts.LeakGracePeriod {
 			continue
 		}
 		if err := c.cloud.Delete(ctx, in); cloudprovider.IgnoreNodeClaimNotFoundError(err) != nil {
@@ -162,4 +180,29 @@ func (c *Controller) collectInstances(ctx context.Context, claims []v1.NodeClaim
 		log.FromContext(ctx).Info("garbage collecting instance with no nodeclaim", "provider-id", in.Status.ProviderID)
 	}
 	return errors.Join(errs...)
+}
+
+// creationTimes returns each listed instance's creation time; for one the
+// provider gives none, the time a pass first listed it. Instances no longer
+// listed are forgotten.
+func (c *Controller) creationTimes(instances []*v1.NodeClaim, now time.Time) map[string]time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]time.Time, len(instances))
+	seen := make(map[string]time.Time, len(c.firstSeen))
+	for _, in := range instances {
+		id := in.Status.ProviderID
+		if !in.CreationTimestamp.IsZero() {
+			out[id] = in.CreationTimestamp.Time
+			continue
+		}
+		first, ok := c.firstSeen[id]
+		if !ok {
+			first = now
+		}
+		seen[id] = first
+		out[id] = first
+	}
+	c.firstSeen = seen
+	return out
 }

@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -107,4 +108,58 @@ func TestGarbageCollection(t *testing.T) {
 	require.True(t, cloud.Has(fresh), "first Delete only starts termination")
 	require.True(t, cloud.Has(inFlight))
 	require.True(t, cloud.Has(alive))
+}
+
+// TestLoopSurvivesPanic: a pass that panics is logged with its stack and
+// the ticker loop runs the next pass, which collects the leak.
+func TestLoopSurvivesPanic(t *testing.T) {
+	logs := &testutil.Logs{}
+	ctx, cancel := context.WithTimeout(logs.Context(context.Background()), time.Minute)
+	defer cancel()
+	clk := clocktesting.NewFakeClock(time.Now())
+	cloud := fakecloud.New(clk)
+	leaked := cloud.AddInstance(testutil.UniqueName("leaked"), metav1.NewTime(clk.Now().Add(-time.Hour)))
+	panicked := false
+	cloud.BeforeList = func() {
+		cloud.Lock()
+		first := !panicked
+		panicked = true
+		cloud.Unlock()
+		if first {
+			panic("injected")
+		}
+	}
+	gc := garbagecollection.NewController(cp.Client, cloud, garbagecollection.Options{Clock: clk, Interval: 20 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- gc.Start(ctx) }()
+	require.Eventually(t, func() bool { return !cloud.Has(leaked) }, 30*time.Second, 10*time.Millisecond,
+		"passes after the panic still run")
+	cancel()
+	require.NoError(t, <-done)
+	lines := logs.Matching("Observed a panic")
+	require.Len(t, lines, 1)
+	require.Contains(t, lines[0], "stacktrace")
+	require.Contains(t, lines[0], "injected")
+}
+
+// TestInstanceWithoutCreationTime: an unclaimed instance the provider gives
+// no creation time for is not taken for an old leak; its age counts from
+// the first pass that saw it.
+func TestInstanceWithoutCreationTime(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clk := clocktesting.NewFakeClock(time.Now())
+	cloud := fakecloud.New(clk)
+	gc := garbagecollection.NewController(cp.Client, cloud, garbagecollection.Options{Clock: clk})
+	undated := cloud.AddInstance(testutil.UniqueName("undated"), metav1.Time{})
+
+	require.NoError(t, gc.Reconcile(ctx))
+	clk.Step(garbagecollection.DefaultLeakGracePeriod / 2)
+	require.NoError(t, gc.Reconcile(ctx))
+	require.Zero(t, cloud.DeleteCalls, "first seen less than the grace period ago")
+
+	clk.Step(garbagecollection.DefaultLeakGracePeriod)
+	require.NoError(t, gc.Reconcile(ctx))
+	require.Equal(t, 1, cloud.DeleteCalls, "terminated once the grace period has passed since first seen")
+	require.True(t, cloud.Has(undated), "first Delete only starts termination")
 }
