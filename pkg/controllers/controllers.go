@@ -12,6 +12,7 @@ import (
 
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
+	"github.com/karpenter-go/karpenter/pkg/controllers/node/health"
 	"github.com/karpenter-go/karpenter/pkg/controllers/node/termination"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
@@ -20,6 +21,8 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/readiness"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/validation"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
+	staticdeprovisioning "github.com/karpenter-go/karpenter/pkg/controllers/static/deprovisioning"
+	staticprovisioning "github.com/karpenter-go/karpenter/pkg/controllers/static/provisioning"
 	"github.com/karpenter-go/karpenter/pkg/operator"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
@@ -92,6 +95,21 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		counter.NewController(kube, cluster),
 		disruption.NewController(kube, cluster, provisioner, simulator, disruption.Options{Clock: op.Clock, Recorder: op.EventRecorder}),
 	} {
+		if err := c.Register(ctx, op.Manager); err != nil {
+			return nil, fmt.Errorf("registering %T: %w", c, err)
+		}
+	}
+	// Gated controllers; both gates default to off, as upstream's.
+	var gated []interface {
+		Register(context.Context, manager.Manager) error
+	}
+	if op.Options.FeatureGates.StaticCapacity {
+		gated = append(gated, staticprovisioning.NewController(kube, cluster), staticdeprovisioning.NewController(kube, cluster, op.Clock))
+	}
+	if op.Options.FeatureGates.NodeRepair && len(cloud.RepairPolicies()) > 0 {
+		gated = append(gated, health.NewController(kube, cloud, op.Clock, op.EventRecorder))
+	}
+	for _, c := range gated {
 		if err := c.Register(ctx, op.Manager); err != nil {
 			return nil, fmt.Errorf("registering %T: %w", c, err)
 		}

@@ -1,0 +1,23 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Labels of karpenter_nodeclaims_unhealthy_disrupted_total.
+const (
+	ConditionLabel = "condition"
+	ImageIDLabel   = "image_id"
+)
+
+// NodeClaimsUnhealthyDisruptedTotal counts NodeClaims node repair replaced,
+// by the node condition (snake_case, e.g. "ready") that made them unhealthy.
+var NodeClaimsUnhealthyDisruptedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: Namespace, Subsystem: "nodeclaims", Name: "unhealthy_disrupted_total",
+	Help: "NodeClaims deleted by node repair, by unhealthy condition, owning NodePool, capacity type and image ID.",
+}, []string{ConditionLabel, NodePoolLabel, CapacityTypeLabel, ImageIDLabel})
+
+func init() {
+	crmetrics.Registry.MustRegister(NodeClaimsUnhealthyDisruptedTotal)
+}
