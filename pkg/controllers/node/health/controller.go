@@ -244,4 +244,3 @@ func snakeCase(s string) string {
 	}
 	return b.String()
 }
-
