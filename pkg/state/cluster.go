@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -51,6 +52,14 @@ type Cluster struct {
 	daemonSetPods      map[types.NamespacedName]*corev1.Pod // newest pod per DaemonSet
 	podMetricLabels    map[types.NamespacedName][]string
 	unsyncedSince      time.Time
+
+	logger        logr.Logger
+	instanceTypes func(nodePool string) []*cloudprovider.InstanceType
+	// parseWarned remembers, per NodeClaim UID, the generation whose
+	// unparsable requirements were last logged, so each bad spec is
+	// reported once rather than on every provisioning round.
+	parseWarnMu sync.Mutex
+	parseWarned map[types.UID]int64
 }
 
 // Options tune a Cluster.
@@ -60,11 +69,25 @@ type Options struct {
 	// PodMetrics keeps karpenter_pods_state (off when cluster-state
 	// observability is disabled).
 	PodMetrics bool
+	// Logger reports problems found while describing nodes (the zero
+	// value logs through controller-runtime's global logger).
+	Logger logr.Logger
+	// InstanceTypes lists the instance types a NodePool may launch, so a
+	// NodeClaim that has not launched yet is charged against the pool's
+	// limits at the largest capacity its requirements allow, as the solver
+	// charged it. It is called outside the cache's lock, once per update of
+	// an unlaunched NodeClaim, and must not call back into the Cluster.
+	// Nil (or no matching type) charges the NodeClaim's requests.
+	InstanceTypes func(nodePool string) []*cloudprovider.InstanceType
 }
 
 // NewCluster returns an empty cache. kube is used by Synced to compare the
 // cache with the API server (normally the manager's cached client).
 func NewCluster(clk clock.Clock, kube client.Client, opts Options) *Cluster {
+	logger := opts.Logger
+	if logger.GetSink() == nil {
+		logger = log.Log.WithName("state")
+	}
 	return &Cluster{
 		kube:               kube,
 		clock:              clk,
@@ -78,6 +101,9 @@ func NewCluster(clk clock.Clock, kube client.Client, opts Options) *Cluster {
 		daemonSets:         map[types.NamespacedName]*appsv1.DaemonSet{},
 		daemonSetPods:      map[types.NamespacedName]*corev1.Pod{},
 		podMetricLabels:    map[types.NamespacedName][]string{},
+		logger:             logger,
+		instanceTypes:      opts.InstanceTypes,
+		parseWarned:        map[types.UID]int64{},
 	}
 }
 
@@ -128,6 +154,7 @@ func (c *Cluster) DeleteNode(name string) {
 // UpdateNodeClaim records a NodeClaim. Once it has a provider ID it joins
 // the Node with the same one.
 func (c *Cluster) UpdateNodeClaim(nc *v1.NodeClaim) {
+	charge := c.launchCharge(nc) // outside the lock: it may ask the cloud provider
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := nodeClaimKey(nc)
@@ -136,6 +163,7 @@ func (c *Cluster) UpdateNodeClaim(nc *v1.NodeClaim) {
 	}
 	entry := c.entryLocked(key)
 	entry.NodeClaim = nc
+	entry.launchCharge = charge
 	c.nodeClaimNameToKey[nc.Name] = key
 	c.nodesChangedLocked(entry.NodePoolName())
 }
@@ -149,6 +177,11 @@ func (c *Cluster) DeleteNodeClaim(name string) {
 		return
 	}
 	pool := c.nodes[key].NodePoolName()
+	if nc := c.nodes[key].NodeClaim; nc != nil {
+		c.parseWarnMu.Lock()
+		delete(c.parseWarned, nc.UID)
+		c.parseWarnMu.Unlock()
+	}
 	delete(c.nodeClaimNameToKey, name)
 	c.detachLocked(key, func(n *StateNode) { n.NodeClaim = nil })
 	c.nodesChangedLocked(pool)
@@ -368,8 +401,13 @@ func (c *Cluster) SchedulingNodes() []*scheduling.ExistingNode {
 			en.NodeClaim = n.NodeClaim.Name
 		}
 		if n.NodeClaim != nil && !n.Initialized() {
+			// A NodeClaim whose requirements do not parse is described by
+			// its labels alone; say so, since it may attract pods its
+			// launch will not suit.
 			if reqs, err := cloudprovider.NodeClaimRequirements(n.NodeClaim); err == nil {
 				en.Requirements = reqs
+			} else {
+				c.warnUnparsable(n.NodeClaim, err)
 			}
 		}
 		names := make([]types.NamespacedName, 0, len(n.Pods))
@@ -385,12 +423,58 @@ func (c *Cluster) SchedulingNodes() []*scheduling.ExistingNode {
 	return out
 }
 
+// launchCharge is what an unlaunched NodeClaim counts against its pool's
+// limits: per resource, the largest capacity among the instance types its
+// requirements still allow (the solver charged the plan the same), and at
+// least its requests. Nil once the NodeClaim knows its capacity.
+func (c *Cluster) launchCharge(nc *v1.NodeClaim) corev1.ResourceList {
+	if len(nc.Status.Capacity) > 0 {
+		return nil
+	}
+	out := nc.Spec.Resources.Requests.DeepCopy()
+	if out == nil {
+		out = corev1.ResourceList{}
+	}
+	pool := nc.Labels[v1.NodePoolLabelKey]
+	if c.instanceTypes == nil || pool == "" {
+		return out
+	}
+	reqs, err := cloudprovider.NodeClaimRequirements(nc)
+	if err != nil {
+		c.warnUnparsable(nc, err)
+		return out
+	}
+	allowed := reqs.Get(scheduling.LabelInstanceType)
+	for _, it := range c.instanceTypes(pool) {
+		if !allowed.Has(it.Name) || reqs.Intersects(it.Requirements) != nil {
+			continue
+		}
+		maxInto(out, it.Capacity)
+	}
+	return out
+}
+
+// warnUnparsable logs a NodeClaim's requirement parse error once per
+// NodeClaim generation.
+func (c *Cluster) warnUnparsable(nc *v1.NodeClaim, err error) {
+	c.parseWarnMu.Lock()
+	gen, seen := c.parseWarned[nc.UID]
+	if seen && gen == nc.Generation {
+		c.parseWarnMu.Unlock()
+		return
+	}
+	c.parseWarned[nc.UID] = nc.Generation
+	c.parseWarnMu.Unlock()
+	c.logger.Error(err, "ignoring nodeclaim requirements", "NodeClaim", map[string]string{"name": nc.Name}, "generation", nc.Generation)
+}
+
 // NodePoolUsage is what a NodePool's nodes add up to.
 type NodePoolUsage struct {
 	// Resources sums the capacity of the pool's nodes and in-flight
 	// NodeClaims, leaving out those being deleted. A NodeClaim that has
-	// not launched yet counts its requested resources, so limits hold
-	// between creating a NodeClaim and learning its real size.
+	// not launched yet counts the largest capacity its requirements allow
+	// (see Options.InstanceTypes), so limits hold between creating a
+	// NodeClaim and learning its real size, whichever type it gets.
 	Resources corev1.ResourceList
 	// Nodes counts them.
 	Nodes int
@@ -439,7 +523,10 @@ func (c *Cluster) usageLocked() map[string]NodePoolUsage {
 		}
 		capacity := n.Capacity()
 		if len(capacity) == 0 && n.NodeClaim != nil {
-			capacity = n.NodeClaim.Spec.Resources.Requests
+			capacity = n.launchCharge
+			if capacity == nil {
+				capacity = n.NodeClaim.Spec.Resources.Requests
+			}
 		}
 		addInto(u.Resources, capacity)
 		u.Nodes++
@@ -529,6 +616,9 @@ func (c *Cluster) Reset() {
 	c.daemonSetPods = map[types.NamespacedName]*corev1.Pod{}
 	c.podMetricLabels = map[types.NamespacedName][]string{}
 	c.unsyncedSince = time.Time{}
+	c.parseWarnMu.Lock()
+	c.parseWarned = map[types.UID]int64{}
+	c.parseWarnMu.Unlock()
 }
 
 func terminal(p *corev1.Pod) bool {

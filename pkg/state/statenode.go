@@ -23,6 +23,9 @@ type StateNode struct {
 
 	markedForDeletion bool
 	nominatedUntil    time.Time
+	// launchCharge is what an unlaunched NodeClaim counts against its
+	// pool's limits (see Cluster.launchCharge).
+	launchCharge corev1.ResourceList
 }
 
 // Name is the Node's name, or the NodeClaim's while no Node exists.
