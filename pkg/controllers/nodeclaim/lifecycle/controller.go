@@ -30,6 +30,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
+	"github.com/karpenter-go/karpenter/pkg/state/nodepoolhealth"
 )
 
 // Name is the controller name, which also appears as "controller" in logs.
@@ -65,6 +66,10 @@ type Options struct {
 	LaunchTimeout time.Duration
 	// MaxConcurrentReconciles bounds parallel reconciles (100).
 	MaxConcurrentReconciles int
+	// Health receives each NodeClaim's outcome (registered, or given up on
+	// at the launch or registration timeout) for its NodePool's
+	// NodeRegistrationHealthy condition; nil records nothing.
+	Health *nodepoolhealth.Tracker
 }
 
 // Controller reconciles NodeClaims through launch, registration,

@@ -19,6 +19,11 @@ import (
 // launchFailedReason is the Launched reason for errors that do not say more.
 const launchFailedReason = "LaunchFailed"
 
+// invalidRequirementsReason is the Launched=False reason for a NodeClaim
+// whose requirements do not parse: launching it would buy a machine with
+// none of the constraints its pods need.
+const invalidRequirementsReason = "InvalidRequirements"
+
 // launch buys the instance. Create runs at most once per NodeClaim UID while
 // this process lives: the result is cached until the status that records it
 // is stored, so a failed or stale status write cannot buy a second instance.
@@ -28,6 +33,17 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim, post *postCom
 	}
 	created := c.cachedLaunch(nc.UID)
 	if created == nil {
+		if _, err := cloudprovider.NodeClaimRequirements(nc); err != nil {
+			// The spec is immutable, so this never heals: say so once per
+			// generation (the condition's transition also publishes an
+			// event) and let liveness delete the NodeClaim after the
+			// launch timeout.
+			if nodeclaimutil.SetCondition(nc, c.opts.Clock.Now(), v1.ConditionTypeLaunched, metav1.ConditionFalse,
+				invalidRequirementsReason, nodeclaimutil.Truncate(err.Error())) {
+				post.add(func() { log.FromContext(ctx).Error(err, "failed launching nodeclaim") })
+			}
+			return reconcile.Result{}, false, nil
+		}
 		var err error
 		created, err = c.cloud.Create(ctx, nc.DeepCopy())
 		if err != nil {

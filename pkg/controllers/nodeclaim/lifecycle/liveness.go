@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/state/nodepoolhealth"
 )
 
 // Reasons recorded when liveness gives up on a NodeClaim.
@@ -35,19 +36,23 @@ func (c *Controller) liveness(ctx context.Context, nc *v1.NodeClaim, _ *postComm
 		if left > 0 {
 			return reconcile.Result{RequeueAfter: left}, false, nil
 		}
-		return c.deleteForTimeout(ctx, nc, c.opts.LaunchTimeout, launchTimeoutReason)
+		return c.deleteForTimeout(ctx, nc, c.opts.LaunchTimeout, launchTimeoutReason, launched.Reason)
 	}
 	left := c.opts.RegistrationTTL - now.Sub(registered.LastTransitionTime.Time)
 	if left > 0 {
 		return reconcile.Result{RequeueAfter: left}, false, nil
 	}
-	return c.deleteForTimeout(ctx, nc, c.opts.RegistrationTTL, registrationTimeoutReason)
+	return c.deleteForTimeout(ctx, nc, c.opts.RegistrationTTL, registrationTimeoutReason, nodepoolhealth.ReasonRegistrationFailed)
 }
 
-func (c *Controller) deleteForTimeout(ctx context.Context, nc *v1.NodeClaim, ttl time.Duration, reason string) (reconcile.Result, bool, error) {
+// deleteForTimeout gives up on the NodeClaim and counts it as a failure of
+// its NodePool, with healthReason (the Launched reason for a launch that
+// never succeeded) as the pool's NodeRegistrationHealthy reason.
+func (c *Controller) deleteForTimeout(ctx context.Context, nc *v1.NodeClaim, ttl time.Duration, reason, healthReason string) (reconcile.Result, bool, error) {
 	if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 		return reconcile.Result{}, false, fmt.Errorf("deleting nodeclaim after %s: %w", reason, err)
 	}
+	c.opts.Health.Observe(nc.Labels[v1.NodePoolLabelKey], false, healthReason)
 	log.FromContext(ctx).Info("terminating due to timeout", "timeout", ttl, "reason", reason)
 	return reconcile.Result{}, true, nil
 }

@@ -63,6 +63,7 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, post *postC
 			"provider-id", nc.Status.ProviderID,
 			"Node", map[string]string{"name": node.Name})
 		metrics.NodesCreatedTotal.WithLabelValues(nc.Labels[v1.NodePoolLabelKey], nc.Labels[corev1.LabelTopologyZone]).Inc()
+		c.opts.Health.Observe(nc.Labels[v1.NodePoolLabelKey], true, "")
 	})
 	return reconcile.Result{}, false, nil
 }
