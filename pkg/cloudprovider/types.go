@@ -32,6 +32,14 @@ type CloudProvider interface {
 	// capacity type. It does not wait for the machine to register as a Node.
 	// Failures should be one of the typed errors in this package so the
 	// lifecycle knows whether to delete the NodeClaim or retry.
+	//
+	// Create must be idempotent for a NodeClaim: called again for a
+	// NodeClaim it already launched an instance for (the controller
+	// restarted after the launch, or the status write that records the
+	// provider ID was lost), it returns that instance, found by something
+	// derived from the NodeClaim (its name, or a tag of it), and does not
+	// launch a second one. The lifecycle remembers launches only in memory,
+	// so this is what keeps a restart from leaking an instance.
 	Create(ctx context.Context, nodeClaim *v1.NodeClaim) (*v1.NodeClaim, error)
 	// Delete terminates the NodeClaim's machine. Callers repeat it until it
 	// returns a NodeClaimNotFoundError, which is the only proof the machine
@@ -41,7 +49,10 @@ type CloudProvider interface {
 	// a NodeClaimNotFoundError.
 	Get(ctx context.Context, providerID string) (*v1.NodeClaim, error)
 	// List returns every machine the provider manages, as NodeClaims, so
-	// garbage collection can find machines without a NodeClaim.
+	// garbage collection can find machines without a NodeClaim. Each should
+	// carry the instance's creation time (CreationTimestamp) and the name
+	// of the NodeClaim it was launched for; an instance without a creation
+	// time is aged from when garbage collection first sees it.
 	List(ctx context.Context) ([]*v1.NodeClaim, error)
 	// GetInstanceTypes returns every instance type the NodePool may use,
 	// including offerings that are currently unavailable (Available=false),
