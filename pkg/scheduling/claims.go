@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // probe is what adding a pod to a NodeClaim would do.
@@ -16,16 +18,16 @@ type probe struct {
 
 // poolStatic checks what never changes for a class level and a pool:
 // taints and the pod's own requirements against the pool's.
-func (s *solver) poolStatic(p *poolState, cl *classLevel) string {
+func (s *solver) poolStatic(p *poolState, cl *classLevel) *PlacementError {
 	if r, ok := p.staticErr[cl]; ok {
 		return r
 	}
 	c := cl.class
-	reason := ""
+	var reason *PlacementError
 	if t := untolerated(c.rep.Spec.Tolerations, p.np.Taints, !cl.tolPrefer, nil); t != nil {
-		reason = "did not tolerate taint " + taintString(t)
+		reason = &PlacementError{Kind: RefusalTaintNotTolerated, Taint: taintCopy(t)}
 	} else if err := s.compatWithPool(p, p.reqs, cl.reqs); err != nil {
-		reason = err.Error()
+		reason = c.incompatible(err)
 	}
 	p.staticErr[cl] = reason
 	return reason
@@ -41,7 +43,7 @@ func (s *solver) compatWithPool(p *poolState, node, pod Requirements) error {
 			if pr.negative() || WellKnownLabels[k] || p.typeKeys[k] {
 				continue
 			}
-			return &IncompatibleError{Key: k, Msg: fmt.Sprintf("label %q does not have known values on NodePool", k)}
+			return undefinedLabel(k, pr, "NodePool")
 		}
 		if err := conflict(nr, pr, "NodePool"); err != nil {
 			return err
@@ -56,7 +58,7 @@ func (s *solver) compatWithPool(p *poolState, node, pod Requirements) error {
 // path and the caller never shows them.
 func (s *solver) probeClaim(b *bin, cl *classLevel, eff Requirements, ev *topoEval) (*probe, bool) {
 	c := cl.class
-	if r := s.poolStatic(b.pool, cl); r != "" {
+	if r := s.poolStatic(b.pool, cl); r != nil {
 		return nil, true
 	}
 	var delta Requirements
@@ -87,7 +89,7 @@ func (s *solver) probeClaim(b *bin, cl *classLevel, eff Requirements, ev *topoEv
 		return nil, true
 	}
 	if len(ev.host) > 0 {
-		if r, perm := ev.checkHost(b); r != "" {
+		if h, perm := ev.checkHost(b); h != nil {
 			return nil, perm
 		}
 	}
@@ -297,7 +299,7 @@ func (s *solver) filterOptions(opts []*itState, need vec, reqs Requirements, key
 }
 
 // minValuesOK checks every minValues of reqs against the options.
-func minValuesOK(reqs Requirements, opts []*itState) (bool, string) {
+func minValuesOK(reqs Requirements, opts []*itState) (bool, *PlacementError) {
 	for _, k := range reqs.Keys() {
 		r := reqs[k]
 		if r.MinValues <= 0 {
@@ -320,10 +322,11 @@ func minValuesOK(reqs Requirements, opts []*itState) (bool, string) {
 			}
 		}
 		if len(seen) < r.MinValues {
-			return false, fmt.Sprintf("minValues %d of %s not met (%d values left)", r.MinValues, k, len(seen))
+			return false, &PlacementError{Kind: RefusalMinValues, Key: k, MinValues: r.MinValues,
+				Detail: fmt.Sprintf("minValues %d of %s not met (%d values left)", r.MinValues, k, len(seen))}
 		}
 	}
-	return true, ""
+	return true, nil
 }
 
 // commitClaim applies a probe: narrows requirements, filters options,
@@ -493,56 +496,61 @@ func (s *solver) offerValues(types []*itState, reqs Requirements, key string) []
 }
 
 // newClaim opens a NodeClaim from pool p for pod pi, or says why not.
-func (s *solver) newClaim(p *poolState, pi int, cl *classLevel, eff Requirements, ev *topoEval) string {
+func (s *solver) newClaim(p *poolState, pi int, cl *classLevel, eff Requirements, ev *topoEval) *PlacementError {
 	c := cl.class
-	if r := s.poolStatic(p, cl); r != "" {
+	if r := s.poolStatic(p, cl); r != nil {
 		return r
 	}
 	if p.nodesLeft == 0 {
-		return "nodepool limit on nodes reached"
+		r := &PlacementError{Kind: RefusalLimitExceeded, Resource: ResourceNodes, Remaining: resource.NewQuantity(0, resource.DecimalSI),
+			Needed: resource.NewQuantity(1, resource.DecimalSI)}
+		if lim, ok := p.np.Limits[ResourceNodes]; ok {
+			r.Limit, r.Used = quantity(lim), quantity(lim)
+		}
+		return r
 	}
 	if len(p.types) == 0 {
-		return "no instance type with an available offering"
+		return &PlacementError{Kind: RefusalNoOffering}
 	}
 	host := fmt.Sprintf("hostname-placeholder-%04d", len(s.claims))
 	b := &bin{idx: len(s.claims), pool: p, host: host, topo: map[int32]*binCount{}, taints: p.np.Taints,
 		used: make(vec, len(s.ri.names)), volumes: map[string]int{}}
-	if r, _ := ev.checkHost(b); r != "" {
-		return r
+	if h, _ := ev.checkHost(b); h != nil {
+		return h.refusal()
 	}
 	if h, ok := eff[LabelHostname]; ok && !h.Has(host) {
-		return "requires " + h.String() + ", which a new node cannot have"
+		return &PlacementError{Kind: RefusalHostname, Key: LabelHostname, PodRequirement: &h,
+			Detail: "requires " + h.String() + ", which a new node cannot have"}
 	}
 	reqs := p.reqs.Intersect(eff)
 	if err := s.compatWithPool(p, p.reqs, eff); err != nil {
-		return err.Error()
+		return c.incompatible(err)
 	}
 	ce := s.compatibleTypes(p, reqs)
 	compat := ce.types
 	if len(compat) == 0 {
-		return "no instance type matches " + describeReqs(eff, p.reqs)
+		return &PlacementError{Kind: RefusalNoInstanceType, Detail: "no instance type matches " + describeReqs(eff, p.reqs)}
 	}
 	need := c.reqs
 	var fitting []*itState
-	limited := false
+	var limitedBy *itState
 	for _, st := range compat {
 		if !fits(need, nil, st.alloc) {
 			continue
 		}
 		if !s.withinLimits(p, st) {
-			limited = true
+			if limitedBy == nil {
+				limitedBy = st
+			}
 			continue
 		}
 		fitting = append(fitting, st)
 	}
 	if len(fitting) == 0 {
-		if limited {
-			return "all fitting instance types would exceed the nodepool's limits"
+		if limitedBy != nil {
+			return s.limitRefusal(p, limitedBy)
 		}
-		if p.hasDaemons {
-			return fmt.Sprintf("no instance type has room for requests %s plus daemonset overhead", describeRequests(c.requestList))
-		}
-		return fmt.Sprintf("no instance type has room for requests %s", describeRequests(c.requestList))
+		return &PlacementError{Kind: RefusalResources, Requests: c.requestList, DaemonSetOverhead: p.hasDaemons}
 	}
 	// fitting already matches reqs; pinning only changes the pinned keys.
 	var pinKeys []string
@@ -569,7 +577,7 @@ func (s *solver) newClaim(p *poolState, pi int, cl *classLevel, eff Requirements
 	}
 	pinned, firstOpt := s.pinDomains(seeded, nil, ev, first)
 	if firstOpt == nil {
-		return "no instance type offered in a domain the topology allows"
+		return &PlacementError{Kind: RefusalNoOffering, Detail: "no instance type offered in a domain the topology allows"}
 	}
 	opts := fitting
 	changed := false
@@ -606,7 +614,51 @@ func (s *solver) newClaim(p *poolState, pi int, cl *classLevel, eff Requirements
 	s.updateMaxAlloc(b)
 	s.record(b, c, 1)
 	s.podBin[pi] = b
-	return ""
+	return nil
+}
+
+// limitRefusal says which limit st, the cheapest instance type that would
+// fit the pod, passes.
+func (s *solver) limitRefusal(p *poolState, st *itState) *PlacementError {
+	for i, lim := range p.limited {
+		if !lim || st.capacity[i] <= p.remaining[i] {
+			continue
+		}
+		// The headroom left after the NodeClaims this solve already planned.
+		name := s.ri.names[i]
+		left, needed := vecQuantity(i, p.remaining[i]), vecQuantity(i, st.capacity[i])
+		r := &PlacementError{Kind: RefusalLimitExceeded, Resource: name, Remaining: left, Needed: needed}
+		if l, ok := p.np.Limits[name]; ok {
+			used := l.DeepCopy()
+			used.Sub(*left)
+			r.Limit, r.Used = quantity(l), &used
+		}
+		return r
+	}
+	return &PlacementError{Kind: RefusalLimitExceeded}
+}
+
+// vecQuantity converts a solver vector entry back to a quantity (cpu is
+// kept in millicores).
+func vecQuantity(i int, v int64) *resource.Quantity {
+	switch i {
+	case resCPU:
+		return resource.NewMilliQuantity(v, resource.DecimalSI)
+	case resMem:
+		return resource.NewQuantity(v, resource.BinarySI)
+	}
+	return resource.NewQuantity(v, resource.DecimalSI)
+}
+
+// incompatible types a requirement conflict of the pod with a pool or node,
+// as the volume's when a volume set the key.
+func (c *podClass) incompatible(err error) *PlacementError {
+	r := refusalOf(err)
+	if claim, ok := c.volumeFrom[r.Key]; ok && r.Kind == RefusalRequirementMismatch {
+		r.Kind, r.Volume = RefusalVolumeZone, claim
+		r.Detail += " (from volume " + claim + ")"
+	}
+	return &r
 }
 
 // describeReqs shows the pod-side requirements that the pool does not

@@ -34,7 +34,8 @@ type podClass struct {
 	matches      []int32 // groups whose selector selects this class's pods
 	ownsAnti     []int32 // required anti-affinity groups (block matching pods)
 	level0       *classLevel
-	volDrivers   map[string]int // CSI volumes attached, per driver
+	volDrivers   map[string]int    // CSI volumes attached, per driver
+	volumeFrom   map[string]string // volumeReqs key -> the claim that set it
 }
 
 type weightedReqs struct {

@@ -20,7 +20,7 @@
 //		switch {
 //		case p.Node != "":        // bind to an existing node / in-flight NodeClaim
 //		case p.NodeClaim >= 0:    // res.NewNodeClaims[p.NodeClaim]
-//		default:                  // p.Errors: one reason per NodePool; p.Why() joins them
+//		default:                  // p.Errors: one typed refusal per NodePool (Kind, Key, figures); p.Why() joins them
 //		}
 //	}
 //	for _, nc := range res.NewNodeClaims {

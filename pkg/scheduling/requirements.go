@@ -140,6 +140,12 @@ func (r Requirements) Equal(o Requirements) bool {
 type IncompatibleError struct {
 	Key string
 	Msg string
+	// Owner names the node side ("NodePool", "node"); Node and Pod are the
+	// two requirements on Key (Node is nil when Undefined: the node side
+	// has no value for a key only the pod requires).
+	Owner     string
+	Node, Pod *Requirement
+	Undefined bool
 }
 
 func (e *IncompatibleError) Error() string { return e.Msg }
@@ -172,7 +178,7 @@ func (r Requirements) Compatible(pod Requirements, owner string, allowUndefinedW
 			if p.negative() || (allowUndefinedWellKnown && WellKnownLabels[k]) {
 				continue
 			}
-			return &IncompatibleError{Key: k, Msg: fmt.Sprintf("label %q does not have known values on %s", k, owner)}
+			return undefinedLabel(k, p, owner)
 		}
 		if err := conflict(n, p, owner); err != nil {
 			return err
@@ -195,7 +201,14 @@ func conflict(node, pod Requirement, owner string) *IncompatibleError {
 	default:
 		msg = fmt.Sprintf("%s conflicts with %s's %s", pod, owner, node)
 	}
-	return &IncompatibleError{Key: pod.Key, Msg: msg}
+	return &IncompatibleError{Key: pod.Key, Msg: msg, Owner: owner, Node: &node, Pod: &pod}
+}
+
+// undefinedLabel reports a pod requirement on a key the node side has no
+// values for.
+func undefinedLabel(key string, pod Requirement, owner string) *IncompatibleError {
+	return &IncompatibleError{Key: key, Msg: fmt.Sprintf("label %q does not have known values on %s", key, owner),
+		Owner: owner, Pod: &pod, Undefined: true}
 }
 
 // Intersects is Compatible restricted to the keys both sides constrain; it is

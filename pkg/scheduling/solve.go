@@ -68,7 +68,7 @@ type poolState struct {
 	remaining  vec
 	nodesLeft  int // -1: unlimited
 	hasDaemons bool
-	staticErr  map[*classLevel]string
+	staticErr  map[*classLevel]*PlacementError
 }
 
 type itState struct {
@@ -179,7 +179,7 @@ func (s *solver) buildPools() {
 	s.daemons = dinfo
 	for i, np := range nps {
 		p := &poolState{idx: i, np: np, typeKeys: map[string]bool{}, nodesLeft: -1,
-			staticErr: map[*classLevel]string{}}
+			staticErr: map[*classLevel]*PlacementError{}}
 		p.reqs = Requirements{}
 		if np.Requirements != nil {
 			p.reqs = np.Requirements.Copy()
@@ -617,14 +617,14 @@ func (s *solver) trySchedule(pi int) bool {
 func (s *solver) place(pi int, cl *classLevel) []PlacementError {
 	c := cl.class
 	if c.err != nil {
-		return s.samePerPool(c.err.Error())
+		return s.samePerPool(refusalOf(c.err))
 	}
 	if cl.reqsErr != nil {
-		return s.samePerPool(cl.reqsErr.Error())
+		return s.samePerPool(refusalOf(cl.reqsErr))
 	}
 	ev, err := s.topo.evaluate(cl)
 	if err != nil {
-		return s.samePerPool(err.Error())
+		return s.samePerPool(refusalOf(err))
 	}
 	eff := cl.reqs
 	if len(ev.extra) > 0 {
@@ -634,13 +634,14 @@ func (s *solver) place(pi int, cl *classLevel) []PlacementError {
 		// this check the empty set would read as DoesNotExist.
 		for _, k := range ev.extra.Keys() {
 			if eff[k].isEmpty() && (!ev.extra[k].negative() || !cl.reqs.Get(k).negative()) {
-				return s.samePerPool(fmt.Sprintf("%s leaves no allowed domain for %s", describeTopology(ev, k), cl.reqs.Get(k)))
+				pod := cl.reqs.Get(k)
+				return s.samePerPool(PlacementError{Kind: RefusalTopology, Key: k, PodRequirement: &pod,
+					Detail: fmt.Sprintf("%s leaves no allowed domain for %s", describeTopology(ev, k), pod)})
 			}
 		}
 	}
 	var errs []PlacementError
 	// 1. existing nodes, first fit
-	firstNodeReason := ""
 	for _, b := range s.nodes {
 		if cl.isDeadNode(b.idx) {
 			continue
@@ -656,13 +657,15 @@ func (s *solver) place(pi int, cl *classLevel) []PlacementError {
 	}
 	if len(s.nodes) > 0 {
 		// Explain with the first node in order; only computed on failure.
+		var first *PlacementError
+		firstName := ""
 		for _, b := range s.nodes {
-			if r := s.existingReason(b, cl, eff, ev); r != "" {
-				firstNodeReason = b.node.Name + ": " + r
+			if r := s.existingReason(b, cl, eff, ev); r != nil {
+				first, firstName = r, b.node.Name
 				break
 			}
 		}
-		errs = append(errs, PlacementError{Reason: fmt.Sprintf("none of %d fit (first: %s)", len(s.nodes), firstNodeReason)})
+		errs = append(errs, rendered(existingRefusal(len(s.nodes), firstName, first)))
 	}
 	// 2. NodeClaims already planned
 	if s.placeOnClaim(pi, cl, eff, ev) {
@@ -670,27 +673,40 @@ func (s *solver) place(pi int, cl *classLevel) []PlacementError {
 	}
 	// 3. a new NodeClaim, pools by weight
 	for _, p := range s.pools {
-		reason := s.newClaim(p, pi, cl, eff, ev)
-		if reason == "" {
+		r := s.newClaim(p, pi, cl, eff, ev)
+		if r == nil {
 			return nil
 		}
-		errs = append(errs, PlacementError{NodePool: p.np.Name, Reason: reason})
+		pe := *r
+		pe.NodePool = p.np.Name
+		errs = append(errs, rendered(pe))
 	}
 	if len(s.pools) == 0 && len(errs) == 0 {
-		errs = append(errs, PlacementError{Reason: "no NodePools and no existing nodes"})
+		errs = append(errs, rendered(PlacementError{Kind: RefusalNoCapacity}))
 	}
 	return errs
 }
 
-func (s *solver) samePerPool(reason string) []PlacementError {
+// samePerPool reports one refusal for every pool (or for the existing
+// nodes when there is no pool): the pod itself is the problem.
+func (s *solver) samePerPool(r PlacementError) []PlacementError {
+	r = rendered(r)
 	var out []PlacementError
 	for _, p := range s.pools {
-		out = append(out, PlacementError{NodePool: p.np.Name, Reason: reason})
+		pe := r
+		pe.NodePool = p.np.Name
+		out = append(out, pe)
 	}
 	if len(out) == 0 {
-		out = append(out, PlacementError{Reason: reason})
+		out = append(out, r)
 	}
 	return out
+}
+
+// rendered fills in Reason from the refusal's fields.
+func rendered(r PlacementError) PlacementError {
+	r.Reason = r.Message()
+	return r
 }
 
 // existingFits is existingReason without messages, cheapest checks first,
@@ -726,42 +742,50 @@ func (s *solver) existingFits(b *bin, cl *classLevel, eff Requirements, ev *topo
 		return true, false
 	}
 	if len(ev.host) > 0 {
-		if r, p := ev.checkHost(b); r != "" {
+		if h, p := ev.checkHost(b); h != nil {
 			return p, false
 		}
 	}
-	if len(c.volDrivers) > 0 && s.volumeLimitReason(b, c) != "" {
-		return true, false
+	if len(c.volDrivers) > 0 {
+		if d, _ := s.volumeLimitHit(b, c); d != "" {
+			return true, false
+		}
 	}
 	return false, true
 }
 
-// existingReason says why an existing node cannot take the pod ("" = it can).
-func (s *solver) existingReason(b *bin, cl *classLevel, eff Requirements, ev *topoEval) string {
+// existingReason says why an existing node cannot take the pod (nil = it
+// can).
+func (s *solver) existingReason(b *bin, cl *classLevel, eff Requirements, ev *topoEval) *PlacementError {
 	c := cl.class
 	var skip func(*corev1.Taint) bool
 	if b.ignoreEphemeral {
 		skip = ephemeralTaint
 	}
 	if t := untolerated(c.rep.Spec.Tolerations, b.taints, !cl.tolPrefer, skip); t != nil {
-		return "did not tolerate taint " + taintString(t)
+		return &PlacementError{Kind: RefusalTaintNotTolerated, Taint: taintCopy(t)}
 	}
 	if err := b.reqs.Compatible(eff, "node", b.lenient); err != nil {
-		return err.Error()
+		return c.incompatible(err)
 	}
 	if !fits(b.used, c.reqs, b.alloc) {
-		return "not enough " + s.ri.firstShort(b.used, c.reqs, b.alloc)
-	}
-	if hp := portsConflict(b.ports, c.ports); hp != nil {
-		return fmt.Sprintf("host port %d/%s in use", hp.port, hp.proto)
-	}
-	if r, _ := ev.checkHost(b); r != "" {
+		name := corev1.ResourceName(s.ri.firstShort(b.used, c.reqs, b.alloc))
+		r := &PlacementError{Kind: RefusalResources, Resource: name}
+		if q, ok := c.requestList[name]; ok {
+			r.Needed = quantity(q)
+		}
 		return r
 	}
-	if reason := s.volumeLimitReason(b, c); reason != "" {
-		return reason
+	if hp := portsConflict(b.ports, c.ports); hp != nil {
+		return &PlacementError{Kind: RefusalHostPort, HostPort: hp.port, Protocol: string(hp.proto)}
 	}
-	return ""
+	if h, _ := ev.checkHost(b); h != nil {
+		return h.refusal()
+	}
+	if d, lim := s.volumeLimitHit(b, c); d != "" {
+		return &PlacementError{Kind: RefusalVolumeLimit, Driver: d, AttachLimit: lim}
+	}
+	return nil
 }
 
 func (s *solver) commitExisting(b *bin, pi int, cl *classLevel) {

@@ -283,7 +283,8 @@ func (t *topology) evaluate(cl *classLevel) (*topoEval, error) {
 			}
 		}
 		if len(allowed) == 0 {
-			return nil, fmt.Errorf("topology spread on %s (maxSkew %d) has no domain left", g.key, g.maxSkew)
+			return nil, refuse(PlacementError{Kind: RefusalTopology, Key: g.key,
+				Detail: fmt.Sprintf("topology spread on %s (maxSkew %d) has no domain left", g.key, g.maxSkew)})
 		}
 		addReq(Requirement{Key: g.key, values: allowed})
 		pinKey(g.key, g)
@@ -304,7 +305,7 @@ func (t *topology) evaluate(cl *classLevel) (*topoEval, error) {
 		sort.Strings(allowed)
 		if len(allowed) == 0 {
 			if !sf {
-				return nil, fmt.Errorf("%s: no matching pod is scheduled yet", g.desc)
+				return nil, refuse(PlacementError{Kind: RefusalAffinity, Key: g.key, Detail: g.desc + ": no matching pod is scheduled yet"})
 			}
 		} else {
 			addReq(Requirement{Key: g.key, values: allowed})
@@ -318,7 +319,7 @@ func (t *topology) evaluate(cl *classLevel) (*topoEval, error) {
 			continue
 		}
 		if g.possibleAll > 0 {
-			return nil, fmt.Errorf("%s: a matching pod may be in every domain", g.desc)
+			return nil, refuse(PlacementError{Kind: RefusalAffinity, Key: g.key, Detail: g.desc + ": a matching pod may be in every domain"})
 		}
 		if blocked := positive(g.possible); len(blocked) > 0 {
 			addReq(Requirement{Key: g.key, complement: true, values: blocked})
@@ -337,7 +338,7 @@ func (t *topology) evaluate(cl *classLevel) (*topoEval, error) {
 			continue
 		}
 		if g.ownerAll > 0 {
-			return nil, fmt.Errorf("a pod with %s may be in every domain", g.desc)
+			return nil, refuse(PlacementError{Kind: RefusalAffinity, Key: g.key, Detail: "a pod with " + g.desc + " may be in every domain"})
 		}
 		if blocked := positive(g.owner); len(blocked) > 0 {
 			addReq(Requirement{Key: g.key, complement: true, values: blocked})
@@ -357,15 +358,18 @@ func positive(m map[string]int32) []string {
 	return out
 }
 
-// checkHost runs the hostname checks against one bin. It returns a reason and
-// whether the failure is permanent for this bin (counts only grow).
-func (ev *topoEval) checkHost(b *bin) (string, bool) {
-	for _, h := range ev.host {
+// checkHost runs the hostname checks against one bin. It returns the check
+// that fails (nil when all pass) and whether the failure is permanent for
+// this bin (counts only grow). The reason is built only when asked for
+// (hostRefusal): this runs on the hot path.
+func (ev *topoEval) checkHost(b *bin) (*hostCheck, bool) {
+	for i := range ev.host {
+		h := &ev.host[i]
 		g := h.g
 		switch {
 		case h.inverse:
 			if g.owner[b.host] > 0 {
-				return "a pod there has " + g.desc, true
+				return h, true
 			}
 		case h.kind == kindSpread:
 			n := g.exact[b.host]
@@ -373,17 +377,35 @@ func (ev *topoEval) checkHost(b *bin) (string, bool) {
 				n++
 			}
 			if n > g.maxSkew {
-				return fmt.Sprintf("topology spread on %s (maxSkew %d) would be exceeded", g.key, g.maxSkew), true
+				return h, true
 			}
 		case h.kind == kindAffinity:
 			if g.exact[b.host] == 0 && !(h.self && g.totalExact == 0) {
-				return g.desc + " not satisfied", false
+				return h, false
 			}
 		case h.kind == kindAnti:
 			if g.possible[b.host] > 0 {
-				return g.desc + " violated", true
+				return h, true
 			}
 		}
 	}
-	return "", false
+	return nil, false
+}
+
+// refusal says why the failing hostname check h refuses a bin.
+func (h *hostCheck) refusal() *PlacementError {
+	g := h.g
+	r := &PlacementError{Kind: RefusalAffinity, Key: g.key}
+	switch {
+	case h.inverse:
+		r.Detail = "a pod there has " + g.desc
+	case h.kind == kindSpread:
+		r.Kind = RefusalTopology
+		r.Detail = fmt.Sprintf("topology spread on %s (maxSkew %d) would be exceeded", g.key, g.maxSkew)
+	case h.kind == kindAffinity:
+		r.Detail = g.desc + " not satisfied"
+	default:
+		r.Detail = g.desc + " violated"
+	}
+	return r
 }

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -92,6 +93,9 @@ type NodePool struct {
 	Remaining corev1.ResourceList
 	// InstanceTypes this pool may launch.
 	InstanceTypes []*InstanceType
+	// Limits is spec.limits. The solver plans with Remaining; Limits only
+	// adds figures to a LimitExceeded refusal (optional).
+	Limits corev1.ResourceList
 }
 
 // InstanceType is one launchable machine shape.
@@ -185,18 +189,65 @@ func (p Placement) Why() string {
 }
 
 // PlacementError is the reason one NodePool (or the existing nodes) could
-// not take a pod.
+// not take a pod. Kind and the fields it names say what refused the pod;
+// Reason is the same rendered for people (events, logs).
 type PlacementError struct {
 	// NodePool is the pool's name, or "" for existing nodes.
 	NodePool string
-	Reason   string
+	// Reason is Message(), filled in by the solver.
+	Reason string
+	Kind   RefusalKind `json:",omitempty"`
+	// Key is the label key of a requirement, minValues or topology refusal.
+	Key string `json:",omitempty"`
+	// Owner names the side the pod's requirement is checked against:
+	// "NodePool" or "node".
+	Owner string `json:",omitempty"`
+	// NodeRequirement is the NodePool's (or node's) requirement on Key,
+	// PodRequirement the pod's; Values() and Operator() give their values.
+	NodeRequirement *Requirement  `json:",omitempty"`
+	PodRequirement  *Requirement  `json:",omitempty"`
+	Taint           *corev1.Taint `json:",omitempty"`
+	// Resource is the limit or resource that ran out. For a limit, Limit is
+	// spec.limits (when the input carries it), Used is Limit minus
+	// Remaining (the solver cannot see past the limit, so usage above it
+	// reads as the limit), and Needed is what the smallest fitting
+	// instance type would add.
+	Resource  corev1.ResourceName `json:",omitempty"`
+	Limit     *resource.Quantity  `json:",omitempty"`
+	Used      *resource.Quantity  `json:",omitempty"`
+	Remaining *resource.Quantity  `json:",omitempty"`
+	Needed    *resource.Quantity  `json:",omitempty"`
+	// Requests are the pod's requests when no instance type has room;
+	// DaemonSetOverhead says the pool's DaemonSets were added to them.
+	Requests          corev1.ResourceList `json:",omitempty"`
+	DaemonSetOverhead bool                `json:",omitempty"`
+	HostPort          int32               `json:",omitempty"`
+	Protocol          string              `json:",omitempty"`
+	// Volume is the claim whose volume, class or zones refused the pod.
+	Volume string `json:",omitempty"`
+	// Driver and AttachLimit describe a CSI attach limit.
+	Driver      string `json:",omitempty"`
+	AttachLimit int    `json:",omitempty"`
+	// MinValues is the minValues that could not be met on Key.
+	MinValues int `json:",omitempty"`
+	// Nodes and Node, for existing nodes: how many were tried and the one
+	// whose refusal the other fields describe.
+	Nodes int    `json:",omitempty"`
+	Node  string `json:",omitempty"`
+	// Detail is the full text when it is not rendered from a template
+	// (requirement conflicts, topology, parse errors).
+	Detail string `json:",omitempty"`
 }
 
 func (e PlacementError) String() string {
-	if e.NodePool == "" {
-		return "existing nodes: " + e.Reason
+	reason := e.Reason
+	if reason == "" {
+		reason = e.Message()
 	}
-	return "nodepool " + e.NodePool + ": " + e.Reason
+	if e.NodePool == "" {
+		return "existing nodes: " + reason
+	}
+	return "nodepool " + e.NodePool + ": " + reason
 }
 
 // NewNodeClaim is a NodeClaim the solver wants launched.

@@ -35,21 +35,24 @@ func (s *solver) volumeRequirements(c *podClass, pod *corev1.Pod) error {
 		}
 		pvc := pvcs[pod.Namespace+"/"+claimName]
 		if pvc == nil && v.Ephemeral == nil {
-			return fmt.Errorf("persistentvolumeclaim %q not found", claimName)
+			return refuse(PlacementError{Kind: RefusalVolume, Volume: claimName,
+				Detail: fmt.Sprintf("persistentvolumeclaim %q not found", claimName)})
 		}
 		if pvc != nil {
 			scName = pvc.Spec.StorageClassName
 			if pvc.Spec.VolumeName != "" {
 				pv := pvs[pvc.Spec.VolumeName]
 				if pv == nil {
-					return fmt.Errorf("persistentvolume %q of claim %q not found", pvc.Spec.VolumeName, claimName)
+					return refuse(PlacementError{Kind: RefusalVolume, Volume: claimName,
+						Detail: fmt.Sprintf("persistentvolume %q of claim %q not found", pvc.Spec.VolumeName, claimName)})
 				}
 				if pv.Spec.CSI != nil {
 					c.addDriver(pv.Spec.CSI.Driver)
 				}
 				if err := addPVAffinity(c.volumeReqs, pv); err != nil {
-					return err
+					return refuse(PlacementError{Kind: RefusalVolume, Volume: claimName, Detail: err.Error()})
 				}
+				c.volumeSource(claimName)
 				continue
 			}
 		}
@@ -58,7 +61,8 @@ func (s *solver) volumeRequirements(c *podClass, pod *corev1.Pod) error {
 		}
 		sc := scs[*scName]
 		if sc == nil {
-			return fmt.Errorf("storageclass %q not found", *scName)
+			return refuse(PlacementError{Kind: RefusalVolume, Volume: claimName,
+				Detail: fmt.Sprintf("storageclass %q not found", *scName)})
 		}
 		c.addDriver(sc.Provisioner)
 		if sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer || len(sc.AllowedTopologies) == 0 {
@@ -67,6 +71,7 @@ func (s *solver) volumeRequirements(c *podClass, pod *corev1.Pod) error {
 		for _, e := range sc.AllowedTopologies[0].MatchLabelExpressions {
 			c.volumeReqs.Add(NewRequirement(e.Key, OpIn, e.Values...))
 		}
+		c.volumeSource(claimName)
 	}
 	return nil
 }
@@ -148,10 +153,11 @@ func addPVAffinity(r Requirements, pv *corev1.PersistentVolume) error {
 	return nil
 }
 
-// volumeLimitReason checks CSI attach limits on an existing node.
-func (s *solver) volumeLimitReason(b *bin, c *podClass) string {
+// volumeLimitHit checks CSI attach limits on an existing node: the first
+// driver whose limit the pod would pass, and that limit.
+func (s *solver) volumeLimitHit(b *bin, c *podClass) (string, int) {
 	if b.node == nil || len(b.node.VolumeLimits) == 0 {
-		return ""
+		return "", 0
 	}
 	for _, d := range sortedKeys(c.volDrivers) {
 		lim, ok := b.node.VolumeLimits[d]
@@ -159,10 +165,24 @@ func (s *solver) volumeLimitReason(b *bin, c *podClass) string {
 			continue
 		}
 		if b.volumes[d]+c.volDrivers[d] > lim {
-			return fmt.Sprintf("volume attach limit of %s reached (%d)", d, lim)
+			return d, lim
 		}
 	}
-	return ""
+	return "", 0
+}
+
+// volumeSource remembers that the keys of c.volumeReqs not yet attributed
+// come from claim, so that a conflict on them is reported as the volume's.
+func (c *podClass) volumeSource(claim string) {
+	for k := range c.volumeReqs {
+		if _, ok := c.volumeFrom[k]; ok {
+			continue
+		}
+		if c.volumeFrom == nil {
+			c.volumeFrom = map[string]string{}
+		}
+		c.volumeFrom[k] = claim
+	}
 }
 
 func (s *solver) addVolumes(b *bin, c *podClass) {

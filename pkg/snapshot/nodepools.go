@@ -62,6 +62,7 @@ func (b *Builder) nodePools(ctx context.Context) ([]*scheduling.NodePool, map[st
 			Taints:        np.Spec.Template.Spec.Taints,
 			StartupTaints: np.Spec.Template.Spec.StartupTaints,
 			Remaining:     Remaining(np.Spec.Limits, b.cluster.NodePoolResources(np.Name)),
+			Limits:        corev1.ResourceList(np.Spec.Limits),
 			InstanceTypes: its,
 		})
 		byName[np.Name] = np
