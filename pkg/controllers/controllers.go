@@ -14,6 +14,8 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
 	"github.com/karpenter-go/karpenter/pkg/controllers/node/health"
 	"github.com/karpenter-go/karpenter/pkg/controllers/node/termination"
+	nodeclaimdisruption "github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/disruption"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/expiration"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/counter"
@@ -89,6 +91,8 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		}),
 		termination.NewController(kube, cloud, termination.Options{Clock: op.Clock, Recorder: op.EventRecorder}),
 		garbagecollection.NewController(kube, cloud, garbagecollection.Options{Clock: op.Clock}),
+		nodeclaimdisruption.NewController(kube, cloud, nodeclaimdisruption.Options{Clock: op.Clock}),
+		expiration.NewController(kube, cloud, expiration.Options{Clock: op.Clock}),
 		hash.NewController(kube),
 		validation.NewController(kube),
 		readiness.NewController(kube),
