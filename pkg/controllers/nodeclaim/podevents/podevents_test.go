@@ -1,0 +1,103 @@
+package podevents_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/podevents"
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
+}
+
+func TestEventNode(t *testing.T) {
+	now := metav1.Now()
+	pod := func(node string, phase corev1.PodPhase, deleting bool) *corev1.Pod {
+		p := &corev1.Pod{Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+		if deleting {
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	tests := []struct {
+		name     string
+		old, cur *corev1.Pod
+		want     string
+	}{
+		{"bound", pod("", corev1.PodPending, false), pod("n1", corev1.PodPending, false), "n1"},
+		{"still pending", pod("", corev1.PodPending, false), pod("", corev1.PodPending, false), ""},
+		{"started running: not an event", pod("n1", corev1.PodPending, false), pod("n1", corev1.PodRunning, false), ""},
+		{"succeeded", pod("n1", corev1.PodRunning, false), pod("n1", corev1.PodSucceeded, false), "n1"},
+		{"failed", pod("n1", corev1.PodRunning, false), pod("n1", corev1.PodFailed, false), "n1"},
+		{"already terminal", pod("n1", corev1.PodFailed, false), pod("n1", corev1.PodFailed, false), ""},
+		{"started terminating", pod("n1", corev1.PodRunning, false), pod("n1", corev1.PodRunning, true), "n1"},
+		{"still terminating", pod("n1", corev1.PodRunning, true), pod("n1", corev1.PodRunning, true), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, podevents.EventNode(tt.old, tt.cur))
+		})
+	}
+}
+
+// TestLastPodEventTime: a pod event stamps the node's NodeClaim; another
+// within 10 s changes nothing; one after that stamps it again.
+func TestLastPodEventTime(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	name := testutil.UniqueName("node")
+	providerID := "fake:///" + name
+	nc := &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.NodeClaimSpec{
+			Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
+			NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
+		},
+	}
+	require.NoError(t, cp.Client.Create(ctx, nc))
+	nc.Status.ProviderID = providerID
+	require.NoError(t, cp.Client.Status().Update(ctx, nc))
+	require.NoError(t, cp.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}))
+
+	c := podevents.NewController(cp.Client, clk)
+	stamp := func() time.Time {
+		t.Helper()
+		_, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+		require.NoError(t, err)
+		got := &v1.NodeClaim{}
+		require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: name}, got))
+		return got.Status.LastPodEventTime.Time
+	}
+	first := stamp()
+	require.True(t, first.Equal(clk.Now()), "stamped with the event's time: %s", first)
+
+	clk.Step(podevents.DedupeTimeout - time.Second)
+	require.True(t, stamp().Equal(first), "deduplicated within 10s")
+
+	clk.Step(time.Second)
+	require.True(t, stamp().Equal(clk.Now()), "stamped again after 10s")
+
+	// A node without a NodeClaim, or no node at all, is not an error.
+	require.NoError(t, cp.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name + "-unmanaged"}}))
+	_, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: name + "-unmanaged"}})
+	require.NoError(t, err)
+	_, err = c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "missing"}})
+	require.NoError(t, err)
+}
