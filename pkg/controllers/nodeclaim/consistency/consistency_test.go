@@ -1,0 +1,122 @@
+package consistency_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/consistency"
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
+}
+
+func rl(kv ...string) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return out
+}
+
+func TestCheck(t *testing.T) {
+	nc := &v1.NodeClaim{Spec: v1.NodeClaimSpec{Resources: v1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "1Gi", "example.com/gpu", "1")}},
+		Status: v1.NodeClaimStatus{Capacity: rl("cpu", "4", "memory", "16Gi", "pods", "110", "example.com/gpu", "2")}}
+	tests := []struct {
+		name     string
+		capacity corev1.ResourceList
+		want     []string
+	}{
+		{"as promised", rl("cpu", "4", "memory", "16Gi", "pods", "110", "example.com/gpu", "2"), nil},
+		{"90% is enough", rl("cpu", "3600m", "memory", "16Gi", "example.com/gpu", "2"), nil},
+		{"memory short", rl("cpu", "4", "memory", "8Gi", "example.com/gpu", "2"),
+			[]string{"expected 16Gi of resource memory, but found 8Gi (50.0% of expected)"}},
+		{"unrequested resources do not count", rl("cpu", "4", "memory", "16Gi", "pods", "10", "example.com/gpu", "2"), nil},
+		{"missing resource", rl("cpu", "3", "memory", "16Gi"), []string{
+			"expected 4 of resource cpu, but found 3 (75.0% of expected)",
+			"expected 2 of resource example.com/gpu, but found 0 (0.0% of expected)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, consistency.Check(nc, &corev1.Node{Status: corev1.NodeStatus{Capacity: tt.capacity}}))
+		})
+	}
+}
+
+func TestConsistencyController(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	events := &testutil.Recorder{}
+	name := testutil.UniqueName("nc")
+	providerID := "fake:///" + name
+	nc := &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.NodeClaimSpec{
+			Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
+			NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
+			Resources:    v1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "1Gi")},
+		},
+	}
+	require.NoError(t, cp.Client.Create(ctx, nc))
+	nc.Status.ProviderID = providerID
+	nc.Status.Capacity = rl("cpu", "4", "memory", "16Gi")
+	nc.Status.Conditions = []v1.Condition{{Type: v1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", LastTransitionTime: metav1.Now()}}
+	require.NoError(t, cp.Client.Status().Update(ctx, nc))
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}
+	require.NoError(t, cp.Client.Create(ctx, node))
+	node.Status.Capacity = rl("cpu", "4", "memory", "8Gi")
+	require.NoError(t, cp.Client.Status().Update(ctx, node))
+
+	c := consistency.NewController(cp.Client, clk, events)
+	run := func() (reconcile.Result, *v1.Condition) {
+		t.Helper()
+		res, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+		require.NoError(t, err)
+		got := &v1.NodeClaim{}
+		require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: name}, got))
+		return res, nodeclaimutil.Condition(got, v1.ConditionTypeConsistentStateFound)
+	}
+
+	res, cond := run()
+	require.Equal(t, consistency.ScanPeriod, res.RequeueAfter)
+	require.NotNil(t, cond)
+	require.Equal(t, metav1.ConditionFalse, cond.Status)
+	require.Equal(t, consistency.ReasonFailed, cond.Reason)
+	failed := events.Events(consistency.EventReason)
+	require.Len(t, failed, 1)
+	require.Equal(t, "expected 16Gi of resource memory, but found 8Gi (50.0% of expected)", failed[0].Message)
+	require.Equal(t, corev1.EventTypeWarning, failed[0].Type)
+
+	// Not due again for 10 minutes.
+	clk.Step(time.Minute)
+	res, _ = run()
+	require.Equal(t, consistency.ScanPeriod-time.Minute, res.RequeueAfter)
+	require.Len(t, events.Events(consistency.EventReason), 1)
+
+	// Fixed node: True at the next scan.
+	require.NoError(t, cp.Client.Get(ctx, client.ObjectKeyFromObject(node), node))
+	node.Status.Capacity = rl("cpu", "4", "memory", "16Gi")
+	require.NoError(t, cp.Client.Status().Update(ctx, node))
+	clk.Step(consistency.ScanPeriod)
+	_, cond = run()
+	require.Equal(t, metav1.ConditionTrue, cond.Status)
+	require.Len(t, events.Events(consistency.EventReason), 1)
+}
