@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -192,6 +194,17 @@ func startMetricsController(t *testing.T, cp *controlplane.ControlPlane, name st
 	)
 	pid, err = cp.Spawn(envBin, name, append(args, extra...)...)
 	require.NoError(t, err, "starting %s", name)
+	// E2E_LOG_DIR keeps the whole log of a failed test (the cluster's
+	// working directory goes with it).
+	if dir := os.Getenv("E2E_LOG_DIR"); dir != "" {
+		t.Cleanup(func() {
+			if t.Failed() {
+				if b, err := os.ReadFile(cp.LogPath(name)); err == nil {
+					_ = os.WriteFile(filepath.Join(dir, t.Name()+"-"+name+".log"), b, 0o644)
+				}
+			}
+		})
+	}
 	if name != "controller" {
 		t.Cleanup(func() {
 			if t.Failed() {
