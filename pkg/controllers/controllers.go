@@ -38,6 +38,9 @@ type Shared struct {
 	// Unavailable is the insufficient-capacity cache: the lifecycle writes
 	// it on ICE, the provisioner and the provider read it. Nil makes one.
 	Unavailable *lifecycle.UnavailableOfferings
+	// WellKnownLabels are the provider's own well-known label keys (for
+	// kwok, kwok.WellKnownLabels()); every solver Input carries them.
+	WellKnownLabels []string
 }
 
 // Register builds the cluster-state cache and registers every controller on
@@ -65,6 +68,7 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		MinValuesPolicy:       op.Options.MinValuesPolicy,
 		AnticipateReplicaSets: op.Options.FeatureGates.AnticipateReplicaSets,
 		Unavailable:           shared.Unavailable,
+		WellKnownLabels:       shared.WellKnownLabels,
 		Clock:                 op.Clock,
 	})
 	// Disruption simulates with a builder of its own, configured as
@@ -75,7 +79,8 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 			MinValuesPolicy:  scheduling.MinValuesPolicy(op.Options.MinValuesPolicy),
 			Robust:           true,
 		},
-		Unavailable: shared.Unavailable,
+		Unavailable:     shared.Unavailable,
+		WellKnownLabels: shared.WellKnownLabels,
 	})}
 	for _, c := range []interface {
 		Register(context.Context, manager.Manager) error

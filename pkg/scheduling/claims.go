@@ -40,7 +40,7 @@ func (s *solver) compatWithPool(p *poolState, node, pod Requirements) error {
 		pr := pod[k]
 		nr, ok := node[k]
 		if !ok {
-			if pr.negative() || WellKnownLabels[k] || p.typeKeys[k] {
+			if pr.negative() || s.wellKnown[k] || p.typeKeys[k] {
 				continue
 			}
 			return undefinedLabel(k, pr, "NodePool")
@@ -65,7 +65,7 @@ func (s *solver) probeClaim(b *bin, cl *classLevel, eff Requirements, ev *topoEv
 	for k, pr := range eff {
 		nr, ok := b.reqs[k]
 		if !ok {
-			if !pr.negative() && !WellKnownLabels[k] && !b.pool.typeKeys[k] {
+			if !pr.negative() && !s.wellKnown[k] && !b.pool.typeKeys[k] {
 				return nil, true
 			}
 			if delta == nil {
@@ -778,7 +778,7 @@ func (s *solver) finalize(b *bin) *NewNodeClaim {
 	}
 	nc.Requests = s.ri.list(total)
 	nc.Labels = map[string]string{}
-	for k, v := range reqs.Labels() {
+	for k, v := range reqs.labels(s.wellKnown) {
 		// Keys that come from the instance types (say a provider's cpu
 		// count label) are set on the node by the instance itself; only
 		// keys the NodePool declares are ours to fill in.

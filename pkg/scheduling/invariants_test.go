@@ -56,8 +56,12 @@ func checkInvariants(in *Input, res *Result) error {
 		}
 	}
 	podReqsOK := func(p *corev1.Pod, r Requirements, allowUndefined bool) error {
+		var wellKnown map[string]bool
+		if allowUndefined {
+			wellKnown = wellKnownSet(in.WellKnownLabels)
+		}
 		ns := RequirementsFromLabels(p.Spec.NodeSelector)
-		if err := r.Compatible(ns, "target", allowUndefined); err != nil {
+		if err := r.compatible(ns, "target", wellKnown); err != nil {
 			return err
 		}
 		if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
@@ -67,7 +71,7 @@ func checkInvariants(in *Input, res *Result) error {
 				if err != nil {
 					return err
 				}
-				if last = r.Compatible(tr, "target", allowUndefined); last == nil {
+				if last = r.compatible(tr, "target", wellKnown); last == nil {
 					return nil
 				}
 			}

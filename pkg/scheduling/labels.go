@@ -53,12 +53,14 @@ func NormalizeKey(key string) string {
 	return key
 }
 
-// WellKnownLabels are keys whose values come from the cloud provider (instance
-// type, offering, NodePool). A pod may require one of them even when no
-// NodePool mentions it: the instance types decide. They are also never copied
-// into NodeClaim labels, because the provider sets them on the node itself.
-// Providers add their own keys with RegisterWellKnownLabels before solving.
-var WellKnownLabels = map[string]bool{
+// defaultWellKnownLabels are the generic Kubernetes and karpenter.sh keys
+// whose values come from the cloud provider (instance type, offering,
+// NodePool). A pod may require one of them even when no NodePool mentions
+// it: the instance types decide. They are also never copied into NodeClaim
+// labels, because the provider sets them on the node itself. Providers add
+// their own keys per solve through Input.WellKnownLabels; this map is never
+// written, so the solver's answers do not depend on what is linked in.
+var defaultWellKnownLabels = map[string]bool{
 	LabelZone:          true,
 	LabelRegion:        true,
 	LabelInstanceType:  true,
@@ -71,12 +73,23 @@ var WellKnownLabels = map[string]bool{
 	LabelHostname:      true,
 }
 
-// RegisterWellKnownLabels adds provider label keys to WellKnownLabels. Call it
-// at init time only; the solver reads the map without locking.
-func RegisterWellKnownLabels(keys ...string) {
-	for _, k := range keys {
-		WellKnownLabels[k] = true
+// DefaultWellKnownLabels returns the generic well-known keys (a copy).
+func DefaultWellKnownLabels() []string { return sortedKeys(defaultWellKnownLabels) }
+
+// wellKnownSet is the default set plus extra; without extra it is the
+// default map itself (read only).
+func wellKnownSet(extra []string) map[string]bool {
+	if len(extra) == 0 {
+		return defaultWellKnownLabels
 	}
+	out := make(map[string]bool, len(defaultWellKnownLabels)+len(extra))
+	for k := range defaultWellKnownLabels {
+		out[k] = true
+	}
+	for _, k := range extra {
+		out[k] = true
+	}
+	return out
 }
 
 // restrictedDomains are label domains owned by Karpenter or its providers; a
@@ -87,9 +100,9 @@ var restrictedDomains = []string{"karpenter.sh", "karpenter.k8s.aws", "karpenter
 var labelDomainExceptions = []string{"kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io"}
 
 // isRestrictedNodeLabel reports whether a requirement key must not be turned
-// into a NodeClaim label by the solver.
-func isRestrictedNodeLabel(key string) bool {
-	if WellKnownLabels[key] {
+// into a NodeClaim label by the solver; wellKnown is the solve's set.
+func isRestrictedNodeLabel(key string, wellKnown map[string]bool) bool {
+	if wellKnown[key] {
 		return true
 	}
 	domain := ""

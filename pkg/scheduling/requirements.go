@@ -160,6 +160,16 @@ func (e *IncompatibleError) Error() string { return e.Msg }
 //
 // Keys are checked in sorted order so the reported conflict is stable.
 func (r Requirements) Compatible(pod Requirements, owner string, allowUndefinedWellKnown bool) error {
+	var wellKnown map[string]bool
+	if allowUndefinedWellKnown {
+		wellKnown = defaultWellKnownLabels
+	}
+	return r.compatible(pod, owner, wellKnown)
+}
+
+// compatible is Compatible where the keys in wellKnown may stay undefined
+// on the node side (nil: none may).
+func (r Requirements) compatible(pod Requirements, owner string, wellKnown map[string]bool) error {
 	if len(pod) == 0 {
 		return nil
 	}
@@ -175,7 +185,7 @@ func (r Requirements) Compatible(pod Requirements, owner string, allowUndefinedW
 		p := pod[k]
 		n, ok := r[k]
 		if !ok {
-			if p.negative() || (allowUndefinedWellKnown && WellKnownLabels[k]) {
+			if p.negative() || wellKnown[k] {
 				continue
 			}
 			return undefinedLabel(k, p, owner)
@@ -237,12 +247,15 @@ func (r Requirements) Intersects(o Requirements) error {
 }
 
 // Labels turns requirements into node labels: one value per key, generated
-// for Exists-style keys, skipping well-known and restricted keys (the
-// provider or kubelet set those).
-func (r Requirements) Labels() map[string]string {
+// for Exists-style keys, skipping the generic well-known and restricted
+// keys (the provider or kubelet set those).
+func (r Requirements) Labels() map[string]string { return r.labels(defaultWellKnownLabels) }
+
+// labels is Labels skipping the keys of wellKnown.
+func (r Requirements) labels(wellKnown map[string]bool) map[string]string {
 	out := map[string]string{}
 	for k, req := range r {
-		if isRestrictedNodeLabel(k) {
+		if isRestrictedNodeLabel(k, wellKnown) {
 			continue
 		}
 		if v := req.Any(); v != "" {

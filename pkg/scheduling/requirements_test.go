@@ -239,8 +239,12 @@ func TestRestrictedLabels(t *testing.T) {
 		"sub.kubernetes.io/x":                 true,
 		"kops.k8s.io/instancegroup":           false,
 	} {
-		assert.Equal(t, restricted, isRestrictedNodeLabel(key), key)
+		assert.Equal(t, restricted, isRestrictedNodeLabel(key, defaultWellKnownLabels), key)
 	}
+	// A provider's well-known key outside the restricted domains is
+	// restricted only in a solve that declares it.
+	assert.False(t, isRestrictedNodeLabel("example.com/instance-family", defaultWellKnownLabels))
+	assert.True(t, isRestrictedNodeLabel("example.com/instance-family", wellKnownSet([]string{"example.com/instance-family"})))
 }
 
 func TestNodeSelectorRoundTrip(t *testing.T) {

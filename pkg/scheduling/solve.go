@@ -27,6 +27,7 @@ type solver struct {
 
 	topo            *topology
 	unavailable     map[OfferingKey]bool
+	wellKnown       map[string]bool // default keys plus Input.WellKnownLabels
 	resLeft         map[string]int
 	hasPreferTaints bool
 
@@ -109,7 +110,8 @@ type bin struct {
 
 // Solve places the snapshot's pending pods. See the package documentation.
 func Solve(in *Input) *Result {
-	s := &solver{in: in, opts: in.Options, unavailable: map[OfferingKey]bool{}, resLeft: map[string]int{}, compatCache: map[string]*compatEntry{}}
+	s := &solver{in: in, opts: in.Options, unavailable: map[OfferingKey]bool{}, resLeft: map[string]int{}, compatCache: map[string]*compatEntry{},
+		wellKnown: wellKnownSet(in.WellKnownLabels)}
 	if s.opts.MaxInstanceTypes <= 0 {
 		s.opts.MaxInstanceTypes = DefaultMaxInstanceTypes
 	}
@@ -215,7 +217,7 @@ func (s *solver) buildPools() {
 			if !d.ok || untolerated(d.pod.Spec.Tolerations, np.Taints, false, nil) != nil {
 				continue
 			}
-			if p.reqs.Compatible(d.reqs, "NodePool", true) != nil {
+			if p.reqs.compatible(d.reqs, "NodePool", s.wellKnown) != nil {
 				continue
 			}
 			dsOK = append(dsOK, j)
@@ -727,7 +729,7 @@ func (s *solver) existingFits(b *bin, cl *classLevel, eff Requirements, ev *topo
 	for k, pr := range eff {
 		nr, ok := b.reqs[k]
 		if !ok {
-			if pr.negative() || (b.lenient && WellKnownLabels[k]) {
+			if pr.negative() || (b.lenient && s.wellKnown[k]) {
 				continue
 			}
 			_, topo := ev.extra[k]
@@ -754,6 +756,16 @@ func (s *solver) existingFits(b *bin, cl *classLevel, eff Requirements, ev *topo
 	return false, true
 }
 
+// lenientKeys are the keys an existing bin may leave undefined: the
+// well-known ones for in-flight NodeClaims (their instance type decides
+// them), none for registered nodes.
+func (s *solver) lenientKeys(b *bin) map[string]bool {
+	if b.lenient {
+		return s.wellKnown
+	}
+	return nil
+}
+
 // existingReason says why an existing node cannot take the pod (nil = it
 // can).
 func (s *solver) existingReason(b *bin, cl *classLevel, eff Requirements, ev *topoEval) *PlacementError {
@@ -765,7 +777,7 @@ func (s *solver) existingReason(b *bin, cl *classLevel, eff Requirements, ev *to
 	if t := untolerated(c.rep.Spec.Tolerations, b.taints, !cl.tolPrefer, skip); t != nil {
 		return &PlacementError{Kind: RefusalTaintNotTolerated, Taint: taintCopy(t)}
 	}
-	if err := b.reqs.Compatible(eff, "node", b.lenient); err != nil {
+	if err := b.reqs.compatible(eff, "node", s.lenientKeys(b)); err != nil {
 		return c.incompatible(err)
 	}
 	if !fits(b.used, c.reqs, b.alloc) {
@@ -1013,7 +1025,7 @@ func (s *solver) addMissingDaemons(b *bin) {
 		if untolerated(d.pod.Spec.Tolerations, b.taints, false, skip) != nil {
 			continue
 		}
-		if b.reqs.Compatible(d.reqs, "node", b.lenient) != nil {
+		if b.reqs.compatible(d.reqs, "node", s.lenientKeys(b)) != nil {
 			continue
 		}
 		b.used.add(d.vec)

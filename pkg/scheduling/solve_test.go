@@ -562,3 +562,35 @@ func TestSolveNominations(t *testing.T) {
 		})
 	}
 }
+
+// TestWellKnownLabelsComeFromTheInput checks that the solver's idea of which
+// labels the provider decides comes from the Input alone: the same pods and
+// in-flight NodeClaim give a different answer only when the Input declares
+// the provider's key, and one solve does not leak into the next.
+func TestWellKnownLabelsComeFromTheInput(t *testing.T) {
+	const family = "example.com/instance-family"
+	inFlight := func() *ExistingNode {
+		return &ExistingNode{Name: "nc-1", Managed: true,
+			Requirements: NewRequirements(NewRequirement(LabelNodePool, OpIn, "p")),
+			Allocatable:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}}
+	}
+	solve := func(wellKnown []string) *Result {
+		types := stdTypes()
+		for _, it := range types {
+			it.Requirements.Add(NewRequirement(family, OpIn, "m"))
+		}
+		return solveOK(t, &Input{Pods: []*corev1.Pod{mkPod("a", "1", "1Gi", withNodeSelector(family, "m"))},
+			Nodes: []*ExistingNode{inFlight()}, NodePools: []*NodePool{mkPool("p", types)}, WellKnownLabels: wellKnown})
+	}
+	// Not declared: the in-flight NodeClaim does not define the key, so the
+	// pod cannot count on it and gets a NodeClaim of its own.
+	res := solve(nil)
+	require.Equal(t, "claim:0", where(res)["a"])
+	// Declared: the instance type of the in-flight NodeClaim decides it.
+	res = solve([]string{family})
+	assert.Equal(t, "node:nc-1", where(res)["a"])
+	// And the declaration did not stick.
+	res = solve(nil)
+	assert.Equal(t, "claim:0", where(res)["a"])
+	assert.NotContains(t, DefaultWellKnownLabels(), family)
+}

@@ -39,7 +39,13 @@ type Input struct {
 	// pods differently into those exactly-sized NodeClaims and find that
 	// some no longer fit, buying capacity that is not needed.
 	Nominations map[types.UID]string
-	Options     Options
+	// WellKnownLabels are the provider's label keys whose values its
+	// instance types decide (instance family, size, ...), added to the
+	// generic Kubernetes and karpenter.sh keys (DefaultWellKnownLabels). A
+	// pod may require one without a NodePool mentioning it, and the solver
+	// never copies them into NodeClaim labels.
+	WellKnownLabels []string
+	Options         Options
 }
 
 // Options tune the solve; the zero value is upstream's default behaviour.

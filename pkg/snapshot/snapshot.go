@@ -49,6 +49,10 @@ type Options struct {
 	AnticipateReplicaSets bool
 	// Unavailable is the insufficient-capacity cache (optional).
 	Unavailable UnavailableOfferings
+	// WellKnownLabels are the cloud provider's label keys whose values its
+	// instance types decide (for kwok, kwok.WellKnownLabels()); they go into
+	// every Input. The generic keys are always well known.
+	WellKnownLabels []string
 }
 
 // Builder makes snapshots. It is safe for concurrent use.
@@ -201,6 +205,8 @@ func (b *Builder) input(ctx context.Context, pods []*corev1.Pod, nodes []*schedu
 		Nodes:     nodes,
 		NodePools: pools,
 		Options:   b.opts.Solver,
+		// Shared by every Input; the solver only reads it.
+		WellKnownLabels: b.opts.WellKnownLabels,
 	}
 	if b.opts.Unavailable != nil {
 		in.Unavailable = b.opts.Unavailable.Keys()

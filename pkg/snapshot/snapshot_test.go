@@ -261,8 +261,10 @@ func TestBuildLimitHeadroom(t *testing.T) {
 		"open":   {corev1.ResourceCPU: resource.MustParse("100")},
 	}}
 
-	snap, err := snapshot.New(cp.Client, fakeCloud{}, cluster, snapshot.Options{}).Build(ctx, snapshot.Request{})
+	opts := snapshot.Options{WellKnownLabels: []string{"example.com/instance-family"}}
+	snap, err := snapshot.New(cp.Client, fakeCloud{}, cluster, opts).Build(ctx, snapshot.Request{})
 	require.NoError(t, err)
+	assert.Equal(t, []string{"example.com/instance-family"}, snap.Input.WellKnownLabels, "the provider's keys reach the solver")
 	remaining := map[string]corev1.ResourceList{}
 	for _, np := range snap.Input.NodePools {
 		remaining[np.Name] = np.Remaining
@@ -276,6 +278,12 @@ func TestBuildLimitHeadroom(t *testing.T) {
 	full := remaining["full"]
 	assert.Zero(t, full.Cpu().Sign(), "usage over the limit leaves no headroom, never negative")
 	assert.Nil(t, remaining["open"], "a pool without limits is unlimited")
+	for _, np := range snap.Input.NodePools {
+		if np.Name == "capped" {
+			limit := np.Limits[corev1.ResourceCPU]
+			assert.Zero(t, limit.Cmp(resource.MustParse("10")), "limits ride along for refusal figures")
+		}
+	}
 }
 
 func TestBuildWaitsForSync(t *testing.T) {

@@ -43,7 +43,10 @@ type Options struct {
 	AnticipateReplicaSets bool
 	// Unavailable is the insufficient-capacity cache (optional).
 	Unavailable UnavailableOfferings
-	Clock       clock.Clock
+	// WellKnownLabels are the cloud provider's own well-known label keys
+	// (see snapshot.Options).
+	WellKnownLabels []string
+	Clock           clock.Clock
 }
 
 // Provisioner plans and creates NodeClaims for pending pods.
@@ -78,6 +81,7 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clust
 			},
 			AnticipateReplicaSets: opts.AnticipateReplicaSets,
 			Unavailable:           opts.Unavailable,
+			WellKnownLabels:       opts.WellKnownLabels,
 		}),
 	}
 }

@@ -38,11 +38,13 @@ const (
 	partition = "a"
 )
 
-func init() {
-	// Pods may select on the provider's instance-type labels without a
-	// NodePool mentioning them; the solver must know they are well known.
-	scheduling.RegisterWellKnownLabels(sets.List(awsv1.WellKnownLabels)...)
-	scheduling.RegisterWellKnownLabels(sets.List(kwokv1alpha1.WellKnownLabels)...)
+// WellKnownLabels returns the provider's label keys whose values its
+// instance types decide (the AWS-style and kwok instance labels, sorted).
+// Pods may select on them without a NodePool mentioning them; the snapshot
+// builder passes them to the solver in each Input. A fresh slice every call:
+// no caller can change what another sees.
+func WellKnownLabels() []string {
+	return sets.List(awsv1.WellKnownLabels.Union(kwokv1alpha1.WellKnownLabels))
 }
 
 // Options configure the provider. The zero value uses the default catalog,

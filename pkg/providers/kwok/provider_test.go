@@ -596,8 +596,8 @@ func TestProviderMetadata(t *testing.T) {
 		assert.Equal(t, corev1.NodeReady, p.ConditionType)
 		assert.Equal(t, 10*time.Minute, p.TolerationDuration)
 	}
-	assert.True(t, scheduling.WellKnownLabels[awsv1.LabelInstanceFamily], "AWS labels are well known to the solver")
-	assert.True(t, scheduling.WellKnownLabels[kwokv1alpha1.LabelInstanceSize])
+	assert.Contains(t, WellKnownLabels(), awsv1.LabelInstanceFamily, "AWS labels are well known to the solver")
+	assert.Contains(t, WellKnownLabels(), kwokv1alpha1.LabelInstanceSize)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -72,6 +72,9 @@ func Input(c workload.Case, pool *scheduling.NodePool) *scheduling.Input {
 	in := &scheduling.Input{
 		Pods:      c.Pods,
 		NodePools: []*scheduling.NodePool{pool},
+		// Upstream's fake provider declares its catalogue labels well known,
+		// so pods may select on them without the NodePool mentioning them.
+		WellKnownLabels: []string{workload.IntegerLabel, workload.SizeLabel, workload.SpecialLabel},
 		Options: scheduling.Options{
 			PreferencePolicy: scheduling.PreferencesRespect,
 			MinValuesPolicy:  scheduling.MinValuesStrict,

@@ -7,12 +7,6 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/scheduling/benchmark/workload"
 )
 
-func init() {
-	// Upstream's fake provider declares its catalogue labels well known, so
-	// pods may select on them without the NodePool mentioning them.
-	scheduling.RegisterWellKnownLabels(workload.IntegerLabel, workload.SizeLabel, workload.SpecialLabel)
-}
-
 // BenchmarkScheduling runs upstream's scheduling benchmark cases in upstream's
 // order. Each case gets the pods it has in the canonical stream
 // (workload.CaseByName), whatever -bench filter or -count is used, so results

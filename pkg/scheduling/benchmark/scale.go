@@ -197,6 +197,8 @@ func GenerateScale(cfg ScaleConfig) (*ScaleWorkload, error) {
 		Pods:       pending,
 		NodePools:  pools,
 		DaemonSets: []*appsv1.DaemonSet{ds},
+		// The AWS provider declares its instance labels well known.
+		WellKnownLabels: ScaleWellKnownLabels,
 		Options: scheduling.Options{
 			PreferencePolicy: scheduling.PreferencesRespect,
 			MinValuesPolicy:  scheduling.MinValuesStrict,

@@ -11,12 +11,6 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/scheduling/benchmark/workload"
 )
 
-func init() {
-	// The AWS provider declares its instance labels well known; the scale
-	// catalogue uses them.
-	scheduling.RegisterWellKnownLabels(ScaleWellKnownLabels...)
-}
-
 // heapSampler records, while a solve runs, the peak of two runtime/metrics
 // values, read every `every` on its own goroutine (metrics.Read does not
 // stop the world):

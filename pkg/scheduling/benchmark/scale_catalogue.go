@@ -38,8 +38,8 @@ const (
 )
 
 // ScaleWellKnownLabels are the provider keys above. The AWS provider
-// declares them well known; callers register them with
-// scheduling.RegisterWellKnownLabels before solving, as a provider would.
+// declares them well known; the workload passes them in
+// Input.WellKnownLabels, as the snapshot builder does for a provider.
 var ScaleWellKnownLabels = []string{
 	LabelInstanceCategory, LabelInstanceFamily, LabelInstanceGeneration, LabelInstanceSize,
 	LabelInstanceCPU, LabelInstanceMemory, LabelInstanceGPUCount,
