@@ -35,6 +35,8 @@ type Provider struct {
 	// the lock), so tests can inject faults such as a panic.
 	BeforeList func()
 	ListCalls  int
+	// Catalog is what GetInstanceTypes returns for every NodePool.
+	Catalog []*cloudprovider.InstanceType
 
 	Instances   map[string]*v1.NodeClaim // by provider ID
 	terminating map[string]bool
@@ -156,7 +158,9 @@ func (p *Provider) List(context.Context) ([]*v1.NodeClaim, error) {
 
 // GetInstanceTypes implements cloudprovider.CloudProvider.
 func (p *Provider) GetInstanceTypes(context.Context, *v1.NodePool) ([]*cloudprovider.InstanceType, error) {
-	return nil, nil
+	p.Lock()
+	defer p.Unlock()
+	return p.Catalog, nil
 }
 
 // IsDrifted implements cloudprovider.CloudProvider.
