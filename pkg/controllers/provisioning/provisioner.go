@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/recovery"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
@@ -123,12 +124,25 @@ func (p *Provisioner) Register(ctx context.Context, mgr manager.Manager) error {
 		}
 	}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("controller", controllerName))
-		for ctx.Err() == nil {
-			p.Reconcile(ctx)
-		}
+		p.Run(ctx)
 		return nil
 	}))
+}
+
+// Run is the provisioning loop; it returns when ctx ends. A round that
+// panics is logged with its stack and the loop carries on after a pause:
+// one bad object must not stop all provisioning (or kill the process, as
+// a panic outside a reconciler would).
+func (p *Provisioner) Run(ctx context.Context) {
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("controller", controllerName))
+	for ctx.Err() == nil {
+		if err := recovery.Do(ctx, "provisioning round", func() { p.Reconcile(ctx) }); err != nil {
+			select {
+			case <-ctx.Done():
+			case <-p.clock.After(time.Second):
+			}
+		}
+	}
 }
 
 // Reconcile is one turn of the loop: wait for a batch, then provision.
@@ -311,6 +325,25 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, planned []*schedulin
 		}
 	}
 	extraNodes := map[string]int64{}
+	// reserve takes one node of np's headroom, or says which limit is in
+	// the way. The lock is released by defer so that a panic cannot leave
+	// it held.
+	reserve := func(np *v1.NodePool) error {
+		limitsMu.Lock()
+		defer limitsMu.Unlock()
+		used := usage[np.Name].DeepCopy()
+		if used == nil {
+			used = corev1.ResourceList{}
+		}
+		n := used[v1.ResourceNodes]
+		n.Add(*resourceInt(extraNodes[np.Name]))
+		used[v1.ResourceNodes] = n
+		if err := exceededBy(np.Spec.Limits, used); err != nil {
+			return err
+		}
+		extraNodes[np.Name]++
+		return nil
+	}
 	sem := make(chan struct{}, createParallelism)
 	var wg sync.WaitGroup
 	for i, nnc := range planned {
@@ -324,27 +357,17 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, planned []*schedulin
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			limitsMu.Lock()
-			used := usage[np.Name].DeepCopy()
-			if used == nil {
-				used = corev1.ResourceList{}
-			}
-			n := used[v1.ResourceNodes]
-			n.Add(*resourceInt(extraNodes[np.Name]))
-			used[v1.ResourceNodes] = n
-			if err := exceededBy(np.Spec.Limits, used); err != nil {
-				limitsMu.Unlock()
+			// A panic (in the provider's client, a webhook's decoder, ...)
+			// fails this NodeClaim only; the round and the process go on.
+			if err := recovery.Do(ctx, "creating nodeclaim", func() {
+				if err := reserve(np); err != nil {
+					errs[i] = fmt.Errorf("creating nodeclaim for nodepool %s: %w", np.Name, err)
+					return
+				}
+				out[i], errs[i] = p.create(ctx, np, nnc)
+			}); err != nil {
 				errs[i] = fmt.Errorf("creating nodeclaim for nodepool %s: %w", np.Name, err)
-				return
 			}
-			extraNodes[np.Name]++
-			limitsMu.Unlock()
-			nc, err := p.create(ctx, np, nnc)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			out[i] = nc
 		}()
 	}
 	wg.Wait()
