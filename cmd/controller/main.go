@@ -63,6 +63,9 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if _, err := controllers.Register(ctx, op, controllers.Shared{
 		CloudProvider: cpmetrics.Decorate(provider),
 		Unavailable:   unavailable,
+		// The solver is pure: the provider's label keys reach it through
+		// the input, not through a global it registered at init.
+		WellKnownLabels: kwok.WellKnownLabels(),
 	}); err != nil {
 		return err
 	}
