@@ -14,13 +14,16 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
 	"github.com/karpenter-go/karpenter/pkg/controllers/node/health"
 	"github.com/karpenter-go/karpenter/pkg/controllers/node/termination"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/consistency"
 	nodeclaimdisruption "github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/disruption"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/expiration"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/podevents"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/counter"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/readiness"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/registrationhealth"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/validation"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	staticdeprovisioning "github.com/karpenter-go/karpenter/pkg/controllers/static/deprovisioning"
@@ -29,6 +32,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
 	"github.com/karpenter-go/karpenter/pkg/state"
+	"github.com/karpenter-go/karpenter/pkg/state/nodepoolhealth"
 )
 
 // Shared is what the controllers have in common. Unavailable is made before
@@ -57,7 +61,11 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 	cluster := state.NewCluster(op.Clock, kube, state.Options{
 		BatchMaxDuration: op.Options.BatchMaxDuration,
 		PodMetrics:       !op.Options.DisableClusterStateObservability,
+		// Unlaunched NodeClaims count against limits as the solver charged them.
+		InstanceTypes: state.CloudInstanceTypes(kube, cloud),
 	})
+	// Launch and registration outcomes, per NodePool, for NodeRegistrationHealthy.
+	registrationHealth := nodepoolhealth.NewTracker()
 	if err := state.Register(ctx, op.Manager, cluster); err != nil {
 		return nil, fmt.Errorf("registering cluster state: %w", err)
 	}
@@ -93,14 +101,18 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 			Recorder:        op.EventRecorder,
 			Unavailable:     shared.Unavailable,
 			RegistrationTTL: op.Options.RegistrationTTL,
+			Health:          registrationHealth,
 		}),
 		termination.NewController(kube, cloud, termination.Options{Clock: op.Clock, Recorder: op.EventRecorder}),
 		garbagecollection.NewController(kube, cloud, garbagecollection.Options{Clock: op.Clock}),
+		podevents.NewController(kube, op.Clock),
+		consistency.NewController(kube, op.Clock, op.EventRecorder),
 		nodeclaimdisruption.NewController(kube, cloud, nodeclaimdisruption.Options{Clock: op.Clock}),
 		expiration.NewController(kube, cloud, expiration.Options{Clock: op.Clock}),
 		hash.NewController(kube),
 		validation.NewController(kube),
 		readiness.NewController(kube),
+		registrationhealth.NewController(kube, cloud, registrationHealth),
 		counter.NewController(kube, cluster),
 		disruption.NewController(kube, cluster, provisioner, simulator, disruption.Options{Clock: op.Clock, Recorder: op.EventRecorder}),
 	} {
