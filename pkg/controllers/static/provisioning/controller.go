@@ -35,6 +35,9 @@ const (
 	// unsyncedRequeue waits for the cluster state to hold every NodeClaim:
 	// counting from a partial state would launch too many.
 	unsyncedRequeue = time.Second
+	// limitRequeue re-checks a pool held back by limits.nodes sooner, as
+	// upstream does, since a limit is usually raised on purpose.
+	limitRequeue = 30 * time.Second
 	// createParallelism bounds concurrent NodeClaim creates per pool.
 	createParallelism = 10
 )
@@ -176,17 +179,17 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	defer c.mu.Unlock()
 	counts := Count(c.cluster.Nodes(), np.Name)
 	n, limited := ToCreate(np, counts)
-	if limited && n == 0 {
-		log.FromContext(ctx).Info("nodepool node limit reached", "replicas", *np.Spec.Replicas, "nodes", counts.Active)
-		return reconcile.Result{RequeueAfter: Resync}, nil
+	requeue := Resync
+	if limited {
+		log.FromContext(ctx).Info("nodepool node limit reached", "replicas", *np.Spec.Replicas, "nodes", counts.Active, "creating", n)
+		requeue = limitRequeue
 	}
-	if n == 0 {
-		return reconcile.Result{RequeueAfter: Resync}, nil
+	if n > 0 {
+		if err := c.create(ctx, np, int(n)); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
-	if err := c.create(ctx, np, int(n)); err != nil {
-		return reconcile.Result{}, err
-	}
-	return reconcile.Result{RequeueAfter: Resync}, nil
+	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
 // create makes n NodeClaims for the pool in parallel and records each in

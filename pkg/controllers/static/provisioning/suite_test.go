@@ -167,8 +167,9 @@ func TestReplacesDeletedButNotDisrupting(t *testing.T) {
 func TestNodeLimit(t *testing.T) {
 	e := newEnv(t)
 	np := e.pool(5, "3")
-	e.reconcile(np)
+	res := e.reconcile(np)
 	assert.Len(t, e.claims(np), 3, "limits.nodes caps replicas")
+	assert.Equal(t, 30*time.Second, res.RequeueAfter, "a pool held back by its limit is re-checked sooner")
 	e.reconcile(np)
 	assert.Len(t, e.claims(np), 3)
 
