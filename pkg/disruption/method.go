@@ -67,6 +67,9 @@ type Command struct {
 	Replacements []*scheduling.NewNodeClaim
 	// Simulation backs Replacements, when a simulation was run.
 	Simulation *Simulation
+	// Score is the Balanced policy's score of a consolidation move (nil
+	// when the pool does not use Balanced).
+	Score *BalancedScore
 }
 
 // Decision is "delete" or "replace", as upstream labels decisions.
@@ -77,10 +80,10 @@ func (c *Command) Decision() string {
 	return "delete"
 }
 
-// DefaultMethods are upstream's methods in upstream's order (without
-// consolidation, which a later change adds after Drift).
+// DefaultMethods are upstream's methods in upstream's order, consolidation
+// last with its default options (no timeouts, SpotToSpotConsolidation off).
 func DefaultMethods() []Method {
-	return []Method{Emptiness{}, StaticDrift{}, Drift{}}
+	return append([]Method{Emptiness{}, StaticDrift{}, Drift{}}, ConsolidationMethods(ConsolidationOptions{})...)
 }
 
 // MethodRun is what one method saw in a pass.
@@ -147,7 +150,9 @@ func DisruptWith(snap *Snapshot, methods []Method, sim Simulator, hooks Hooks) (
 			ok, v := m.ShouldDisrupt(snap, c)
 			if !ok {
 				if v != nil {
-					verdicts[c.Name()] = append(verdicts[c.Name()], *v)
+					// appendOnce: both consolidation methods refuse a node
+					// for the same reason.
+					verdicts[c.Name()] = appendOnce(verdicts[c.Name()], *v)
 				}
 				continue
 			}
@@ -160,7 +165,7 @@ func DisruptWith(snap *Snapshot, methods []Method, sim Simulator, hooks Hooks) (
 			var vs []Verdict
 			cmds, vs, err = m.ComputeCommands(env, cloneBudgets(d.Budgets[m.Reason()]), eligible)
 			for _, v := range vs {
-				verdicts[v.Node] = append(verdicts[v.Node], v)
+				verdicts[v.Node] = appendOnce(verdicts[v.Node], v)
 			}
 		}
 		run.Commands = len(cmds)

@@ -7,6 +7,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // Snapshot is everything one disruption pass reads.
@@ -20,6 +21,9 @@ type Snapshot struct {
 	NodePools map[string]*v1.NodePool
 	// PDBs are every PodDisruptionBudget in the cluster.
 	PDBs []*policyv1.PodDisruptionBudget
+	// InstanceTypes are each NodePool's instance types, by pool name;
+	// consolidation prices candidates and replacements with them.
+	InstanceTypes map[string][]*scheduling.InstanceType
 }
 
 // Node is one machine: a NodeClaim and its Node (either may be nil), the

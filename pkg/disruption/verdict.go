@@ -70,6 +70,11 @@ type Verdict struct {
 	// DisruptionBlocked event on the Node and NodeClaim (as upstream does
 	// for candidate blockers and unschedulable drift replacements).
 	Event bool
+	// Unconsolidatable says whether the controller publishes the verdict as
+	// an Unconsolidatable event on the Node and NodeClaim.
+	Unconsolidatable bool
+	// Consolidation holds a consolidation verdict's figures.
+	Consolidation *ConsolidationDetail
 }
 
 // BudgetRef names a budget of a NodePool.
@@ -87,6 +92,9 @@ type BudgetRef struct {
 
 // Message renders the verdict as a sentence.
 func (v Verdict) Message() string {
+	if msg, ok := consolidationMessage(v); ok {
+		return msg
+	}
 	switch v.Kind {
 	case KindNotManaged:
 		return "Node isn't managed by karpenter"

@@ -1,0 +1,712 @@
+package disruption
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// Consolidation constants, as upstream.
+const (
+	// MaxMultiNodeCandidates bounds multi-node consolidation's batch.
+	MaxMultiNodeCandidates = 100
+	// DefaultMultiNodeTimeout and DefaultSingleNodeTimeout bound one
+	// method's evaluation.
+	DefaultMultiNodeTimeout  = time.Minute
+	DefaultSingleNodeTimeout = 3 * time.Minute
+	// MinSpotToSpotInstanceTypes is how many cheaper spot types a single
+	// spot node's replacement must have (and launches with), so that a
+	// spot node is not replaced step by step by ever cheaper, ever more
+	// interrupted types.
+	MinSpotToSpotInstanceTypes = 15
+)
+
+// Consolidation types, the consolidation_type label of metrics.
+const (
+	ConsolidationTypeMulti  = "multi"
+	ConsolidationTypeSingle = "single"
+)
+
+// Consolidation verdict kinds.
+const (
+	KindInstanceTypeNotFound  Kind = "InstanceTypeNotFound"
+	KindMissingLabel          Kind = "MissingLabel"
+	KindOfferingNotFound      Kind = "OfferingNotFound"
+	KindPolicyWhenEmpty       Kind = "ConsolidationPolicyWhenEmpty"
+	KindPodsDoNotFit          Kind = "PodsDoNotFit"
+	KindMultipleReplacements  Kind = "MultipleReplacements"
+	KindNotCheaper            Kind = "ReplacementNotCheaper"
+	KindMinValues             Kind = "MinValuesNotMet"
+	KindSpotToSpotDisabled    Kind = "SpotToSpotDisabled"
+	KindSpotToSpotTooFewTypes Kind = "SpotToSpotTooFewTypes"
+	KindBalancedRejected      Kind = "BalancedScoreTooLow"
+	KindConsolidationDeferred Kind = "ConsolidationDeferred"
+	KindConsolidationTimeout  Kind = "ConsolidationTimedOut"
+)
+
+// ConsolidationOptions configure the consolidation methods. The zero value
+// is upstream's default with no timeouts (a pure caller without a clock).
+type ConsolidationOptions struct {
+	// SpotToSpot is the SpotToSpotConsolidation feature gate.
+	SpotToSpot bool
+	// Now reads the caller's clock for the methods' timeouts; nil disables
+	// them (the package itself reads no clock).
+	Now func() time.Time
+	// MultiNodeTimeout and SingleNodeTimeout default to 1 and 3 minutes.
+	MultiNodeTimeout, SingleNodeTimeout time.Duration
+	// OnTimeout is told when a method gives up on its timeout, with the
+	// consolidation type (for karpenter_voluntary_disruption_consolidation_timeouts_total).
+	OnTimeout func(consolidationType string)
+}
+
+// ConsolidationMethods are upstream's consolidation methods in order:
+// multi-node, then single-node.
+func ConsolidationMethods(opts ConsolidationOptions) []Method {
+	return []Method{MultiNodeConsolidation{Options: opts}, NewSingleNodeConsolidation(opts)}
+}
+
+// deadline returns a function that reports whether d has passed since now.
+func (o ConsolidationOptions) deadline(d time.Duration) func() bool {
+	if o.Now == nil || d <= 0 {
+		return func() bool { return false }
+	}
+	end := o.Now().Add(d)
+	return func() bool { return o.Now().After(end) }
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func (o ConsolidationOptions) timedOut(ctype string) {
+	if o.OnTimeout != nil {
+		o.OnTimeout(ctype)
+	}
+}
+
+// ConsolidationDetail holds a consolidation verdict's figures.
+type ConsolidationDetail struct {
+	// Price is what the candidates cost now ($/h), ReplacementPrice the
+	// cheapest replacement the simulation found (worst launch price).
+	Price, ReplacementPrice float64
+	// Replacements counts the NodeClaims the simulation wanted.
+	Replacements int
+	// Options counts the cheaper instance types left (spot-to-spot).
+	Options int
+	// Refusals say why the first pod of Pods fits nowhere (the solver's
+	// typed placement errors).
+	Refusals []scheduling.PlacementError
+	// Destination is a node the simulation put the first pod on that it
+	// may not use, and DestinationReason why (uninitialized, or within its
+	// own consolidateAfter window).
+	Destination, DestinationReason string
+	// Score is a Balanced rejection's score.
+	Score *BalancedScore
+	// Label is the missing label (MissingLabel), InstanceType the
+	// candidate's type, Err a filtering error.
+	Label, InstanceType, Err string
+}
+
+// Destination reasons.
+const (
+	DestinationUninitialized   = "uninitialized"
+	DestinationConsolidateWait = "consolidateAfter"
+)
+
+func consolidationMessage(v Verdict) (string, bool) {
+	d := v.Consolidation
+	if d == nil {
+		d = &ConsolidationDetail{}
+	}
+	switch v.Kind {
+	case KindInstanceTypeNotFound:
+		return fmt.Sprintf("Instance Type %q not found", d.InstanceType), true
+	case KindMissingLabel:
+		return fmt.Sprintf("Node does not have label %q", d.Label), true
+	case KindOfferingNotFound:
+		return fmt.Sprintf("Unable to determine the price of instance type %q: %s", d.InstanceType, d.Err), true
+	case KindPolicyWhenEmpty:
+		return fmt.Sprintf("NodePool %q has consolidationPolicy %s", v.NodePool, v1.ConsolidationPolicyWhenEmpty), true
+	case KindPodsDoNotFit:
+		return podsDoNotFitMessage(v, d), true
+	case KindMultipleReplacements:
+		return fmt.Sprintf("Can't remove without creating %d candidates", d.Replacements), true
+	case KindNotCheaper:
+		if d.ReplacementPrice > 0 && !math.IsInf(d.ReplacementPrice, 1) {
+			return fmt.Sprintf("Can't replace with a cheaper node (current price $%.4f/h, cheapest replacement $%.4f/h)", d.Price, d.ReplacementPrice), true
+		}
+		return fmt.Sprintf("Can't replace with a cheaper node (current price $%.4f/h)", d.Price), true
+	case KindMinValues:
+		return "Filtering by price: " + d.Err, true
+	case KindSpotToSpotDisabled:
+		return "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node", true
+	case KindSpotToSpotTooFewTypes:
+		return fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d",
+			MinSpotToSpotInstanceTypes, d.Options), true
+	case KindBalancedRejected:
+		if d.Score != nil {
+			return d.Score.Message(), true
+		}
+		return "Balanced consolidation score below threshold", true
+	case KindConsolidationDeferred:
+		return "Another consolidation command goes first", true
+	case KindConsolidationTimeout:
+		return "Consolidation timed out before evaluating this node", true
+	}
+	return "", false
+}
+
+func podsDoNotFitMessage(v Verdict, d *ConsolidationDetail) string {
+	if len(v.Pods) == 0 {
+		return "Pods cannot be rescheduled"
+	}
+	first := v.Pods[0]
+	var why string
+	switch {
+	case d.Destination != "" && d.DestinationReason == DestinationUninitialized:
+		why = fmt.Sprintf("it would only fit on node %q, which is not initialized", d.Destination)
+	case d.Destination != "" && d.DestinationReason == DestinationConsolidateWait:
+		why = fmt.Sprintf("it would only fit on node %q, which is within its consolidateAfter window", d.Destination)
+	case len(d.Refusals) > 0:
+		why = scheduling.Placement{Errors: d.Refusals}.Why()
+	default:
+		why = "no node or NodePool can take it"
+	}
+	msg := fmt.Sprintf("Pod %q cannot be rescheduled: %s", first, why)
+	if n := len(v.Pods) - 1; n > 0 {
+		msg += fmt.Sprintf(" (and %d other pod(s))", n)
+	}
+	return msg
+}
+
+// consolidationPrecondition is the precondition both consolidation methods share
+// (upstream's order of checks, after the ones that are not
+// consolidation's business).
+func consolidationPrecondition(snap *Snapshot, c *Candidate) (bool, *Verdict) {
+	np := c.NodePool
+	if np.IsStatic() || c.Empty() {
+		// Static pools keep their size; empty nodes are Emptiness's.
+		return false, nil
+	}
+	switch np.Spec.Disruption.ConsolidationPolicy {
+	case v1.ConsolidationPolicyWhenEmptyOrUnderutilized, v1.ConsolidationPolicyBalanced:
+	case v1.ConsolidationPolicyWhenEmpty:
+		// Upstream sends no event for this one: the field's name already
+		// says it.
+		v := c.verdict(KindPolicyWhenEmpty, v1.DisruptionReasonUnderutilized)
+		return false, &v
+	default:
+		// Unset: the API server defaults it, so only a hand-made snapshot
+		// gets here.
+		return false, nil
+	}
+	refuse := func(k Kind, d *ConsolidationDetail) (bool, *Verdict) {
+		v := c.verdict(k, v1.DisruptionReasonUnderutilized)
+		v.Consolidation, v.Unconsolidatable = d, true
+		return false, &v
+	}
+	labels := c.Node.Node.Labels
+	itName := labels[corev1.LabelInstanceTypeStable]
+	it := instanceType(snap, np.Name, itName)
+	if it == nil {
+		return refuse(KindInstanceTypeNotFound, &ConsolidationDetail{InstanceType: itName})
+	}
+	for _, key := range []string{v1.CapacityTypeLabelKey, corev1.LabelTopologyZone} {
+		if _, ok := labels[key]; !ok {
+			return refuse(KindMissingLabel, &ConsolidationDetail{Label: key})
+		}
+	}
+	if _, err := nodePrice(snap, c.Node); err != nil {
+		return refuse(KindOfferingNotFound, &ConsolidationDetail{InstanceType: itName, Err: err.Error()})
+	}
+	after := np.Spec.Disruption.ConsolidateAfter
+	if after.Duration == nil {
+		return refuse(KindConsolidationDisabled, nil)
+	}
+	if !conditionTrue(c.NodeClaim, v1.ConditionTypeConsolidatable) {
+		v := c.verdict(KindNotConsolidatable, v1.DisruptionReasonUnderutilized)
+		if base := consolidateBase(c); !base.IsZero() {
+			until := base.Add(*after.Duration)
+			v.Until = &until
+		}
+		v.Unconsolidatable = true
+		return false, &v
+	}
+	return true, nil
+}
+
+func instanceType(snap *Snapshot, pool, name string) *scheduling.InstanceType {
+	if name == "" {
+		return nil
+	}
+	for _, it := range snap.InstanceTypes[pool] {
+		if it.Name == name {
+			return it
+		}
+	}
+	return nil
+}
+
+// nodePrice is what the node costs: the cheapest offering of its instance
+// type compatible with its labels (zone, capacity type, reservation).
+func nodePrice(snap *Snapshot, n *Node) (float64, error) {
+	if n.Node == nil {
+		return 0, fmt.Errorf("no node")
+	}
+	labels := n.Node.Labels
+	it := instanceType(snap, n.NodePool, labels[corev1.LabelInstanceTypeStable])
+	if it == nil {
+		return 0, fmt.Errorf("instance type %q not found", labels[corev1.LabelInstanceTypeStable])
+	}
+	reqs := scheduling.RequirementsFromLabels(labels)
+	price, found := math.Inf(1), false
+	for i := range it.Offerings {
+		o := &it.Offerings[i]
+		if cloudprovider.OfferingCompatible(o, reqs) && o.Price < price {
+			price, found = o.Price, true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("no offering for zone %q and capacity type %q", labels[corev1.LabelTopologyZone], labels[v1.CapacityTypeLabelKey])
+	}
+	return price, nil
+}
+
+// candidatesPrice sums the candidates' prices.
+func candidatesPrice(snap *Snapshot, cs []*Candidate) (float64, error) {
+	total := 0.0
+	for _, c := range cs {
+		p, err := nodePrice(snap, c.Node)
+		if err != nil {
+			return 0, fmt.Errorf("getting offering price from candidate node %s: %w", c.Name(), err)
+		}
+		total += p
+	}
+	return total, nil
+}
+
+// WorstLaunchPrice is the most a NodeClaim of this type with reqs may cost
+// at launch: among its available offerings compatible with reqs, those of
+// the capacity type a launch prefers (reserved, then spot, then
+// on-demand), the most expensive. +Inf when none is available.
+func WorstLaunchPrice(it *scheduling.InstanceType, reqs scheduling.Requirements) float64 {
+	for _, ct := range []string{v1.CapacityTypeReserved, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand} {
+		if !reqs.Get(v1.CapacityTypeLabelKey).Has(ct) {
+			continue
+		}
+		worst, found := 0.0, false
+		for i := range it.Offerings {
+			o := &it.Offerings[i]
+			if o.Available && o.CapacityType == ct && cloudprovider.OfferingCompatible(o, reqs) {
+				worst, found = math.Max(worst, o.Price), true
+			}
+		}
+		if found {
+			return worst
+		}
+	}
+	return math.Inf(1)
+}
+
+// cheapestPrice is the cheapest available offering compatible with reqs.
+func cheapestPrice(it *scheduling.InstanceType, reqs scheduling.Requirements) float64 {
+	best := math.Inf(1)
+	for i := range it.Offerings {
+		o := &it.Offerings[i]
+		if o.Available && cloudprovider.OfferingCompatible(o, reqs) && o.Price < best {
+			best = o.Price
+		}
+	}
+	return best
+}
+
+// byPrice orders types cheapest first (cheapest compatible offering), then
+// by name.
+func byPrice(its []*scheduling.InstanceType, reqs scheduling.Requirements) {
+	sort.SliceStable(its, func(i, j int) bool {
+		pi, pj := cheapestPrice(its[i], reqs), cheapestPrice(its[j], reqs)
+		if pi != pj {
+			return pi < pj
+		}
+		return its[i].Name < its[j].Name
+	})
+}
+
+// cheaperThan keeps the types whose worst launch price is below max, and
+// checks that they still satisfy the requirements' minValues.
+func cheaperThan(its []*scheduling.InstanceType, reqs scheduling.Requirements, max float64) ([]*scheduling.InstanceType, error) {
+	var out []*scheduling.InstanceType
+	for _, it := range its {
+		if WorstLaunchPrice(it, reqs) < max {
+			out = append(out, it)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	if err := satisfiesMinValues(out, reqs); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// satisfiesMinValues checks every requirement with minValues against the
+// distinct values the types offer for its key.
+func satisfiesMinValues(its []*scheduling.InstanceType, reqs scheduling.Requirements) error {
+	for _, key := range reqs.Keys() {
+		r := reqs[key]
+		if r.MinValues <= 0 {
+			continue
+		}
+		if n := distinctValues(its, r); n < r.MinValues {
+			return fmt.Errorf("minValues requirement is not met for label(s) %s (needs %d, has %d)", key, r.MinValues, n)
+		}
+	}
+	return nil
+}
+
+func distinctValues(its []*scheduling.InstanceType, r scheduling.Requirement) int {
+	seen := map[string]bool{}
+	for _, it := range its {
+		var vals []string
+		if r.Key == corev1.LabelInstanceTypeStable {
+			vals = []string{it.Name}
+		} else {
+			vals = it.Requirements.Get(r.Key).Values()
+		}
+		for _, val := range vals {
+			if r.Has(val) {
+				seen[val] = true
+			}
+		}
+	}
+	return len(seen)
+}
+
+// minValuesPrefix is the shortest prefix of its (at least n long) that
+// satisfies reqs' minValues.
+func minValuesPrefix(its []*scheduling.InstanceType, reqs scheduling.Requirements, n int) []*scheduling.InstanceType {
+	for k := min(n, len(its)); k <= len(its); k++ {
+		if satisfiesMinValues(its[:k], reqs) == nil {
+			return its[:k]
+		}
+	}
+	return its
+}
+
+// copyReplacement copies a simulated NodeClaim so that filtering its types
+// or narrowing its requirements leaves the simulation's answer alone.
+func copyReplacement(nc *scheduling.NewNodeClaim) *scheduling.NewNodeClaim {
+	out := *nc
+	out.Requirements = nc.Requirements.Copy()
+	out.InstanceTypes = append([]*scheduling.InstanceType(nil), nc.InstanceTypes...)
+	return &out
+}
+
+// setInstanceTypes narrows a replacement to its, keeping the
+// instance-type requirement in step.
+func setInstanceTypes(nc *scheduling.NewNodeClaim, its []*scheduling.InstanceType) {
+	nc.InstanceTypes = its
+	names := make([]string, 0, len(its))
+	for _, it := range its {
+		names = append(names, it.Name)
+	}
+	r := nc.Requirements.Get(corev1.LabelInstanceTypeStable)
+	narrowed := scheduling.NewRequirement(corev1.LabelInstanceTypeStable, scheduling.OpIn, names...)
+	narrowed.MinValues = r.MinValues
+	nc.Requirements[corev1.LabelInstanceTypeStable] = narrowed
+	if len(its) > 0 {
+		nc.Price = cheapestPrice(its[0], nc.Requirements)
+	}
+}
+
+// replacementPrice is the cheapest worst launch price among the types.
+func replacementPrice(nc *scheduling.NewNodeClaim) float64 {
+	best := math.Inf(1)
+	for _, it := range nc.InstanceTypes {
+		best = math.Min(best, WorstLaunchPrice(it, nc.Requirements))
+	}
+	return best
+}
+
+// consolidation is the work one method does in one pass.
+type consolidation struct {
+	env     *Env
+	opts    ConsolidationOptions
+	ctype   string
+	window  map[string]bool
+	balance *balancedTotals
+}
+
+func newConsolidation(env *Env, opts ConsolidationOptions, ctype string) *consolidation {
+	return &consolidation{env: env, opts: opts, ctype: ctype, window: ConsolidateAfterWindow(env.Snapshot)}
+}
+
+// compute is upstream's computeConsolidation: simulate removing cs, then
+// delete when their pods fit elsewhere, else replace them with one
+// cheaper NodeClaim. A nil command comes with the verdict that explains
+// it (for the single-candidate case; multi-node ignores it).
+func (k *consolidation) compute(cs []*Candidate) (*Command, *Verdict, error) {
+	snap := k.env.Snapshot
+	first := cs[0]
+	refuse := func(kind Kind, d *ConsolidationDetail) (*Command, *Verdict, error) {
+		v := first.verdict(kind, v1.DisruptionReasonUnderutilized)
+		v.Consolidation, v.Unconsolidatable = d, true
+		return nil, &v, nil
+	}
+	if k.env.Simulator == nil {
+		v := first.verdict(KindSimulationFailed, v1.DisruptionReasonUnderutilized)
+		v.Detail = "no scheduling simulator"
+		return nil, &v, nil
+	}
+	sim, err := simulateExcluding(k.env.Simulator, cs, k.window)
+	if err != nil {
+		return nil, nil, err
+	}
+	unschedulable := append([]string(nil), sim.Unschedulable...)
+	unschedulable = append(unschedulable, placedOn(sim, cs, k.window)...)
+	if len(unschedulable) > 0 {
+		sort.Strings(unschedulable)
+		v := first.verdict(KindPodsDoNotFit, v1.DisruptionReasonUnderutilized)
+		v.Pods, v.Unconsolidatable = unschedulable, true
+		v.Consolidation = k.whyUnplaced(sim, unschedulable[0])
+		return nil, &v, nil
+	}
+	price, err := candidatesPrice(snap, cs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(sim.Replacements) == 0 {
+		return k.score(&Command{Method: nil, Candidates: cs, Simulation: sim}, price, 0)
+	}
+	if len(sim.Replacements) > 1 {
+		return refuse(KindMultipleReplacements, &ConsolidationDetail{Price: price, Replacements: len(sim.Replacements)})
+	}
+	r := copyReplacement(sim.Replacements[0])
+	simPrice := replacementPrice(r)
+	allSpot := true
+	for _, c := range cs {
+		if c.Node.Node.Labels[v1.CapacityTypeLabelKey] != v1.CapacityTypeSpot {
+			allSpot = false
+		}
+	}
+	byPrice(r.InstanceTypes, r.Requirements)
+	ct := r.Requirements.Get(v1.CapacityTypeLabelKey)
+	if allSpot && ct.Has(v1.CapacityTypeSpot) {
+		return k.spotToSpot(cs, sim, r, price, simPrice)
+	}
+	its, err := cheaperThan(r.InstanceTypes, r.Requirements, price)
+	if err != nil {
+		return refuse(KindMinValues, &ConsolidationDetail{Price: price, ReplacementPrice: simPrice, Err: err.Error()})
+	}
+	if len(its) == 0 {
+		return refuse(KindNotCheaper, &ConsolidationDetail{Price: price, ReplacementPrice: simPrice})
+	}
+	// The price filter assumed a spot launch when both capacity types are
+	// allowed; an on-demand launch, should spot be short, could cost more
+	// than the candidates, so the replacement may only be spot.
+	if ct.Has(v1.CapacityTypeSpot) && ct.Has(v1.CapacityTypeOnDemand) {
+		r.Requirements.Add(scheduling.NewRequirement(v1.CapacityTypeLabelKey, scheduling.OpIn, v1.CapacityTypeSpot))
+	}
+	setInstanceTypes(r, its)
+	return k.score(&Command{Candidates: cs, Replacements: []*scheduling.NewNodeClaim{r}, Simulation: sim}, price, replacementPrice(r))
+}
+
+// spotToSpot replaces spot candidates with cheaper spot capacity, behind
+// its gate; a single candidate needs at least 15 cheaper types and
+// launches with the 15 cheapest, so it is not walked down one type at a
+// time.
+func (k *consolidation) spotToSpot(cs []*Candidate, sim *Simulation, r *scheduling.NewNodeClaim, price, simPrice float64) (*Command, *Verdict, error) {
+	refuse := func(kind Kind, d *ConsolidationDetail) (*Command, *Verdict, error) {
+		v := cs[0].verdict(kind, v1.DisruptionReasonUnderutilized)
+		v.Consolidation, v.Unconsolidatable = d, true
+		return nil, &v, nil
+	}
+	if !k.opts.SpotToSpot {
+		return refuse(KindSpotToSpotDisabled, &ConsolidationDetail{Price: price, ReplacementPrice: simPrice})
+	}
+	r.Requirements.Add(scheduling.NewRequirement(v1.CapacityTypeLabelKey, scheduling.OpIn, v1.CapacityTypeSpot))
+	var spot []*scheduling.InstanceType
+	for _, it := range r.InstanceTypes {
+		if !math.IsInf(cheapestPrice(it, r.Requirements), 1) {
+			spot = append(spot, it)
+		}
+	}
+	its, err := cheaperThan(spot, r.Requirements, price)
+	if err != nil {
+		return refuse(KindMinValues, &ConsolidationDetail{Price: price, ReplacementPrice: simPrice, Err: err.Error()})
+	}
+	if len(its) == 0 {
+		return refuse(KindNotCheaper, &ConsolidationDetail{Price: price, ReplacementPrice: simPrice})
+	}
+	if len(cs) == 1 {
+		if len(its) < MinSpotToSpotInstanceTypes {
+			return refuse(KindSpotToSpotTooFewTypes, &ConsolidationDetail{Price: price, ReplacementPrice: replacementPriceOf(its, r.Requirements), Options: len(its)})
+		}
+		its = minValuesPrefix(its, r.Requirements, MinSpotToSpotInstanceTypes)
+	}
+	setInstanceTypes(r, its)
+	return k.score(&Command{Candidates: cs, Replacements: []*scheduling.NewNodeClaim{r}, Simulation: sim}, price, replacementPrice(r))
+}
+
+func replacementPriceOf(its []*scheduling.InstanceType, reqs scheduling.Requirements) float64 {
+	best := math.Inf(1)
+	for _, it := range its {
+		best = math.Min(best, WorstLaunchPrice(it, reqs))
+	}
+	return best
+}
+
+// score applies the Balanced policy to a move of the candidates' pools
+// that use it.
+func (k *consolidation) score(cmd *Command, price, replacement float64) (*Command, *Verdict, error) {
+	if !anyBalanced(cmd.Candidates) {
+		return cmd, nil, nil
+	}
+	if k.balance == nil {
+		k.balance = newBalancedTotals(k.env.Snapshot)
+	}
+	s := k.balance.score(cmd.Candidates, price-replacement)
+	cmd.Score = s
+	if !s.Approved {
+		v := cmd.Candidates[0].verdict(KindBalancedRejected, v1.DisruptionReasonUnderutilized)
+		v.Consolidation = &ConsolidationDetail{Price: price, ReplacementPrice: replacement, Score: s}
+		v.Unconsolidatable = true
+		return nil, &v, nil
+	}
+	return cmd, nil, nil
+}
+
+// whyUnplaced describes why pod (namespace/name) has no home.
+func (k *consolidation) whyUnplaced(sim *Simulation, pod string) *ConsolidationDetail {
+	d := &ConsolidationDetail{}
+	if sim.Result == nil {
+		return d
+	}
+	for _, pl := range sim.Result.Placements {
+		if pl.Pod == nil || podKey(pl.Pod) != pod {
+			continue
+		}
+		switch {
+		case pl.Node != "" && k.window[pl.Node]:
+			d.Destination, d.DestinationReason = pl.Node, DestinationConsolidateWait
+		case pl.Node != "":
+			d.Destination, d.DestinationReason = pl.Node, DestinationUninitialized
+		default:
+			d.Refusals = pl.Errors
+		}
+		break
+	}
+	return d
+}
+
+// ExcludingSimulator is a Simulator that can keep the candidates' pods
+// off some nodes (consolidation's destinations still inside their own
+// consolidateAfter window) while other pods may still use them.
+type ExcludingSimulator interface {
+	Simulator
+	SimulateExcluding(candidates []*Candidate, excluded map[string]bool) (*Simulation, error)
+}
+
+func simulateExcluding(sim Simulator, cs []*Candidate, excluded map[string]bool) (*Simulation, error) {
+	if es, ok := sim.(ExcludingSimulator); ok && len(excluded) > 0 {
+		return es.SimulateExcluding(cs, excluded)
+	}
+	return sim.Simulate(cs)
+}
+
+// placedOn names the candidates' pods the simulation put on excluded
+// nodes (a simulator that cannot exclude is checked after the fact).
+func placedOn(sim *Simulation, cs []*Candidate, excluded map[string]bool) []string {
+	if sim.Result == nil || len(excluded) == 0 {
+		return nil
+	}
+	moved := map[string]bool{}
+	for _, c := range cs {
+		for _, p := range c.Reschedulable {
+			moved[podKey(p)] = true
+		}
+	}
+	already := map[string]bool{}
+	for _, name := range sim.Unschedulable {
+		already[name] = true
+	}
+	var out []string
+	for _, pl := range sim.Result.Placements {
+		if pl.Pod == nil || pl.Node == "" || !excluded[pl.Node] {
+			continue
+		}
+		if key := podKey(pl.Pod); moved[key] && !already[key] {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+// ConsolidateAfterWindow names the managed nodes of dynamic pools still
+// inside their own consolidateAfter window: they just had pod churn, so
+// consolidation does not move pods onto them (pending pods may still go
+// there).
+func ConsolidateAfterWindow(snap *Snapshot) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range snap.Nodes {
+		if n.NodeClaim == nil || !n.Initialized {
+			continue
+		}
+		np := snap.NodePools[n.NodePool]
+		if np == nil || np.IsStatic() || np.Spec.Disruption.ConsolidateAfter.Duration == nil {
+			continue
+		}
+		after := *np.Spec.Disruption.ConsolidateAfter.Duration
+		base := nodeConsolidateBase(n)
+		inWindow := !conditionTrue(n.NodeClaim, v1.ConditionTypeConsolidatable)
+		if !base.IsZero() {
+			inWindow = snap.Now.Before(base.Add(after))
+		}
+		if inWindow {
+			out[n.Name()] = true
+		}
+	}
+	return out
+}
+
+func nodeConsolidateBase(n *Node) time.Time {
+	if t := n.NodeClaim.Status.LastPodEventTime; !t.IsZero() {
+		return t.Time
+	}
+	if cond := condition(n.NodeClaim, v1.ConditionTypeInitialized); cond != nil && cond.Status == "True" {
+		return cond.LastTransitionTime.Time
+	}
+	return time.Time{}
+}
+
+// consolidationBudget filters candidates by budget in order, decrementing
+// it, and reports the ones left out. Empty candidates are skipped (they
+// are Emptiness's; taking them here would spend the Underutilized budget).
+func consolidationBudget(budgets map[string]*BudgetStatus, cs []*Candidate, decrement bool) (kept []*Candidate, verdicts []Verdict, constrained bool) {
+	for _, c := range cs {
+		if remaining(budgets, c.NodePool.Name) <= 0 {
+			verdicts = append(verdicts, budgetVerdict(c, v1.DisruptionReasonUnderutilized, budgets[c.NodePool.Name]))
+			constrained = true
+			continue
+		}
+		if c.Empty() {
+			continue
+		}
+		if decrement {
+			budgets[c.NodePool.Name].Remaining--
+		}
+		kept = append(kept, c)
+	}
+	return kept, verdicts, constrained
+}
