@@ -530,6 +530,9 @@ type sampler struct {
 	done    chan struct{}
 	samples int
 	errs    []string
+	// live is set once a disruption has been seen; metric values are
+	// recorded from then on.
+	live bool
 }
 
 func (w *poolWatch) String() string {
@@ -577,7 +580,12 @@ func startSampler(t *testing.T, ctx context.Context, cp *controlplane.ControlPla
 			s.sample(ctx, cp, metrics)
 		}
 	}()
-	t.Cleanup(s.halt)
+	t.Cleanup(func() {
+		s.halt()
+		for _, e := range s.errs {
+			t.Error(e)
+		}
+	})
 	return s
 }
 
@@ -667,6 +675,16 @@ func (s *sampler) sample(ctx context.Context, cp *controlplane.ControlPlane, met
 			}
 			w.maxUnavailable = max(w.maxUnavailable, w.replicas-ready)
 		}
+		s.live = s.live || len(w.disrupted) > 0
+	}
+	// The budget gauges are set once per disruption pass, so until a pass
+	// has run since the pools' nodes initialized they may still count the
+	// nodes as they were then. Any disruption seen proves such a pass (every
+	// pool was initialized before the sampler was armed).
+	if !s.live {
+		return
+	}
+	for _, w := range s.watches {
 		for _, reason := range []v1.DisruptionReason{v1.DisruptionReasonEmpty, v1.DisruptionReasonDrifted, v1.DisruptionReasonUnderutilized} {
 			if v, ok := metricValue(metrics, allowedDisruptionsMetric, map[string]string{"nodepool": w.pool, "reason": string(reason)}); ok {
 				if w.allowed[string(reason)] == nil {
