@@ -114,7 +114,10 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		readiness.NewController(kube),
 		registrationhealth.NewController(kube, cloud, registrationHealth),
 		counter.NewController(kube, cluster),
-		disruption.NewController(kube, cluster, provisioner, simulator, disruption.Options{Clock: op.Clock, Recorder: op.EventRecorder}),
+		disruption.NewController(kube, cluster, provisioner, simulator, disruption.Options{
+			Clock: op.Clock, Recorder: op.EventRecorder, InstanceTypes: cloud,
+			Methods: disruption.UpstreamMethods(op.Clock, op.Options.FeatureGates.SpotToSpotConsolidation),
+		}),
 	} {
 		if err := c.Register(ctx, op.Manager); err != nil {
 			return nil, fmt.Errorf("registering %T: %w", c, err)

@@ -70,8 +70,13 @@ type Options struct {
 	// ValidationDelay is how long an emptiness command waits before it is
 	// checked again against fresh state (15 s); negative disables the wait.
 	ValidationDelay time.Duration
-	// Methods in order (disruption.DefaultMethods()).
+	// Methods in order (disruption.DefaultMethods()); the consolidation
+	// algorithm is chosen by which methods are passed.
 	Methods []disruption.Method
+	// InstanceTypes resolves each NodePool's instance types, which
+	// consolidation prices nodes with (the cloud provider); without it no
+	// node can be consolidated.
+	InstanceTypes InstanceTypes
 }
 
 // Controller is the disruption loop.
@@ -182,7 +187,11 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if len(decision.Commands) > 0 && decision.Method.ConsolidationType() != "" && c.opts.ValidationDelay > 0 {
+	if len(decision.Commands) > 0 && decision.Method.Reason() == v1.DisruptionReasonUnderutilized && c.opts.ValidationDelay > 0 {
+		if decision, err = c.validateConsolidation(ctx, decision); err != nil || decision == nil {
+			return false, err
+		}
+	} else if len(decision.Commands) > 0 && decision.Method.ConsolidationType() != "" && c.opts.ValidationDelay > 0 {
 		if decision, err = c.validate(ctx, decision); err != nil || decision == nil {
 			return false, err
 		}
@@ -192,6 +201,7 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 		if err := c.queue.Start(ctx, cmd, snap.NodePools); err != nil {
 			return started > 0, fmt.Errorf("disrupting candidates: %w", err)
 		}
+		c.publishApproved(cmd)
 		started++
 	}
 	return started > 0, nil
@@ -271,6 +281,7 @@ func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error)
 	for i := range pdbs.Items {
 		snap.PDBs = append(snap.PDBs, &pdbs.Items[i])
 	}
+	snap.InstanceTypes = c.instanceTypes(ctx, snap.NodePools)
 	for _, sn := range c.cluster.Nodes() {
 		n := &disruption.Node{
 			NodeClaim:         sn.NodeClaim,
@@ -315,6 +326,7 @@ func (c *Controller) publish(ctx context.Context, snap *disruption.Snapshot, d *
 			}
 		}
 	}
+	c.publishConsolidation(snap, d)
 	nodes := map[string]*disruption.Node{}
 	pods := map[string]*corev1.Pod{}
 	for _, n := range snap.Nodes {
@@ -358,17 +370,7 @@ func (c *Controller) simulatorFor(ctx context.Context) disruption.Simulator {
 	if c.simulator == nil {
 		return nil
 	}
-	return disruption.SimulatorFunc(func(cands []*disruption.Candidate) (*disruption.Simulation, error) {
-		remove := map[string]bool{}
-		for _, cand := range cands {
-			remove[cand.Name()] = true
-		}
-		sim, err := c.simulator.Simulate(ctx, remove)
-		if err != nil {
-			return nil, err
-		}
-		return interpret(sim), nil
-	})
+	return &passSimulator{ctx: ctx, sim: c.simulator}
 }
 
 func interpret(sim *Simulated) *disruption.Simulation {

@@ -44,6 +44,11 @@ func newEvents(r Recorder, clk clock.PassiveClock) *events {
 }
 
 func (e *events) publish(obj runtime.Object, eventType, reason, message string) {
+	e.publishFor(obj, eventType, reason, message, dedupeWindow)
+}
+
+// publishFor is publish with its own dedupe window.
+func (e *events) publishFor(obj runtime.Object, eventType, reason, message string, window time.Duration) {
 	if e.recorder == nil || obj == nil {
 		return
 	}
@@ -57,7 +62,7 @@ func (e *events) publish(obj runtime.Object, eventType, reason, message string) 
 	key := strings.Join([]string{fmt.Sprintf("%T", obj), uid, reason, message}, "|")
 	now := e.clock.Now()
 	e.mu.Lock()
-	if at, ok := e.sent[key]; ok && now.Sub(at) < dedupeWindow {
+	if at, ok := e.sent[key]; ok && now.Sub(at) < window {
 		e.mu.Unlock()
 		return
 	}
