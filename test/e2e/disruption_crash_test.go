@@ -2,12 +2,14 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -18,10 +20,13 @@ import (
 // a drift command: its candidate is tainted karpenter.sh/disrupted and its
 // replacement is launched but held uninitialized (the test withholds the
 // removal of the pool's startup taint until the kill). A restarted
-// controller must finish the drift with no instance leaked, no node
-// disrupted twice (no replacement is itself replaced, no original deleted
-// twice), no original deleted before a replacement is Initialized, and no
-// disrupted taint or DisruptionReason condition left behind.
+// controller must remove the stale taint and DisruptionReason condition
+// (the candidate's node is protected with do-not-disrupt meanwhile, so no
+// new command can explain their removal), then, once the protection is
+// lifted, finish the drift with no instance leaked, no node disrupted twice
+// (no replacement is itself replaced, no original deleted twice), no
+// original deleted before a replacement is Initialized, and nothing left
+// tainted.
 func TestDisruptionCrashSafety(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -87,10 +92,29 @@ func TestDisruptionCrashSafety(t *testing.T) {
 	require.Falsef(t, conditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized), "replacement %s should still be uninitialized", replacement)
 	require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: candidate}, nc))
 	require.Nilf(t, nc.DeletionTimestamp, "candidate %s should not be deleting before its replacement is Initialized", candidate)
+	require.Truef(t, conditionTrue(nc.Status.Conditions, v1.ConditionTypeDisruptionReason), "candidate %s should carry the DisruptionReason condition: %+v", candidate, nc.Status.Conditions)
 	t.Logf("killed the controller with %s tainted and replacement %s launched", candidate, replacement)
 
+	// While the controller is down, protect the candidate's node with
+	// do-not-disrupt, so the restarted controller cannot simply redo the
+	// command: only its start-of-loop cleanup can take the stale taint and
+	// condition away.
+	candidateNode := nc.Status.NodeName
+	annotate := func(value string) {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, v1.DoNotDisruptAnnotationKey, value)
+		require.NoError(t, cp.Client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: candidateNode}}, client.RawPatch(types.MergePatchType, []byte(patch))))
+	}
+	annotate(`"true"`)
 	remover.setPaused(false)
 	startMetricsController(t, cp, "controller-restarted", fastLeaseEnv, faults)
+	require.True(t, waitUntil(ctx, time.Minute, func() bool {
+		node, claim := &corev1.Node{}, &v1.NodeClaim{}
+		return cp.Client.Get(ctx, client.ObjectKey{Name: candidateNode}, node) == nil && !hasTaint(node, v1.DisruptedTaintKey) &&
+			cp.Client.Get(ctx, client.ObjectKey{Name: candidate}, claim) == nil && !conditionTrue(claim.Status.Conditions, v1.ConditionTypeDisruptionReason)
+	}), "the restarted controller should remove the stale %s taint and DisruptionReason condition from %s", v1.DisruptedTaintKey, candidate)
+	t.Logf("stale taint and condition removed %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+	annotate("null")
+
 	require.True(t, waitUntil(ctx, 2*time.Minute, func() bool {
 		return driftDone(ctx, cp, pool, "2", 2, w.originals) && runningOnOurNodes(ctx, t, cp, "app="+pool) == 2
 	}), "the drift should complete after the restart")
