@@ -1,0 +1,48 @@
+package instancetype
+
+import (
+	"bufio"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// branchInterfacesTSV lists, for every trunking-compatible instance type,
+// how many branch network interfaces the VPC resource controller can attach
+// (it advertises them as vpc.amazonaws.com/pod-eni for security groups for
+// pods). EC2 does not publish this through DescribeInstanceTypes; the values
+// are the facts of aws/amazon-vpc-resource-controller-k8s pkg/aws/vpc/limits.go,
+// the table upstream Karpenter generates its own from. Types not listed are
+// not trunking-compatible and get 0.
+//
+//go:embed branch_interfaces.tsv
+var branchInterfacesTSV string
+
+var branchInterfaces = mustParseBranchInterfaces(branchInterfacesTSV)
+
+func mustParseBranchInterfaces(tsv string) map[string]int64 {
+	out := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(tsv))
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		name, count, ok := strings.Cut(text, "\t")
+		n, err := strconv.ParseInt(strings.TrimSpace(count), 10, 64)
+		if !ok || err != nil || n < 0 {
+			panic(fmt.Sprintf("branch_interfaces.tsv line %d: want \"<type>\\t<count>\", got %q", line, text))
+		}
+		if _, dup := out[name]; dup {
+			panic(fmt.Sprintf("branch_interfaces.tsv line %d: duplicate type %q", line, name))
+		}
+		out[name] = n
+	}
+	return out
+}
+
+// podENIs is the vpc.amazonaws.com/pod-eni capacity of a type.
+func podENIs(instanceType string) int64 { return branchInterfaces[instanceType] }
