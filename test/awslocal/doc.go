@@ -1,0 +1,23 @@
+// Package awslocal is the local AWS that the AWS provider's tests (and
+// `make run`) talk to through the real aws-sdk-go-v2 clients. It starts
+// moto (`moto_server`, the open-source AWS emulator) on a loopback port and
+// puts a Go front in front of it. The SDK is pointed at the front
+// (Local.Endpoint, as BaseEndpoint or AWS_ENDPOINT_URL); the front routes
+// each request by the service in its SigV4 credential scope, forwards what
+// moto serves well, and owns what moto lacks or gets wrong:
+//
+//   - AWS-shaped errors in place of moto's HTML 500s (which SDK v2 would
+//     retry until it gives up), and injectable faults per action:
+//     throttling, 5xx and latency (Local.AddFault);
+//   - NextToken pagination of DescribeInstanceTypes,
+//     DescribeInstanceTypeOfferings and DescribeImages, which moto answers
+//     in one page whatever MaxResults says;
+//   - the Pricing API (GetProducts) from the public on-demand price list and
+//     DescribeSpotPriceHistory with deterministic, overridable prices;
+//   - the public SSM parameters of the EKS-optimized AL2023 and AL2,
+//     Bottlerocket and Windows AMIs, backed by images registered in moto,
+//     and newer releases published on demand (Local.PublishImage).
+//
+// Tests use the Go methods on *Local; other processes use the same controls
+// over HTTP+JSON under /_awslocal/ on the front (see docs/awslocal.md).
+package awslocal
