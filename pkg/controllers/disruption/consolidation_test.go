@@ -1,0 +1,263 @@
+package disruption_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
+	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
+	pure "github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
+)
+
+const zone = "test-zone-a"
+
+// itype is an instance type with cpu cores at $0.05 per core and hour,
+// on-demand only, in one zone.
+func itype(cpu int64) *scheduling.InstanceType {
+	name := fmt.Sprintf("c.%dx", cpu)
+	return &scheduling.InstanceType{
+		Name: name,
+		Capacity: corev1.ResourceList{
+			corev1.ResourceCPU:    *resource.NewQuantity(cpu, resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(cpu*4<<30, resource.BinarySI),
+			corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
+		},
+		Overhead: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		Requirements: scheduling.NewRequirements(
+			scheduling.NewRequirement(corev1.LabelInstanceTypeStable, scheduling.OpIn, name),
+			scheduling.NewRequirement(corev1.LabelArchStable, scheduling.OpIn, "amd64"),
+			scheduling.NewRequirement(corev1.LabelOSStable, scheduling.OpIn, "linux"),
+			scheduling.NewRequirement(corev1.LabelTopologyZone, scheduling.OpIn, zone),
+			scheduling.NewRequirement(v1.CapacityTypeLabelKey, scheduling.OpIn, v1.CapacityTypeOnDemand),
+		),
+		Offerings: []scheduling.Offering{{Zone: zone, CapacityType: v1.CapacityTypeOnDemand, Price: 0.05 * float64(cpu), Available: true}},
+	}
+}
+
+// consolidationEnv is env with a controller that really simulates: the
+// snapshot builder over the API server and cluster state, the fake cloud's
+// catalog for pricing, and the 15 s validation on the fake clock.
+type consolidationEnv struct {
+	*env
+	cloud *fakecloud.Provider
+}
+
+func newConsolidationEnv(t *testing.T) *consolidationEnv {
+	e := &consolidationEnv{env: newEnv(t, nil, "100%")}
+	e.cloud = fakecloud.New(e.clock)
+	e.cloud.Catalog = []*scheduling.InstanceType{itype(2), itype(4), itype(8), itype(16)}
+	launcher := provisioning.NewProvisioner(cp.Client, e.cloud, e.cluster, e.events, provisioning.Options{Clock: e.clock})
+	sim := disruption.SnapshotSimulator{Builder: snapshot.New(cp.Client, e.cloud, e.cluster, snapshot.Options{})}
+	e.ctrl = disruption.NewController(cp.Client, e.cluster, launcher, sim, disruption.Options{
+		Clock: e.clock, Recorder: e.events, InstanceTypes: e.cloud,
+		Methods: disruption.UpstreamMethods(e.clock, false),
+	})
+	// The snapshot builder plans replacements only from Ready pools.
+	e.pool.Status.Conditions = []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: metav1.Now()}}
+	require.NoError(t, cp.Client.Status().Update(e.ctx, e.pool))
+	return e
+}
+
+// typed gives the node an instance type's labels and allocatable, and
+// dates its conditions a minute back on the fake clock (which runs behind
+// the real one), so consolidateAfter has elapsed.
+func (e *consolidationEnv) typed(it *scheduling.InstanceType) nodeOpt {
+	return func(nc *v1.NodeClaim, n *corev1.Node) {
+		for i := range nc.Status.Conditions {
+			nc.Status.Conditions[i].LastTransitionTime = metav1.NewTime(e.clock.Now().Add(-time.Minute))
+		}
+		for _, obj := range []map[string]string{nc.Labels, n.Labels} {
+			obj[corev1.LabelInstanceTypeStable] = it.Name
+			obj[corev1.LabelTopologyZone] = zone
+			obj[corev1.LabelArchStable] = "amd64"
+			obj[corev1.LabelOSStable] = "linux"
+		}
+		n.Labels[corev1.LabelHostname] = n.Name
+		alloc := corev1.ResourceList{}
+		for res, q := range it.Capacity {
+			q := q.DeepCopy()
+			if o, ok := it.Overhead[res]; ok {
+				q.Sub(o)
+			}
+			alloc[res] = q
+		}
+		n.Status.Capacity, n.Status.Allocatable = it.Capacity, alloc
+	}
+}
+
+// typedNode is managedNode of type it, without the not-ready taint the
+// API server's admission adds (no node lifecycle controller runs here to
+// take it off).
+func (e *consolidationEnv) typedNode(it *scheduling.InstanceType) (*v1.NodeClaim, *corev1.Node) {
+	e.t.Helper()
+	nc, _ := e.managedNode(consolidatable, e.typed(it))
+	node := e.node(nc.Name)
+	node.Spec.Taints = nil
+	require.NoError(e.t, cp.Client.Update(e.ctx, node))
+	e.sync()
+	return nc, node
+}
+
+// busyPod binds a running pod with a cpu request to node.
+func (e *consolidationEnv) busyPod(node *corev1.Node, name, cpu string) {
+	e.t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "c", Image: "pause",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}},
+	}
+	require.NoError(e.t, cp.Client.Create(e.ctx, p))
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning}
+	require.NoError(e.t, cp.Client.Status().Update(e.ctx, p))
+	e.cluster.UpdatePod(p)
+}
+
+// reconcileThroughValidation runs a pass in the background and, once it
+// waits on the validation delay, runs during (to change the cluster) and
+// then advances the fake clock past the delay.
+func (e *consolidationEnv) reconcileThroughValidation(during func()) bool {
+	e.t.Helper()
+	type result struct {
+		acted bool
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		acted, err := e.ctrl.Reconcile(e.ctx)
+		done <- result{acted, err}
+	}()
+	require.Eventually(e.t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits for validation")
+	if during != nil {
+		during()
+	}
+	e.clock.Step(disruption.DefaultValidationDelay)
+	r := <-done
+	require.NoError(e.t, r.err)
+	e.sync()
+	return r.acted
+}
+
+func TestUnderusedNodeIsDeletedAfterValidation(t *testing.T) {
+	e := newConsolidationEnv(t)
+	c8 := itype(8)
+	light, lightNode := e.typedNode(c8)
+	e.busyPod(lightNode, "small", "1")
+	heavy, heavyNode := e.typedNode(c8)
+	e.busyPod(heavyNode, "big-1", "3")
+	e.busyPod(heavyNode, "big-2", "3")
+
+	require.True(t, e.reconcileThroughValidation(nil), "the pass starts a command after validation")
+	assert.True(t, hasTaint(e.node(light.Name)))
+	assert.Equal(t, "Underutilized", disruptionReason(e.nodeClaim(light.Name)))
+	assert.False(t, hasTaint(e.node(heavy.Name)), "the destination is untouched")
+
+	e.step(0)
+	got := &v1.NodeClaim{}
+	err := cp.Client.Get(e.ctx, client.ObjectKey{Name: light.Name}, got)
+	assert.True(t, isGoneOrDeleting(err, got), "a delete command deletes its NodeClaim at once")
+	assert.Equal(t, 1, countNodeClaims(t, e), "no replacement was launched")
+}
+
+func TestConsolidationAbandonedWhenValidationFails(t *testing.T) {
+	e := newConsolidationEnv(t)
+	c8 := itype(8)
+	light, lightNode := e.typedNode(c8)
+	e.busyPod(lightNode, "small", "1")
+	_, heavyNode := e.typedNode(c8)
+	e.busyPod(heavyNode, "big-1", "3")
+	e.busyPod(heavyNode, "big-2", "3")
+
+	failed := func() float64 {
+		m := &dto.Metric{}
+		require.NoError(t, metrics.FailedValidationsTotal.WithLabelValues(pure.ConsolidationTypeSingle).Write(m))
+		return m.GetCounter().GetValue()
+	}
+	before := failed()
+	acted := e.reconcileThroughValidation(func() {
+		// The kube-scheduler filled the destination meanwhile.
+		e.busyPod(heavyNode, "late", "1")
+	})
+	assert.False(t, acted, "the command no longer holds and is abandoned")
+	assert.Equal(t, before+1, failed(), "karpenter_voluntary_disruption_failed_validations_total counts it")
+	assert.False(t, hasTaint(e.node(light.Name)))
+	assert.Zero(t, e.ctrl.Queue().Len())
+}
+
+func TestNodeIsReplacedByACheaperOne(t *testing.T) {
+	e := newConsolidationEnv(t)
+	old, oldNode := e.typedNode(itype(16))
+	e.busyPod(oldNode, "app", "1")
+
+	require.True(t, e.reconcileThroughValidation(nil))
+	assert.True(t, hasTaint(e.node(old.Name)))
+	list := &v1.NodeClaimList{}
+	require.NoError(t, cp.Client.List(e.ctx, list))
+	var replacement *v1.NodeClaim
+	for i := range list.Items {
+		if list.Items[i].Name != old.Name {
+			replacement = &list.Items[i]
+		}
+	}
+	require.NotNil(t, replacement, "a replacement NodeClaim is launched first")
+	var types []string
+	for _, r := range replacement.Spec.Requirements {
+		if r.Key == corev1.LabelInstanceTypeStable {
+			types = r.Values
+		}
+	}
+	assert.ElementsMatch(t, []string{"c.2x", "c.4x", "c.8x"}, types, "only types cheaper than the c.16x")
+	assert.True(t, e.nodeClaim(old.Name).DeletionTimestamp.IsZero(), "the old node waits for its replacement")
+
+	replacement.Status.Conditions = []v1.Condition{{Type: v1.ConditionTypeInitialized, Status: "True", Reason: "Initialized", LastTransitionTime: metav1.Now()}}
+	require.NoError(t, cp.Client.Status().Update(e.ctx, replacement))
+	e.step(10 * time.Second)
+	got := &v1.NodeClaim{}
+	err := cp.Client.Get(e.ctx, client.ObjectKey{Name: old.Name}, got)
+	assert.True(t, isGoneOrDeleting(err, got), "once the replacement is initialized the old node is deleted")
+}
+
+func TestUnconsolidatableEventNamesTheReason(t *testing.T) {
+	e := newConsolidationEnv(t)
+	_, node := e.typedNode(itype(2))
+	e.busyPod(node, "app", "1500m")
+
+	assert.False(t, e.reconcile(), "a well-packed node is kept")
+	var msgs []string
+	for _, ev := range e.events.Events(disruption.ReasonUnconsolidatable) {
+		if ev.Object == node.Name {
+			msgs = append(msgs, ev.Message)
+		}
+	}
+	require.NotEmpty(t, msgs, "Unconsolidatable is sent on the node")
+	assert.Contains(t, strings.Join(msgs, "\n"), "Can't replace with a cheaper node (current price $0.1000/h, cheapest replacement $0.1000/h)")
+	n := len(e.events.Events(disruption.ReasonUnconsolidatable))
+	e.reconcile()
+	assert.Len(t, e.events.Events(disruption.ReasonUnconsolidatable), n, "repeated passes do not repeat it")
+}
+
+func countNodeClaims(t *testing.T, e *consolidationEnv) int {
+	list := &v1.NodeClaimList{}
+	require.NoError(t, cp.Client.List(e.ctx, list))
+	n := 0
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp.IsZero() {
+			n++
+		}
+	}
+	return n
+}
