@@ -107,10 +107,10 @@ func TestDisruptionEmptiness(t *testing.T) {
 	}
 	s := startSampler(t, ctx, cp, func() int { return metricsPort }, list...)
 	start := time.Now()
-	scale(t, ctx, cp, "empty-scale", 0)
-	scale(t, ctx, cp, "half", 1)
-	scale(t, ctx, cp, "empty-dnd-node", 0)
-	scale(t, ctx, cp, "empty-dnd-ds", 0)
+	scaleDeployment(t, ctx, cp, "empty-scale", 0)
+	scaleDeployment(t, ctx, cp, "half", 1)
+	scaleDeployment(t, ctx, cp, "empty-dnd-node", 0)
+	scaleDeployment(t, ctx, cp, "empty-dnd-ds", 0)
 
 	// The half-used node is the one the remaining pod runs on.
 	var halfNode string

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -365,6 +366,20 @@ func blockedEvent(ctx context.Context, cp *controlplane.ControlPlane, name strin
 		}
 	}
 	return ""
+}
+
+// scaleDeployment sets a Deployment's replicas, retrying when the write
+// races the deployment controller's own.
+func scaleDeployment(t *testing.T, ctx context.Context, cp *controlplane.ControlPlane, name string, replicas int32) {
+	t.Helper()
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := &appsv1.Deployment{}
+		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, d); err != nil {
+			return err
+		}
+		d.Spec.Replicas = &replicas
+		return cp.Client.Update(ctx, d)
+	}), "scaling %s to %d", name, replicas)
 }
 
 // setDriftLabel changes the pool's driftLabel, which drifts its nodes.
