@@ -79,17 +79,18 @@ type callKey struct{ Service, Action string }
 
 // front is the HTTP server the SDK talks to.
 type front struct {
-	moto     *url.URL
-	proxy    *httputil.ReverseProxy
-	faults   *faults
-	prices   *prices
-	spot     *spotPrices
-	catalog  *catalog
-	sidecar  string
-	client   *http.Client
-	handlers map[callKey]handler
-	zonesMu  sync.Mutex
-	zones    map[string][]zone
+	moto      *url.URL
+	proxy     *httputil.ReverseProxy
+	faults    *faults
+	prices    *prices
+	spot      *spotPrices
+	catalog   *catalog
+	sidecar   string
+	client    *http.Client
+	handlers  map[callKey]handler
+	snapshots snapshots
+	zonesMu   sync.Mutex
+	zones     map[string][]zone
 
 	callsMu sync.Mutex
 	calls   map[callKey]int

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // paged serves an EC2 Describe action that moto answers in one page: it
@@ -34,29 +36,35 @@ func (f *front) paged(setName string, minResults, maxResults int) handler {
 			}
 			size = n
 		}
-		start := 0
+		start, snap := 0, ""
 		if token != "" {
-			n, err := decodeToken(token, c.Action)
+			n, id, err := decodePageToken(token, c.Action)
 			if err != nil {
 				writeError(w, c, http.StatusBadRequest, "InvalidNextToken", "The specified token is invalid.")
 				return true
 			}
-			start = n
+			start, snap = n, id
 		}
-		form := cloneValues(c.Form)
-		form.Del("MaxResults")
-		form.Del("NextToken")
-		// Ids in the request make EC2 refuse MaxResults; moto does not care.
-		body, err := f.motoCall(ctx, c.Service, c.Region, form)
-		if err != nil {
-			var me *motoStatusError
-			if errors.As(err, &me) {
-				return false // let the normal path turn moto's error into an AWS one
+		// Later pages reuse the snapshot the first page took: moto takes a
+		// second or more to render every instance type, and a listing
+		// should not shift under a paginator.
+		body, ok := f.snapshots.get(snap)
+		if !ok {
+			form := cloneValues(c.Form)
+			form.Del("MaxResults")
+			form.Del("NextToken")
+			var err error
+			if body, err = f.motoCall(ctx, c.Service, c.Region, form); err != nil {
+				var me *motoStatusError
+				if errors.As(err, &me) {
+					return false // the normal path turns moto's error into an AWS one
+				}
+				writeError(w, c, http.StatusInternalServerError, "InternalError", err.Error())
+				return true
 			}
-			writeError(w, c, http.StatusInternalServerError, "InternalError", err.Error())
-			return true
+			snap = f.snapshots.put(body)
 		}
-		page, err := pageXML(body, setName, start, size, func(next int) string { return encodeToken(next, c.Action) })
+		page, err := pageXML(body, setName, start, size, func(next int) string { return encodePageToken(next, snap, c.Action) })
 		if err != nil {
 			writeError(w, c, http.StatusInternalServerError, "InternalError", fmt.Sprintf("paging moto's %s: %v", c.Action, err))
 			return true
@@ -161,4 +169,69 @@ func pageXML(doc []byte, setName string, start, size int, token func(next int) s
 	}
 	out.Write(rest[i+len(closing):])
 	return out.Bytes(), nil
+}
+
+func encodePageToken(offset int, snapshot, action string) string {
+	return encodeToken(offset, action+":"+snapshot)
+}
+
+func decodePageToken(token, action string) (int, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return 0, "", err
+	}
+	parts := strings.Split(string(b), ":")
+	if len(parts) != 3 || parts[0] != action {
+		return 0, "", errors.New("token of another action")
+	}
+	n, err := strconv.Atoi(parts[2])
+	if err != nil || n < 0 {
+		return 0, "", errors.New("bad offset")
+	}
+	return n, parts[1], nil
+}
+
+// snapshots keep moto's full answers for the pages after the first, for a
+// few minutes (a paginator that stalls longer starts over from moto).
+type snapshots struct {
+	mu   sync.Mutex
+	next int
+	byID map[string]snapshot
+}
+
+type snapshot struct {
+	body []byte
+	at   time.Time
+}
+
+const snapshotTTL = 5 * time.Minute
+
+func (s *snapshots) put(body []byte) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byID == nil {
+		s.byID = map[string]snapshot{}
+	}
+	for id, snap := range s.byID {
+		if time.Since(snap.at) > snapshotTTL {
+			delete(s.byID, id)
+		}
+	}
+	s.next++
+	id := strconv.Itoa(s.next)
+	s.byID[id] = snapshot{body, time.Now()}
+	return id
+}
+
+func (s *snapshots) get(id string) ([]byte, bool) {
+	if id == "" {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap, ok := s.byID[id]
+	if !ok || time.Since(snap.at) > snapshotTTL {
+		return nil, false
+	}
+	return snap.body, true
 }
