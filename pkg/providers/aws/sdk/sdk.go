@@ -1,0 +1,82 @@
+// Package sdk builds the aws-sdk-go-v2 configuration and service clients the
+// AWS provider uses, from a small set of settings: region, endpoint and retry
+// budget. It is the one place that decides where AWS calls go, so pointing
+// the whole provider at the local AWS (AWS_ENDPOINT_URL) or at a real region
+// is a matter of settings, not code.
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+)
+
+// Settings choose where and how the clients call AWS. Zero values defer to
+// the SDK's default chain (env, shared config, IMDS).
+type Settings struct {
+	// Region overrides the region from the environment or shared config.
+	Region string
+	// Endpoint is a base URL for every service; empty reads
+	// AWS_ENDPOINT_URL (the SDK's own convention), else the real AWS.
+	Endpoint string
+	// MaxAttempts bounds retries per call; zero keeps the SDK's default (3).
+	MaxAttempts int
+}
+
+// Load resolves an aws.Config from the default chain plus settings.
+func Load(ctx context.Context, s Settings) (aws.Config, error) {
+	var opts []func(*config.LoadOptions) error
+	if s.Region != "" {
+		opts = append(opts, config.WithRegion(s.Region))
+	}
+	if s.MaxAttempts > 0 {
+		opts = append(opts, config.WithRetryMaxAttempts(s.MaxAttempts))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	endpoint := s.Endpoint
+	if endpoint == "" {
+		endpoint = os.Getenv("AWS_ENDPOINT_URL")
+	}
+	if endpoint != "" {
+		cfg.BaseEndpoint = aws.String(endpoint)
+	}
+	if cfg.Region == "" {
+		return aws.Config{}, fmt.Errorf("no AWS region: set AWS_REGION or the region setting")
+	}
+	return cfg, nil
+}
+
+// Clients are the service clients the provider's resolvers share.
+type Clients struct {
+	Region string
+	EC2    *ec2.Client
+	SSM    *ssm.Client
+	IAM    *iam.Client
+}
+
+// New builds the clients from cfg. maxAttempts > 0 overrides cfg's retry
+// budget, as a standard retryer.
+func New(cfg aws.Config, maxAttempts int) *Clients {
+	if maxAttempts > 0 {
+		cfg = cfg.Copy()
+		cfg.Retryer = func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = maxAttempts })
+		}
+	}
+	return &Clients{
+		Region: cfg.Region,
+		EC2:    ec2.NewFromConfig(cfg),
+		SSM:    ssm.NewFromConfig(cfg),
+		IAM:    iam.NewFromConfig(cfg),
+	}
+}

@@ -1,0 +1,152 @@
+// Package subnet resolves an EC2NodeClass's subnetSelectorTerms into EC2
+// subnets, as upstream does: one DescribeSubnets query per term (tags, with
+// "*" meaning any value, ANDed within a term) plus one for all id terms,
+// results unioned, cached for SUBNET_REFRESH_INTERVAL.
+package subnet
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/internal/ttl"
+)
+
+// API is the part of the EC2 client the provider calls.
+type API interface {
+	DescribeSubnets(context.Context, *ec2.DescribeSubnetsInput, ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
+}
+
+// PageSize is the MaxResults the provider asks for; EC2 allows 5 to 1000.
+var PageSize int32 = 1000
+
+// Provider lists subnets for selector terms. It is safe for concurrent use.
+type Provider struct {
+	ec2   API
+	ttl   time.Duration
+	cache *ttl.Cache[[]ec2types.Subnet]
+}
+
+// NewProvider returns a provider caching answers for refresh
+// (SUBNET_REFRESH_INTERVAL, 1m by default).
+func NewProvider(api API, refresh time.Duration) *Provider {
+	return &Provider{ec2: api, ttl: refresh, cache: ttl.New[[]ec2types.Subnet](nil)}
+}
+
+// List returns the subnets nodeClass selects, deduplicated, in EC2's order
+// per query.
+func (p *Provider) List(ctx context.Context, nodeClass *awsv1.EC2NodeClass) ([]ec2types.Subnet, error) {
+	filterSets := FilterSets(nodeClass.Spec.SubnetSelectorTerms)
+	if len(filterSets) == 0 {
+		return nil, nil
+	}
+	key := cacheKey(filterSets)
+	if subnets, ok := p.cache.Get(key); ok {
+		return subnets, nil
+	}
+	seen := map[string]bool{}
+	var out []ec2types.Subnet
+	for _, filters := range filterSets {
+		pages := ec2.NewDescribeSubnetsPaginator(p.ec2, &ec2.DescribeSubnetsInput{Filters: filters, MaxResults: aws.Int32(PageSize)})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("describing subnets %s: %w", describe(filters), err)
+			}
+			for _, s := range page.Subnets {
+				id := aws.ToString(s.SubnetId)
+				if !seen[id] {
+					seen[id] = true
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	p.cache.Set(key, out, p.ttl)
+	return out, nil
+}
+
+// Invalidate drops cached answers, e.g. after a launch consumed addresses.
+func (p *Provider) Invalidate() { p.cache.Flush() }
+
+// FilterSets turns terms into DescribeSubnets filter sets: one per tag term
+// and one holding every id term.
+func FilterSets(terms []awsv1.SubnetSelectorTerm) [][]ec2types.Filter {
+	var sets [][]ec2types.Filter
+	var ids []string
+	for _, term := range terms {
+		if term.ID != "" {
+			ids = append(ids, term.ID)
+			continue
+		}
+		if len(term.Tags) > 0 {
+			sets = append(sets, TagFilters(term.Tags))
+		}
+	}
+	if len(ids) > 0 {
+		sets = append(sets, []ec2types.Filter{{Name: aws.String("subnet-id"), Values: ids}})
+	}
+	return sets
+}
+
+// TagFilters are EC2 filters for a tag selector: "*" matches any value of
+// the key (tag-key), anything else the exact value (tag:<key>). Keys are
+// sorted so equal selectors give equal filters (and cache keys).
+func TagFilters(tags map[string]string) []ec2types.Filter {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []ec2types.Filter
+	for _, k := range keys {
+		if v := tags[k]; v == "*" {
+			out = append(out, ec2types.Filter{Name: aws.String("tag-key"), Values: []string{k}})
+		} else {
+			out = append(out, ec2types.Filter{Name: aws.String("tag:" + k), Values: []string{v}})
+		}
+	}
+	return out
+}
+
+func describe(filters []ec2types.Filter) string {
+	parts := make([]string, 0, len(filters))
+	for _, f := range filters {
+		parts = append(parts, aws.ToString(f.Name)+"="+strings.Join(f.Values, ","))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func cacheKey(sets [][]ec2types.Filter) string {
+	parts := make([]string, 0, len(sets))
+	for _, fs := range sets {
+		parts = append(parts, describe(fs))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "|")
+}
+
+// Status converts subnets to EC2NodeClass status entries, sorted as
+// upstream: most available addresses first, then by id.
+func Status(subnets []ec2types.Subnet) []awsv1.Subnet {
+	sorted := append([]ec2types.Subnet(nil), subnets...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := aws.ToInt32(sorted[i].AvailableIpAddressCount), aws.ToInt32(sorted[j].AvailableIpAddressCount)
+		if a != b {
+			return a > b
+		}
+		return aws.ToString(sorted[i].SubnetId) < aws.ToString(sorted[j].SubnetId)
+	})
+	out := make([]awsv1.Subnet, 0, len(sorted))
+	for _, s := range sorted {
+		out = append(out, awsv1.Subnet{ID: aws.ToString(s.SubnetId), Zone: aws.ToString(s.AvailabilityZone), ZoneID: aws.ToString(s.AvailabilityZoneId)})
+	}
+	return out
+}
