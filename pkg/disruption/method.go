@@ -70,6 +70,28 @@ type Command struct {
 	// Score is the Balanced policy's score of a consolidation move (nil
 	// when the pool does not use Balanced).
 	Score *BalancedScore
+	// Payback is the repacking planner's forecast for the move (nil for
+	// upstream's methods).
+	Payback *Payback
+}
+
+// Payback is what a consolidation move is predicted to save and to cost:
+// the price difference over a horizon against the price of restarting the
+// evicted pods.
+type Payback struct {
+	// PriceBefore is what the candidates cost ($/h), PriceAfter what their
+	// replacements cost ($/h, worst launch price).
+	PriceBefore, PriceAfter float64
+	// Horizon is how long the saving is counted for: the planner's horizon,
+	// bounded by the candidates' remaining lifetime under expireAfter.
+	Horizon time.Duration
+	// Saving is (PriceBefore - PriceAfter) over Horizon, in $.
+	Saving float64
+	// Cost is the evicted pods' disruption cost (EvictionCost, scaled by
+	// the remaining lifetime) times the restart cost per pod, in $.
+	Cost float64
+	// Evictions counts the pods the move evicts.
+	Evictions int
 }
 
 // Decision is "delete" or "replace", as upstream labels decisions.

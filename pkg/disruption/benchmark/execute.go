@@ -1,0 +1,276 @@
+package benchmark
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// Execute carries out one pass's commands at now, as the cluster would:
+// the replacements are launched (the cheapest offering of their types),
+// the candidates go, and their pods are bound one by one, in name order,
+// to the node with the most room left (the kube-scheduler's
+// LeastAllocated scoring), not where the plan meant them to go. Pods that
+// fit nowhere are provisioned by the solver and counted in Fresh. It
+// returns the nodes each command launched.
+func (c *Cluster) Execute(cmds []*disruption.Command, now time.Time) ([][]string, error) {
+	removed := map[string]bool{}
+	var evicted []*corev1.Pod
+	launched := make([][]string, len(cmds))
+	for i, cmd := range cmds {
+		for _, cand := range cmd.Candidates {
+			removed[cand.Name()] = true
+			evicted = append(evicted, cand.Reschedulable...)
+		}
+		for _, nc := range cmd.Replacements {
+			n, err := c.launch(nc, now)
+			if err != nil {
+				return nil, err
+			}
+			launched[i] = append(launched[i], n.Name())
+		}
+	}
+	c.Commands += len(cmds)
+	c.Evictions += len(evicted)
+	kept := c.Snap.Nodes[:0]
+	for _, n := range c.Snap.Nodes {
+		if !removed[n.Name()] {
+			kept = append(kept, n)
+		}
+	}
+	c.Snap.Nodes = kept
+	sort.Slice(evicted, func(i, j int) bool { return evicted[i].Name < evicted[j].Name })
+	left := c.bindLeastAllocated(evicted)
+	fresh, err := c.Provision(left, now)
+	c.Fresh += fresh
+	return launched, err
+}
+
+// launch starts a node for a NodeClaim: its cheapest type and offering
+// compatible with its requirements.
+func (c *Cluster) launch(nc *scheduling.NewNodeClaim, now time.Time) (*disruption.Node, error) {
+	var bestIt *scheduling.InstanceType
+	var bestO *scheduling.Offering
+	for _, it := range nc.InstanceTypes {
+		for i := range it.Offerings {
+			o := &it.Offerings[i]
+			if !o.Available || !cloudprovider.OfferingCompatible(o, nc.Requirements) {
+				continue
+			}
+			if bestO == nil || o.Price < bestO.Price {
+				bestIt, bestO = it, o
+			}
+		}
+	}
+	if bestIt == nil {
+		return nil, fmt.Errorf("no offering for a NodeClaim of pool %s", nc.NodePool)
+	}
+	return c.AddNode(nc.NodePool, bestIt, bestO, now), nil
+}
+
+type room struct {
+	n     *disruption.Node
+	alloc [3]float64
+	used  [3]float64
+}
+
+func podReq(p *corev1.Pod) [3]float64 {
+	r := scheduling.PodRequests(p)
+	return [3]float64{float64(r.Cpu().MilliValue()), float64(r.Memory().Value()), 1}
+}
+
+// bindLeastAllocated binds each pod to the compatible node with the most
+// free room after it (mean of the cpu and memory shares), returning the
+// pods that fit nowhere.
+func (c *Cluster) bindLeastAllocated(pods []*corev1.Pod) []*corev1.Pod {
+	if len(pods) == 0 {
+		return nil
+	}
+	rooms := make([]*room, 0, len(c.Snap.Nodes))
+	for _, n := range c.Snap.Nodes {
+		a := n.Node.Status.Allocatable
+		r := &room{n: n, alloc: [3]float64{float64(a.Cpu().MilliValue()), float64(a.Memory().Value()), float64(a.Pods().Value())}}
+		for _, p := range n.Pods {
+			q := podReq(p)
+			for k := range q {
+				r.used[k] += q[k]
+			}
+		}
+		rooms = append(rooms, r)
+	}
+	var left []*corev1.Pod
+	for _, p := range pods {
+		q := podReq(p)
+		var best *room
+		bestScore := -1.0
+		for _, r := range rooms {
+			if r.used[0]+q[0] > r.alloc[0] || r.used[1]+q[1] > r.alloc[1] || r.used[2]+q[2] > r.alloc[2] {
+				continue
+			}
+			if sel := p.Spec.NodeSelector[v1.NodePoolLabelKey]; sel != "" && r.n.NodePool != sel {
+				continue
+			}
+			score := ((r.alloc[0]-r.used[0]-q[0])/r.alloc[0] + (r.alloc[1]-r.used[1]-q[1])/r.alloc[1]) / 2
+			if score > bestScore {
+				best, bestScore = r, score
+			}
+		}
+		if best == nil {
+			left = append(left, p)
+			continue
+		}
+		for k := range q {
+			best.used[k] += q[k]
+		}
+		c.Bind(p, best.n)
+	}
+	return left
+}
+
+// Provision places pending pods as a provisioning round would: the solver
+// over the existing nodes and the pools, new NodeClaims launched. It
+// returns how many pods went to new nodes.
+func (c *Cluster) Provision(pods []*corev1.Pod, now time.Time) (int, error) {
+	if len(pods) == 0 {
+		return 0, nil
+	}
+	in := c.input(pods)
+	res := scheduling.Solve(in)
+	byName := map[string]*disruption.Node{}
+	for _, n := range c.Snap.Nodes {
+		byName[n.Name()] = n
+	}
+	claims := make([]*disruption.Node, len(res.NewNodeClaims))
+	fresh := 0
+	for i, pl := range res.Placements {
+		p := pods[i]
+		switch {
+		case pl.Node != "":
+			c.Bind(p, byName[pl.Node])
+		case pl.NodeClaim >= 0:
+			if claims[pl.NodeClaim] == nil {
+				n, err := c.launch(res.NewNodeClaims[pl.NodeClaim], now)
+				if err != nil {
+					return fresh, err
+				}
+				claims[pl.NodeClaim] = n
+			}
+			c.Bind(p, claims[pl.NodeClaim])
+			fresh++
+		default:
+			return fresh, fmt.Errorf("pod %s fits nowhere: %s", p.Name, pl.Why())
+		}
+	}
+	return fresh, nil
+}
+
+// input is a solve of pods over the cluster and its pools.
+func (c *Cluster) input(pods []*corev1.Pod) *scheduling.Input {
+	moved := make([]*corev1.Pod, len(pods))
+	for i, p := range pods {
+		cp := p.DeepCopy()
+		cp.Spec.NodeName = ""
+		moved[i] = cp
+	}
+	in := &scheduling.Input{Pods: moved, Options: scheduling.Options{Robust: true}, DaemonSets: []*appsv1.DaemonSet{daemonSet()}}
+	for _, n := range c.Snap.Nodes {
+		in.Nodes = append(in.Nodes, &scheduling.ExistingNode{Name: n.Name(), NodeClaim: n.NodeClaimName(), Labels: n.Node.Labels,
+			Allocatable: n.Node.Status.Allocatable, Pods: n.Pods, Initialized: true, Managed: true})
+	}
+	for _, name := range Pools {
+		in.NodePools = append(in.NodePools, &scheduling.NodePool{Name: name, Requirements: c.poolReqs(name),
+			Labels: map[string]string{v1.NodePoolLabelKey: name}, InstanceTypes: c.Catalog})
+	}
+	return in
+}
+
+// daemonSet is the node agent's DaemonSet.
+func daemonSet() *appsv1.DaemonSet {
+	p := newPod("agent", "", daemon, "DaemonSet", daemon.name)
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: daemon.name, Namespace: "kube-system"},
+		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: p.Spec}}}
+}
+
+// addDaemonSets is the SolverSimulator hook that counts the agent on new
+// NodeClaims.
+func addDaemonSets(in *scheduling.Input) { in.DaemonSets = []*appsv1.DaemonSet{daemonSet()} }
+
+// Bound is a floor under the $/h of any fleet for the cluster's pods: per
+// pool, the LP relaxation over cpu and memory (buy fractional machines of
+// the pool's types, each at its cheapest offering the pool may buy, whose
+// allocatable minus the DaemonSet's requests covers the pods' total), summed
+// over pools (every pod is pinned to its pool). Pods are indivisible and
+// machines are whole, so no real fleet costs less.
+func (c *Cluster) Bound() float64 {
+	demand := map[string][2]float64{}
+	for _, n := range c.Snap.Nodes {
+		for _, p := range n.Pods {
+			if !disruption.Reschedulable(p) {
+				continue
+			}
+			q := podReq(p)
+			d := demand[n.NodePool]
+			d[0], d[1] = d[0]+q[0], d[1]+q[1]
+			demand[n.NodePool] = d
+		}
+	}
+	ds := podReq(newPod("agent", "", daemon, "DaemonSet", daemon.name))
+	total := 0.0
+	for _, pool := range Pools {
+		d := demand[pool]
+		if d[0] == 0 && d[1] == 0 {
+			continue
+		}
+		var rows [][3]float64 // cpu, memory, price
+		for _, it := range c.Catalog {
+			o := c.poolOffer(pool, it, "")
+			if o == nil {
+				continue
+			}
+			a := allocatable(it)
+			cpu, mem := float64(a.Cpu().MilliValue())-ds[0], float64(a.Memory().Value())-ds[1]
+			if cpu > 0 && mem > 0 {
+				rows = append(rows, [3]float64{cpu, mem, o.Price})
+			}
+		}
+		total += coverLP2(rows, d)
+	}
+	return total
+}
+
+// coverLP2 is min Σ p_t x_t subject to Σ a_t x_t ≥ d over two resources,
+// x ≥ 0. An optimum has at most two types at work, so it is the best of
+// every single type and every pair solved with both constraints tight.
+func coverLP2(rows [][3]float64, d [2]float64) float64 {
+	best := math.Inf(1)
+	for _, r := range rows {
+		x := math.Max(d[0]/r[0], d[1]/r[1])
+		best = math.Min(best, x*r[2])
+	}
+	for i := range rows {
+		for j := i + 1; j < len(rows); j++ {
+			a, b := rows[i], rows[j]
+			det := a[0]*b[1] - a[1]*b[0]
+			if math.Abs(det) < 1e-12 {
+				continue
+			}
+			xa := (d[0]*b[1] - d[1]*b[0]) / det
+			xb := (a[0]*d[1] - a[1]*d[0]) / det
+			if xa < 0 || xb < 0 {
+				continue
+			}
+			best = math.Min(best, xa*a[2]+xb*b[2])
+		}
+	}
+	return best
+}

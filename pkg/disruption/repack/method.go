@@ -1,0 +1,70 @@
+package repack
+
+import (
+	"time"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+)
+
+// ConsolidationType is the planner's consolidation_type metric label.
+const ConsolidationType = "repack"
+
+// Planner is the repacking planner as a disruption.Method (reason
+// Underutilized). It takes the candidates upstream's consolidation would
+// (same preconditions) and returns every move of its plan at once.
+type Planner struct {
+	Options Options
+	// History returns the recent moves at now (nil: none). The disruption
+	// controller passes its Recorder's.
+	History func(now time.Time) History
+	// Recorder, when set, is told the commands the planner returns, so
+	// that the next pass sees them in History (a command the controller
+	// later abandons still counts, which errs on the side of less churn).
+	Recorder *Recorder
+}
+
+func (Planner) Reason() v1.DisruptionReason { return v1.DisruptionReasonUnderutilized }
+func (Planner) Class() disruption.Class     { return disruption.Graceful }
+func (Planner) ConsolidationType() string   { return ConsolidationType }
+
+// ShouldDisrupt applies upstream's consolidation preconditions.
+func (Planner) ShouldDisrupt(snap *disruption.Snapshot, c *disruption.Candidate) (bool, *disruption.Verdict) {
+	return disruption.MultiNodeConsolidation{}.ShouldDisrupt(snap, c)
+}
+
+// ComputeCommands implements disruption.Method.
+func (p Planner) ComputeCommands(env *disruption.Env, budgets map[string]*disruption.BudgetStatus, cs []*disruption.Candidate) ([]*disruption.Command, []disruption.Verdict, error) {
+	var hist History
+	switch {
+	case p.History != nil:
+		hist = p.History(env.Snapshot.Now)
+	case p.Recorder != nil:
+		hist = p.Recorder.History(env.Snapshot.Now)
+	}
+	plan, err := Compute(env.Snapshot, cs, budgets, hist, p.Options)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, cmd := range plan.Commands {
+		cmd.Method = p
+	}
+	if p.Recorder != nil && len(plan.Commands) > 0 {
+		p.Recorder.Record(env.Snapshot.Now, plan.Commands, nil)
+	}
+	return plan.Commands, plan.Verdicts, nil
+}
+
+// Methods are upstream's non-consolidation methods in upstream's order
+// (Emptiness, StaticDrift, Drift), then the planner in place of multi- and
+// single-node consolidation.
+func Methods(p Planner) []disruption.Method {
+	return []disruption.Method{disruption.Emptiness{}, disruption.StaticDrift{}, disruption.Drift{}, p}
+}
+
+// Explain plans a pass over snap with the planner and returns why each
+// node it looked at was left alone (for a CLI), with the commands it
+// would start.
+func Explain(snap *disruption.Snapshot, hist History, opts Options) (*disruption.Decision, error) {
+	return disruption.Disrupt(snap, Methods(Planner{Options: opts, History: func(time.Time) History { return hist }}), nil)
+}

@@ -1,0 +1,188 @@
+package repack
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// Defaults of Options.
+const (
+	// DefaultHorizon is how long a move's saving is counted for.
+	DefaultHorizon = time.Hour
+	// DefaultRestartCost is the price, in dollars, of restarting one pod of
+	// eviction cost 1 (a default pod, see disruption.EvictionCost). Half a
+	// cent is about ten minutes of a 2 vCPU on-demand node: a pod's start
+	// (image pull, warm-up, readiness) plus the risk of a disruption. With
+	// the 1 h horizon a move then has to save 0.5 ¢/h per evicted pod.
+	DefaultRestartCost = 0.005
+	// DefaultCoolDown is how long a node a move launched is left alone, and
+	// how long a pod a move evicted is not evicted again.
+	DefaultCoolDown = 30 * time.Minute
+	// DefaultGroupSize is how many underused nodes an N→M move considers
+	// together.
+	DefaultGroupSize = 4
+)
+
+// Options configure the planner. The zero value is the default planner.
+type Options struct {
+	// Horizon over which a move's saving is counted (DefaultHorizon),
+	// bounded by the candidates' remaining lifetime under expireAfter.
+	Horizon time.Duration
+	// RestartCost is $ per unit of disruption cost (DefaultRestartCost).
+	RestartCost float64
+	// CoolDown (DefaultCoolDown) protects the nodes recent moves launched
+	// and the pods recent moves evicted.
+	CoolDown time.Duration
+	// TakeAnySaving drops the payback gate (any saving is taken) and the
+	// cool-down: the "take any saving" baseline of the benchmarks.
+	TakeAnySaving bool
+	// SpotToSpot is the SpotToSpotConsolidation feature gate: without it a
+	// spot node is deleted but never replaced by spot capacity.
+	SpotToSpot bool
+	// GroupSize of N→M moves (DefaultGroupSize); 1 disables them.
+	GroupSize int
+	// NoSplit disables splitting one node into smaller ones.
+	NoSplit bool
+	// Parallelism bounds the goroutines (0: GOMAXPROCS).
+	Parallelism int
+	// Solver options; Robust is always set.
+	Solver scheduling.Options
+	// WellKnownLabels and Unavailable are passed to the solver as
+	// provisioning passes them.
+	WellKnownLabels []string
+	Unavailable     []scheduling.OfferingKey
+}
+
+func (o Options) withDefaults() Options {
+	if o.Horizon <= 0 {
+		o.Horizon = DefaultHorizon
+	}
+	if o.RestartCost <= 0 {
+		o.RestartCost = DefaultRestartCost
+	}
+	if o.CoolDown <= 0 {
+		o.CoolDown = DefaultCoolDown
+	}
+	if o.GroupSize <= 0 {
+		o.GroupSize = DefaultGroupSize
+	}
+	o.Solver.Robust = true
+	return o
+}
+
+// History is what recent passes did, which the no-churn rules read.
+type History struct {
+	// Moves are recent consolidation moves.
+	Moves []PastMove
+	// Evicted maps namespace/name of a pod a consolidation move evicted to
+	// when it did.
+	Evicted map[string]time.Time
+}
+
+// PastMove is one consolidation move already carried out.
+type PastMove struct {
+	At       time.Time
+	NodePool string
+	// Removed are the names of the nodes the move took away.
+	Removed []string
+	// Launched are the names (Node or NodeClaim) of the nodes it launched.
+	Launched []string
+}
+
+// launchedAt maps every node a move launched to when.
+func (h History) launchedAt() map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, m := range h.Moves {
+		for _, name := range m.Launched {
+			if t, ok := out[name]; !ok || m.At.After(t) {
+				out[name] = m.At
+			}
+		}
+	}
+	return out
+}
+
+// Recorder keeps the history of the moves a caller carried out, dropping
+// what is older than the cool-down. It is safe for concurrent use.
+type Recorder struct {
+	mu   sync.Mutex
+	keep time.Duration
+	h    History
+}
+
+// NewRecorder keeps history for keep (the planner's cool-down).
+func NewRecorder(keep time.Duration) *Recorder {
+	if keep <= 0 {
+		keep = DefaultCoolDown
+	}
+	return &Recorder{keep: keep, h: History{Evicted: map[string]time.Time{}}}
+}
+
+// Record notes commands started at now: their candidates as removed, their
+// reschedulable pods as evicted, and launched (one list per command, may
+// be nil when the names are not known yet) as the nodes they brought.
+func (r *Recorder) Record(now time.Time, cmds []*disruption.Command, launched [][]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, cmd := range cmds {
+		m := PastMove{At: now}
+		for _, c := range cmd.Candidates {
+			m.NodePool = c.NodePool.Name
+			m.Removed = append(m.Removed, c.Name())
+			for _, p := range c.Reschedulable {
+				r.h.Evicted[p.Namespace+"/"+p.Name] = now
+			}
+		}
+		if i < len(launched) {
+			m.Launched = append(m.Launched, launched[i]...)
+		}
+		r.h.Moves = append(r.h.Moves, m)
+	}
+	r.pruneLocked(now)
+}
+
+// AddLaunched names a node launched by the move recorded at at for pool.
+func (r *Recorder) AddLaunched(at time.Time, pool string, names ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.h.Moves {
+		if m := &r.h.Moves[i]; m.At.Equal(at) && m.NodePool == pool {
+			m.Launched = append(m.Launched, names...)
+			return
+		}
+	}
+	r.h.Moves = append(r.h.Moves, PastMove{At: at, NodePool: pool, Launched: names})
+}
+
+// History returns a copy of what is remembered at now.
+func (r *Recorder) History(now time.Time) History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pruneLocked(now)
+	out := History{Moves: append([]PastMove(nil), r.h.Moves...), Evicted: make(map[string]time.Time, len(r.h.Evicted))}
+	for k, v := range r.h.Evicted {
+		out.Evicted[k] = v
+	}
+	return out
+}
+
+func (r *Recorder) pruneLocked(now time.Time) {
+	cut := now.Add(-r.keep)
+	kept := r.h.Moves[:0]
+	for _, m := range r.h.Moves {
+		if m.At.After(cut) {
+			kept = append(kept, m)
+		}
+	}
+	r.h.Moves = kept
+	for k, t := range r.h.Evicted {
+		if !t.After(cut) {
+			delete(r.h.Evicted, k)
+		}
+	}
+	sort.SliceStable(r.h.Moves, func(i, j int) bool { return r.h.Moves[i].At.Before(r.h.Moves[j].At) })
+}

@@ -1,0 +1,304 @@
+package repack
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// Verdict kinds the planner adds to the disruption package's.
+const (
+	// KindPaybackGate: the move's saving over the horizon does not pay
+	// for the pods it restarts (Payback has both figures).
+	KindPaybackGate disruption.Kind = "SavingBelowPayback"
+	// KindCoolDown: a recent move launched this node; it is left alone
+	// until Until.
+	KindCoolDown disruption.Kind = "ConsolidationCoolDown"
+	// KindRecentlyEvicted: a pod here (Pod) was evicted by a recent move
+	// and is not evicted again before Until.
+	KindRecentlyEvicted disruption.Kind = "PodRecentlyEvicted"
+	// KindSameInstanceType: the only cheaper fleet relaunches the node's
+	// own instance type and capacity type.
+	KindSameInstanceType disruption.Kind = "SameInstanceType"
+	// KindReceiver: the node receives pods another move of this pass
+	// moves, so its own pods stay.
+	KindReceiver disruption.Kind = "ReceivesMovedPods"
+	// KindNoCheaperPlacement: no delete, replacement, split or group move
+	// is cheaper than the node.
+	KindNoCheaperPlacement disruption.Kind = "NoCheaperPlacement"
+)
+
+// Plan is one pass's answer.
+type Plan struct {
+	// Commands in order: replacements first, then deletes.
+	Commands []*disruption.Command
+	// Verdicts cover every candidate not in a command, sorted by node.
+	Verdicts []disruption.Verdict
+	// Paybacks holds the forecast behind a KindPaybackGate verdict, by
+	// node name.
+	Paybacks map[string]*disruption.Payback
+	// Solves counts the solver calls.
+	Solves int
+}
+
+// move is one planned command.
+type move struct {
+	cands        []*mnode
+	replacements []*scheduling.NewNodeClaim
+	payback      disruption.Payback
+}
+
+// planner is the shared, read-only part of a pass.
+type planner struct {
+	snap    *disruption.Snapshot
+	opts    Options
+	now     time.Time
+	pools   []*scheduling.NodePool
+	daemons []*appsv1.DaemonSet
+	types   typeIndex
+	reqs    map[*corev1.Pod]vec
+	// perUnit is, by pool, the cheapest $/h per millicore and per byte
+	// among the pool's types: a floor under any replacement's price.
+	perUnit map[string][2]float64
+}
+
+// Compute plans one pass over the candidates (those the disruption
+// package found eligible for consolidation) within budgets (Remaining is
+// decremented). It is pure and deterministic.
+func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets map[string]*disruption.BudgetStatus, hist History, opts Options) (*Plan, error) {
+	opts = opts.withDefaults()
+	p := &planner{snap: snap, opts: opts, now: snap.Now, types: newTypeIndex(snap), reqs: map[*corev1.Pod]vec{}, perUnit: map[string][2]float64{}}
+	var err error
+	if p.pools, err = solverPools(snap); err != nil {
+		return nil, err
+	}
+	p.daemons = daemonSets(snap)
+	for _, sp := range p.pools {
+		p.perUnit[sp.Name] = cheapestPerUnit(sp)
+	}
+	isCand := map[*disruption.Node]*disruption.Candidate{}
+	for _, c := range cands {
+		isCand[c.Node] = c
+	}
+	window := disruption.ConsolidateAfterWindow(snap)
+	byPool := map[string][]*mnode{}
+	plan := &Plan{Paybacks: map[string]*disruption.Payback{}}
+	verdicts := map[string]disruption.Verdict{}
+	launched := hist.launchedAt()
+	for _, n := range snap.Nodes {
+		if n.Node == nil {
+			continue
+		}
+		m := &mnode{n: n, name: n.Name(), pool: n.NodePool, alloc: toVec(n.Node.Status.Allocatable), cand: isCand[n]}
+		for _, pod := range n.Pods {
+			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			r := podVec(pod)
+			p.reqs[pod] = r
+			m.used = m.used.add(r)
+			m.pods = append(m.pods, pod)
+		}
+		m.dest = (n.Initialized || n.NodeClaim == nil) && !n.Deleting && !n.MarkedForDeletion && !n.InQueue && !window[m.name]
+		if m.cand != nil {
+			price, _, perr := p.types.nodePrice(n)
+			if perr != nil {
+				// ShouldDisrupt refuses such nodes already.
+				m.cand = nil
+			} else {
+				m.price = price
+				m.itName = n.Node.Labels[corev1.LabelInstanceTypeStable]
+				m.ct = n.Node.Labels[v1.CapacityTypeLabelKey]
+				if v, blocked := p.churnBlock(m, launched, hist); blocked {
+					verdicts[m.name] = v
+					m.cand = nil
+				}
+			}
+		}
+		byPool[m.pool] = append(byPool[m.pool], m)
+	}
+	names := make([]string, 0, len(byPool))
+	for name := range byPool {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	workers := make([]*worker, 0, len(names))
+	for _, name := range names {
+		nodes := byPool[name]
+		sort.Slice(nodes, func(i, j int) bool { return nodes[i].name < nodes[j].name })
+		w := &worker{p: p, pool: name, nodes: nodes, verdicts: map[string]disruption.Verdict{}, paybacks: map[string]*disruption.Payback{}}
+		if b := budgets[name]; b != nil {
+			w.budget, w.status = b.Remaining, b
+		}
+		workers = append(workers, w)
+	}
+	if err := runAll(workers, opts.Parallelism); err != nil {
+		return nil, err
+	}
+	var replaces, deletes []*disruption.Command
+	for _, w := range workers {
+		plan.Solves += w.solves
+		if b := budgets[w.pool]; b != nil {
+			b.Remaining = w.budget
+		}
+		for k, v := range w.verdicts {
+			verdicts[k] = v
+		}
+		for k, v := range w.paybacks {
+			plan.Paybacks[k] = v
+		}
+		for _, mv := range w.moves {
+			cmd := &disruption.Command{Replacements: mv.replacements}
+			pb := mv.payback
+			cmd.Payback = &pb
+			for _, m := range mv.cands {
+				cmd.Candidates = append(cmd.Candidates, m.cand)
+			}
+			if len(cmd.Replacements) > 0 {
+				replaces = append(replaces, cmd)
+			} else {
+				deletes = append(deletes, cmd)
+			}
+		}
+	}
+	plan.Commands = append(replaces, deletes...)
+	moved := map[string]bool{}
+	for _, cmd := range plan.Commands {
+		for _, c := range cmd.Candidates {
+			moved[c.Name()] = true
+		}
+	}
+	for _, c := range cands {
+		if moved[c.Name()] {
+			continue
+		}
+		v, ok := verdicts[c.Name()]
+		if !ok {
+			v = verdict(c, KindNoCheaperPlacement, nil)
+		}
+		plan.Verdicts = append(plan.Verdicts, v)
+	}
+	sort.SliceStable(plan.Verdicts, func(i, j int) bool { return plan.Verdicts[i].Node < plan.Verdicts[j].Node })
+	return plan, nil
+}
+
+// runAll runs the workers on at most par goroutines (GOMAXPROCS when 0);
+// a panic in one is returned as an error rather than crashing the caller.
+func runAll(ws []*worker, par int) error {
+	if par <= 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	sem := make(chan struct{}, par)
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int, w *worker) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			defer func() {
+				if r := recover(); r != nil {
+					errs[i] = fmt.Errorf("planning nodepool %s: panic: %v\n%s", w.pool, r, debug.Stack())
+				}
+			}()
+			w.run()
+		}(i, w)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// churnBlock applies the history rules to a candidate.
+func (p *planner) churnBlock(m *mnode, launched map[string]time.Time, hist History) (disruption.Verdict, bool) {
+	if p.opts.TakeAnySaving {
+		return disruption.Verdict{}, false
+	}
+	cd := p.opts.CoolDown
+	for _, name := range []string{m.name, m.n.NodeClaimName()} {
+		if at, ok := launched[name]; ok && p.now.Before(at.Add(cd)) {
+			v := verdict(m.cand, KindCoolDown, nil)
+			until := at.Add(cd)
+			v.Until = &until
+			v.Detail = fmt.Sprintf("Node was launched by a consolidation move at %s; left alone until %s", at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+			return v, true
+		}
+	}
+	for _, pod := range m.cand.Reschedulable {
+		key := pod.Namespace + "/" + pod.Name
+		if at, ok := hist.Evicted[key]; ok && p.now.Before(at.Add(cd)) {
+			v := verdict(m.cand, KindRecentlyEvicted, nil)
+			until := at.Add(cd)
+			v.Pod, v.Until = key, &until
+			v.Detail = fmt.Sprintf("Pod %q was evicted by consolidation at %s; not evicted again before %s", key, at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+			return v, true
+		}
+	}
+	return disruption.Verdict{}, false
+}
+
+func verdict(c *disruption.Candidate, k disruption.Kind, d *disruption.ConsolidationDetail) disruption.Verdict {
+	return disruption.Verdict{
+		Kind: k, Node: c.Name(), NodeClaim: c.NodeClaimName(), NodePool: c.NodePool.Name,
+		Method: v1.DisruptionReasonUnderutilized, Unconsolidatable: true, Consolidation: d,
+	}
+}
+
+// cheapestPerUnit is the pool's cheapest $/h per millicore and per byte of
+// allocatable.
+func cheapestPerUnit(sp *scheduling.NodePool) [2]float64 {
+	best := [2]float64{math.Inf(1), math.Inf(1)}
+	for _, it := range sp.InstanceTypes {
+		price := math.Inf(1)
+		for i := range it.Offerings {
+			o := &it.Offerings[i]
+			if o.Available && sp.Requirements.Get(v1.CapacityTypeLabelKey).Has(o.CapacityType) && sp.Requirements.Get(corev1.LabelTopologyZone).Has(o.Zone) && o.Price < price {
+				price = o.Price
+			}
+		}
+		if math.IsInf(price, 1) {
+			continue
+		}
+		alloc := toVec(it.Capacity).sub(toVec(it.Overhead))
+		for r := 0; r < 2; r++ {
+			if alloc[r] > 0 {
+				best[r] = math.Min(best[r], price/alloc[r])
+			}
+		}
+	}
+	for r := range best {
+		if math.IsInf(best[r], 1) {
+			best[r] = 0
+		}
+	}
+	return best
+}
+
+// Message renders a verdict, the planner's kinds included.
+func Message(v disruption.Verdict) string {
+	switch v.Kind {
+	case KindPaybackGate, KindCoolDown, KindRecentlyEvicted, KindSameInstanceType, KindReceiver:
+		if v.Detail != "" {
+			return v.Detail
+		}
+	case KindNoCheaperPlacement:
+		return "No delete, replacement, split or group move is cheaper than this node"
+	}
+	return v.Message()
+}

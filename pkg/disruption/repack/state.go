@@ -1,0 +1,330 @@
+package repack
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// vec is cpu (millicores), memory (bytes) and pods.
+type vec [3]float64
+
+func (a vec) add(b vec) vec { return vec{a[0] + b[0], a[1] + b[1], a[2] + b[2]} }
+func (a vec) sub(b vec) vec { return vec{a[0] - b[0], a[1] - b[1], a[2] - b[2]} }
+func (a vec) fits(b vec) bool {
+	return b[0] <= a[0]+1e-9 && b[1] <= a[1]+1e-9 && b[2] <= a[2]+1e-9
+}
+
+func toVec(rl corev1.ResourceList) vec {
+	var v vec
+	if q, ok := rl[corev1.ResourceCPU]; ok {
+		v[0] = float64(q.MilliValue())
+	}
+	if q, ok := rl[corev1.ResourceMemory]; ok {
+		v[1] = float64(q.Value())
+	}
+	if q, ok := rl[corev1.ResourcePods]; ok {
+		v[2] = float64(q.Value())
+	} else {
+		v[2] = 110
+	}
+	return v
+}
+
+func podVec(p *corev1.Pod) vec {
+	v := toVec(scheduling.PodRequests(p))
+	v[2] = 1
+	return v
+}
+
+// mnode is one machine in the planner's working state. A worker mutates
+// only the nodes of its own pool.
+type mnode struct {
+	n      *disruption.Node
+	name   string
+	pool   string
+	alloc  vec
+	used   vec
+	tent   vec // tentative use while fitting
+	pods   []*corev1.Pod
+	cand   *disruption.Candidate
+	price  float64
+	itName string
+	ct     string
+	// dest: may receive moved pods (initialized, not leaving, not inside
+	// its consolidateAfter window).
+	dest bool
+	// removed by a move of this pass; receiver: got pods from one (its
+	// pods are not moved again in the same pass).
+	removed, receiver bool
+}
+
+func (m *mnode) fill() float64 {
+	f := 0.0
+	for r := 0; r < 2; r++ {
+		if m.alloc[r] > 0 {
+			f = math.Max(f, m.used[r]/m.alloc[r])
+		}
+	}
+	return f
+}
+
+func (m *mnode) existing() *scheduling.ExistingNode {
+	return &scheduling.ExistingNode{
+		Name: m.name, NodeClaim: m.n.NodeClaimName(), Labels: m.n.Node.Labels, Taints: m.n.Node.Spec.Taints,
+		Allocatable: m.n.Node.Status.Allocatable, Pods: m.pods, Initialized: true, Managed: m.n.NodeClaim != nil,
+	}
+}
+
+// typeIndex finds a pool's instance types by name.
+type typeIndex map[string]map[string]*scheduling.InstanceType
+
+func newTypeIndex(snap *disruption.Snapshot) typeIndex {
+	out := typeIndex{}
+	for pool, its := range snap.InstanceTypes {
+		m := make(map[string]*scheduling.InstanceType, len(its))
+		for _, it := range its {
+			m[it.Name] = it
+		}
+		out[pool] = m
+	}
+	return out
+}
+
+// nodePrice is the cheapest offering of the node's type compatible with
+// its labels, as upstream prices a candidate.
+func (t typeIndex) nodePrice(n *disruption.Node) (float64, *scheduling.InstanceType, error) {
+	if n.Node == nil {
+		return 0, nil, fmt.Errorf("no node")
+	}
+	labels := n.Node.Labels
+	it := t[n.NodePool][labels[corev1.LabelInstanceTypeStable]]
+	if it == nil {
+		return 0, nil, fmt.Errorf("instance type %q not found", labels[corev1.LabelInstanceTypeStable])
+	}
+	reqs := scheduling.RequirementsFromLabels(labels)
+	price, found := math.Inf(1), false
+	for i := range it.Offerings {
+		o := &it.Offerings[i]
+		if cloudprovider.OfferingCompatible(o, reqs) && o.Price < price {
+			price, found = o.Price, true
+		}
+	}
+	if !found {
+		return 0, it, fmt.Errorf("no offering for the node's zone and capacity type")
+	}
+	return price, it, nil
+}
+
+// solverPools converts the snapshot's dynamic, non-deleting pools for the
+// solver, heaviest first, with limit headroom over the nodes they have.
+func solverPools(snap *disruption.Snapshot) ([]*scheduling.NodePool, error) {
+	names := make([]string, 0, len(snap.NodePools))
+	for name := range snap.NodePools {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []*scheduling.NodePool
+	for _, name := range names {
+		np := snap.NodePools[name]
+		if np.IsStatic() || !np.DeletionTimestamp.IsZero() || len(snap.InstanceTypes[name]) == 0 {
+			continue
+		}
+		in := make([]scheduling.RequirementWithMinValues, 0, len(np.Spec.Template.Spec.Requirements))
+		for _, r := range np.Spec.Template.Spec.Requirements {
+			in = append(in, scheduling.RequirementWithMinValues{Key: r.Key, Operator: string(r.Operator), Values: r.Values, MinValues: r.MinValues})
+		}
+		reqs, err := scheduling.RequirementsFromMinValues(in)
+		if err != nil {
+			return nil, fmt.Errorf("nodepool %s requirements: %w", name, err)
+		}
+		labels := map[string]string{}
+		for k, v := range np.Spec.Template.LabelMap() {
+			labels[k] = v
+		}
+		labels[v1.NodePoolLabelKey] = name
+		var weight int32
+		if np.Spec.Weight != nil {
+			weight = *np.Spec.Weight
+		}
+		out = append(out, &scheduling.NodePool{
+			Name: name, Weight: weight, Requirements: reqs, Labels: labels,
+			Taints: np.Spec.Template.Spec.Taints, StartupTaints: np.Spec.Template.Spec.StartupTaints,
+			Remaining: remainingLimits(snap, np), Limits: corev1.ResourceList(np.Spec.Limits),
+			InstanceTypes: snap.InstanceTypes[name],
+		})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Weight > out[j].Weight })
+	return out, nil
+}
+
+// remainingLimits is the pool's limits minus its nodes' capacity (the
+// candidates still count: they are there until they are gone).
+func remainingLimits(snap *disruption.Snapshot, np *v1.NodePool) corev1.ResourceList {
+	if np.Spec.Limits == nil {
+		return nil
+	}
+	used := corev1.ResourceList{}
+	count := int64(0)
+	for _, n := range snap.Nodes {
+		if n.NodePool != np.Name || n.NodeClaim == nil || n.Node == nil {
+			continue
+		}
+		count++
+		for name, q := range n.Node.Status.Capacity {
+			cur := used[name]
+			cur.Add(q)
+			used[name] = cur
+		}
+	}
+	used[v1.ResourceNodes] = *resource.NewQuantity(count, resource.DecimalSI)
+	out := corev1.ResourceList{}
+	for name, limit := range np.Spec.Limits {
+		left := limit.DeepCopy()
+		if u, ok := used[name]; ok {
+			left.Sub(u)
+		}
+		if left.Sign() < 0 {
+			left = *resource.NewQuantity(0, left.Format)
+		}
+		out[name] = left
+	}
+	return out
+}
+
+// daemonSets rebuilds the DaemonSets whose pods run on the snapshot's
+// nodes (one per owner, from its first pod by name) so that the solver
+// counts their overhead on every new NodeClaim. The DaemonSet controller's
+// per-node affinity (matchFields on metadata.name) is dropped.
+func daemonSets(snap *disruption.Snapshot) []*appsv1.DaemonSet {
+	first := map[string]*corev1.Pod{}
+	for _, n := range snap.Nodes {
+		for _, p := range n.Pods {
+			for _, o := range p.OwnerReferences {
+				if o.Kind != "DaemonSet" {
+					continue
+				}
+				key := p.Namespace + "/" + o.Name
+				if have, ok := first[key]; !ok || p.Name < have.Name {
+					first[key] = p
+				}
+			}
+		}
+	}
+	keys := make([]string, 0, len(first))
+	for k := range first {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]*appsv1.DaemonSet, 0, len(keys))
+	for _, k := range keys {
+		p := first[k]
+		spec := p.Spec.DeepCopy()
+		spec.NodeName = ""
+		if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			var terms []corev1.NodeSelectorTerm
+			for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+				if len(t.MatchFields) == 0 {
+					terms = append(terms, t)
+				}
+			}
+			if len(terms) == 0 {
+				a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = nil
+			} else {
+				a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = terms
+			}
+		}
+		var owner string
+		for _, o := range p.OwnerReferences {
+			if o.Kind == "DaemonSet" {
+				owner = o.Name
+			}
+		}
+		out = append(out, &appsv1.DaemonSet{
+			ObjectMeta: metav1.ObjectMeta{Name: owner, Namespace: p.Namespace},
+			Spec:       appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: p.Labels}, Spec: *spec}},
+		})
+	}
+	return out
+}
+
+// compatible is a quick pre-check before the solver confirms: the node
+// has the pod's nodeSelector labels and no hard taint the pod does not
+// tolerate.
+func compatible(p *corev1.Pod, n *mnode) bool {
+	labels := n.n.Node.Labels
+	for k, v := range p.Spec.NodeSelector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	for i := range n.n.Node.Spec.Taints {
+		t := &n.n.Node.Spec.Taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		if !tolerates(p.Spec.Tolerations, t) {
+			return false
+		}
+	}
+	return true
+}
+
+func tolerates(tols []corev1.Toleration, t *corev1.Taint) bool {
+	for _, tol := range tols {
+		if tol.Effect != "" && tol.Effect != t.Effect {
+			continue
+		}
+		if tol.Key != "" && tol.Key != t.Key {
+			continue
+		}
+		if tol.Key == "" && tol.Operator != corev1.TolerationOpExists {
+			continue
+		}
+		switch tol.Operator {
+		case corev1.TolerationOpExists:
+			return true
+		case "", corev1.TolerationOpEqual:
+			if tol.Value == t.Value {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// topologyBound reports whether a pod's placement depends on pods beyond
+// the destinations the planner hands the solver (spread, pod affinity).
+func topologyBound(p *corev1.Pod) bool {
+	if len(p.Spec.TopologySpreadConstraints) > 0 {
+		return true
+	}
+	a := p.Spec.Affinity
+	return a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil)
+}
+
+// launchCapacityType is the capacity type WorstLaunchPrice prices it at.
+func launchCapacityType(it *scheduling.InstanceType, reqs scheduling.Requirements) string {
+	for _, ct := range []string{v1.CapacityTypeReserved, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand} {
+		if !reqs.Get(v1.CapacityTypeLabelKey).Has(ct) {
+			continue
+		}
+		for i := range it.Offerings {
+			o := &it.Offerings[i]
+			if o.Available && o.CapacityType == ct && cloudprovider.OfferingCompatible(o, reqs) {
+				return ct
+			}
+		}
+	}
+	return ""
+}

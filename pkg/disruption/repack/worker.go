@@ -1,0 +1,578 @@
+package repack
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// worker plans one NodePool: its candidates leave, its nodes receive.
+type worker struct {
+	p        *planner
+	pool     string
+	nodes    []*mnode
+	budget   int
+	status   *disruption.BudgetStatus
+	moves    []*move
+	verdicts map[string]disruption.Verdict
+	paybacks map[string]*disruption.Payback
+	solves   int
+	// split caches, by candidate shape, the pools cut to half its size.
+	split map[[2]float64][]*scheduling.NodePool
+}
+
+func (w *worker) run() {
+	var cands []*mnode
+	for _, m := range w.nodes {
+		if m.cand != nil {
+			cands = append(cands, m)
+		}
+	}
+	// Emptiest first: they have the fewest pods to move and the most to
+	// give back.
+	sort.SliceStable(cands, func(i, j int) bool {
+		fi, fj := cands[i].fill(), cands[j].fill()
+		if fi != fj {
+			return fi < fj
+		}
+		return cands[i].name < cands[j].name
+	})
+	var rest []*mnode
+	for _, m := range cands {
+		if w.skip(m) {
+			continue
+		}
+		if !w.tryDelete(m) {
+			rest = append(rest, m)
+		}
+	}
+	var left []*mnode
+	for _, m := range rest {
+		if w.skip(m) {
+			continue
+		}
+		if !w.tryReplace(m) {
+			left = append(left, m)
+		}
+	}
+	w.tryGroups(left)
+}
+
+// skip reports (with a verdict) candidates this pass cannot move.
+func (w *worker) skip(m *mnode) bool {
+	switch {
+	case m.removed:
+		return true
+	case m.receiver:
+		v := verdict(m.cand, KindReceiver, nil)
+		v.Detail = "Node receives pods another consolidation move of this pass moves; its own pods stay"
+		w.verdicts[m.name] = v
+		return true
+	case w.budget <= 0:
+		w.verdicts[m.name] = w.budgetVerdict(m)
+		return true
+	}
+	return false
+}
+
+func (w *worker) budgetVerdict(m *mnode) disruption.Verdict {
+	v := verdict(m.cand, disruption.KindBudgetExhausted, nil)
+	if b := w.status; b != nil && b.Limiting != nil {
+		ref := *b.Limiting
+		v.Budget = &ref
+	} else if b != nil {
+		v.Budget = &disruption.BudgetRef{Index: -1, Allowed: b.Allowed, Disrupting: b.Disrupting}
+	}
+	return v
+}
+
+// fit places pods best-fit (least room left) into the free room of the
+// pool's destinations other than exclude. With all, it gives up at the
+// first pod that fits nowhere; otherwise it places what it can. It
+// returns each pod's destination (nil: none) and whether all fit.
+func (w *worker) fit(pods []*corev1.Pod, exclude map[*mnode]bool, all bool) ([]*mnode, bool) {
+	order := make([]int, len(pods))
+	for i := range order {
+		order[i] = i
+	}
+	size := func(i int) float64 { r := w.p.reqs[pods[i]]; return r[0]/1000 + r[1]/(4<<30) }
+	sort.SliceStable(order, func(a, b int) bool { return size(order[a]) > size(order[b]) })
+	out := make([]*mnode, len(pods))
+	var touched []*mnode
+	defer func() {
+		for _, d := range touched {
+			d.tent = vec{}
+		}
+	}()
+	ok := true
+	for _, i := range order {
+		pod := pods[i]
+		r := w.p.reqs[pod]
+		var best *mnode
+		bestScore := math.Inf(1)
+		for _, d := range w.nodes {
+			if !d.dest || d.removed || exclude[d] {
+				continue
+			}
+			free := d.alloc.sub(d.used).sub(d.tent)
+			if !free.fits(r) {
+				continue
+			}
+			left := free.sub(r)
+			score := left[0]/math.Max(d.alloc[0], 1) + left[1]/math.Max(d.alloc[1], 1)
+			if score >= bestScore || !compatible(pod, d) {
+				continue
+			}
+			best, bestScore = d, score
+		}
+		if best == nil {
+			ok = false
+			if all {
+				return nil, false
+			}
+			continue
+		}
+		if best.tent == (vec{}) {
+			touched = append(touched, best)
+		}
+		best.tent = best.tent.add(r)
+		out[i] = best
+	}
+	return out, ok
+}
+
+// input builds a solve of pods over the destinations (a full view of the
+// cluster when a pod's topology depends on pods elsewhere), with pools
+// when new NodeClaims are allowed.
+func (w *worker) input(pods []*corev1.Pod, dests []*mnode, leaving map[*mnode]bool, pools []*scheduling.NodePool) (*scheduling.Input, []*corev1.Pod) {
+	moved := make([]*corev1.Pod, len(pods))
+	full := false
+	for i, p := range pods {
+		cp := p.DeepCopy()
+		cp.Spec.NodeName = ""
+		moved[i] = cp
+		full = full || topologyBound(p)
+	}
+	in := &scheduling.Input{Pods: moved, NodePools: pools, Options: w.p.opts.Solver,
+		WellKnownLabels: w.p.opts.WellKnownLabels, Unavailable: w.p.opts.Unavailable}
+	if len(pools) > 0 {
+		in.DaemonSets = w.p.daemons
+	}
+	if full {
+		// Own pool from the working state, other pools as the snapshot
+		// has them (other workers own their nodes).
+		own := map[*disruption.Node]*mnode{}
+		for _, m := range w.nodes {
+			own[m.n] = m
+		}
+		for _, n := range w.p.snap.Nodes {
+			if n.Node == nil {
+				continue
+			}
+			if m, ok := own[n]; ok {
+				if m.dest && !m.removed && !leaving[m] {
+					in.Nodes = append(in.Nodes, m.existing())
+				}
+				continue
+			}
+			if n.NodePool != w.pool && n.Initialized && !n.Deleting && !n.MarkedForDeletion && !n.InQueue {
+				// Visible for topology; cannot receive (its free room is
+				// another worker's).
+				en := &scheduling.ExistingNode{Name: n.Name(), NodeClaim: n.NodeClaimName(), Labels: n.Node.Labels,
+					Taints:      append(append([]corev1.Taint(nil), n.Node.Spec.Taints...), disruption.ExcludedDestinationTaint()),
+					Allocatable: n.Node.Status.Allocatable, Pods: n.Pods, Initialized: true, Managed: n.NodeClaim != nil}
+				in.Nodes = append(in.Nodes, en)
+			}
+		}
+		return in, moved
+	}
+	seen := map[*mnode]bool{}
+	for _, d := range dests {
+		if d != nil && !seen[d] {
+			seen[d] = true
+			in.Nodes = append(in.Nodes, d.existing())
+		}
+	}
+	sort.Slice(in.Nodes, func(i, j int) bool { return in.Nodes[i].Name < in.Nodes[j].Name })
+	return in, moved
+}
+
+func (w *worker) solve(in *scheduling.Input) *scheduling.Result {
+	w.solves++
+	return scheduling.Solve(in)
+}
+
+// apply carries a solved move out in the working state.
+func (w *worker) apply(mv *move, res *scheduling.Result) {
+	byName := map[string]*mnode{}
+	for _, m := range w.nodes {
+		byName[m.name] = m
+	}
+	for _, pl := range res.Placements {
+		if pl.Node == "" {
+			continue
+		}
+		d := byName[pl.Node]
+		if d == nil {
+			continue
+		}
+		cp := pl.Pod.DeepCopy()
+		cp.Spec.NodeName = d.name
+		d.pods = append(d.pods, cp)
+		d.used = d.used.add(podVec(cp))
+		d.receiver = true
+	}
+	for _, m := range mv.cands {
+		m.removed = true
+	}
+	w.budget -= len(mv.cands)
+	w.moves = append(w.moves, mv)
+}
+
+// payback prices a move of cands to replacements costing after ($/h).
+func (w *worker) payback(cands []*mnode, after float64) disruption.Payback {
+	pb := disruption.Payback{PriceAfter: after, Horizon: w.p.opts.Horizon}
+	cost := 0.0
+	for _, m := range cands {
+		pb.PriceBefore += m.price
+		cost += math.Max(0, m.cand.DisruptionCost)
+		pb.Evictions += len(m.cand.Reschedulable)
+		if nc := m.n.NodeClaim; nc != nil && nc.Spec.ExpireAfter.Duration != nil && *nc.Spec.ExpireAfter.Duration > 0 {
+			left := nc.CreationTimestamp.Add(*nc.Spec.ExpireAfter.Duration).Sub(w.p.now)
+			if left < pb.Horizon {
+				pb.Horizon = max(left, 0)
+			}
+		}
+	}
+	pb.Saving = (pb.PriceBefore - pb.PriceAfter) * pb.Horizon.Hours()
+	pb.Cost = cost * w.p.opts.RestartCost
+	return pb
+}
+
+// pays applies the gate.
+func (w *worker) pays(pb disruption.Payback) bool {
+	if pb.PriceBefore-pb.PriceAfter <= 1e-9 {
+		return false
+	}
+	return w.p.opts.TakeAnySaving || pb.Saving > pb.Cost
+}
+
+func (w *worker) gateVerdict(cands []*mnode, pb disruption.Payback) {
+	for _, m := range cands {
+		v := verdict(m.cand, KindPaybackGate, &disruption.ConsolidationDetail{Price: pb.PriceBefore, ReplacementPrice: pb.PriceAfter})
+		v.Detail = fmt.Sprintf("Saving $%.4f over %s ($%.4f/h → $%.4f/h) is below the disruption cost $%.4f of %d pod(s)",
+			pb.Saving, pb.Horizon.Round(time.Second), pb.PriceBefore, pb.PriceAfter, pb.Cost, pb.Evictions)
+		w.verdicts[m.name] = v
+		cp := pb
+		w.paybacks[m.name] = &cp
+	}
+}
+
+// tryDelete moves every pod of m into free room elsewhere.
+func (w *worker) tryDelete(m *mnode) bool {
+	pods := m.cand.Reschedulable
+	pb := w.payback([]*mnode{m}, 0)
+	if !w.pays(pb) {
+		// A replacement saves less for the same evictions.
+		w.gateVerdict([]*mnode{m}, pb)
+		return true
+	}
+	dests, ok := w.fit(pods, map[*mnode]bool{m: true}, true)
+	if !ok {
+		return false
+	}
+	in, _ := w.input(pods, dests, map[*mnode]bool{m: true}, nil)
+	res := w.solve(in)
+	for _, pl := range res.Placements {
+		if pl.Node == "" {
+			return false
+		}
+	}
+	w.apply(&move{cands: []*mnode{m}, payback: pb}, res)
+	return true
+}
+
+// tryReplace moves m's pods to free room elsewhere and cheaper new
+// NodeClaims: one, or two of at most half its size (a split).
+func (w *worker) tryReplace(m *mnode) bool {
+	return w.tryMove([]*mnode{m})
+}
+
+// tryGroups tries N→M moves over underused leftovers, emptiest first.
+func (w *worker) tryGroups(left []*mnode) {
+	g := w.p.opts.GroupSize
+	if g < 2 {
+		return
+	}
+	var pool []*mnode
+	for _, m := range left {
+		if !m.removed && !m.receiver && m.fill() < 0.75 {
+			pool = append(pool, m)
+		}
+	}
+	for i := 0; i+1 < len(pool); i += g {
+		chunk := pool[i:min(i+g, len(pool))]
+		if w.budget < len(chunk) {
+			return
+		}
+		w.tryMove(chunk)
+	}
+}
+
+// tryMove plans cands' pods onto free room and new NodeClaims and takes
+// the move when it pays; with one candidate it also tries a split.
+func (w *worker) tryMove(cands []*mnode) bool {
+	var pods []*corev1.Pod
+	leaving := map[*mnode]bool{}
+	for _, m := range cands {
+		pods = append(pods, m.cand.Reschedulable...)
+		leaving[m] = true
+	}
+	dests, _ := w.fit(pods, leaving, false)
+	// The cheapest conceivable fleet for what fits nowhere: if even that
+	// does not pay, do not solve.
+	var rest vec
+	for i, d := range dests {
+		if d == nil {
+			rest = rest.add(w.p.reqs[pods[i]])
+		}
+	}
+	unit := w.p.perUnit[w.pool]
+	floor := math.Max(rest[0]*unit[0], rest[1]*unit[1])
+	if pb := w.payback(cands, floor); !w.pays(pb) {
+		if len(cands) == 1 {
+			if pb.PriceBefore-floor <= 1e-9 {
+				w.verdicts[cands[0].name] = verdict(cands[0].cand, KindNoCheaperPlacement, &disruption.ConsolidationDetail{Price: pb.PriceBefore, ReplacementPrice: floor})
+			} else {
+				w.gateVerdict(cands, pb)
+			}
+		}
+		return false
+	}
+	in, _ := w.input(pods, dests, leaving, w.p.pools)
+	res := w.solve(in)
+	best, bv := w.evaluate(cands, res)
+	if len(cands) == 1 && !w.p.opts.NoSplit && len(pods) >= 2 {
+		if pools := w.splitPools(cands[0]); pools != nil {
+			in.NodePools = pools
+			sres := w.solve(in)
+			if alt, _ := w.evaluate(cands, sres); alt != nil && (best == nil || alt.payback.PriceAfter < best.payback.PriceAfter) {
+				best, res = alt, sres
+			}
+		}
+	}
+	if best == nil {
+		if len(cands) == 1 && bv != nil {
+			w.verdicts[cands[0].name] = *bv
+		}
+		return false
+	}
+	if !w.pays(best.payback) {
+		if len(cands) == 1 {
+			w.gateVerdict(cands, best.payback)
+		}
+		return false
+	}
+	w.apply(best, res)
+	return true
+}
+
+// splitPools are the pools cut to types of at most half m's cpu and
+// memory, which forces the solver to split m's pods over two or more
+// smaller (possibly different-family) machines.
+func (w *worker) splitPools(m *mnode) []*scheduling.NodePool {
+	it := w.p.types[m.pool][m.itName]
+	if it == nil {
+		return nil
+	}
+	capv := toVec(it.Capacity)
+	if capv[0] < 4000 {
+		return nil
+	}
+	key := [2]float64{capv[0], capv[1]}
+	if w.split == nil {
+		w.split = map[[2]float64][]*scheduling.NodePool{}
+	}
+	if pools, ok := w.split[key]; ok {
+		return pools
+	}
+	var out []*scheduling.NodePool
+	for _, sp := range w.p.pools {
+		cp := *sp
+		cp.InstanceTypes = nil
+		for _, t := range sp.InstanceTypes {
+			c := toVec(t.Capacity)
+			if c[0] <= capv[0]/2 && c[1] <= capv[1]/2 {
+				cp.InstanceTypes = append(cp.InstanceTypes, t)
+			}
+		}
+		if len(cp.InstanceTypes) > 0 {
+			out = append(out, &cp)
+		}
+	}
+	w.split[key] = out
+	return out
+}
+
+// evaluate turns a solve into a move: every pod placed, each new
+// NodeClaim narrowed to types that keep the whole move cheaper and are
+// not a candidate's own type and capacity type, spot-to-spot only behind
+// its gate. A nil move comes with the verdict that explains it.
+func (w *worker) evaluate(cands []*mnode, res *scheduling.Result) (*move, *disruption.Verdict) {
+	first := cands[0].cand
+	before := 0.0
+	same := map[[2]string]bool{}
+	allSpot := true
+	for _, m := range cands {
+		before += m.price
+		same[[2]string{m.itName, m.ct}] = true
+		allSpot = allSpot && m.ct == v1.CapacityTypeSpot
+	}
+	var unplaced []string
+	for _, pl := range res.Placements {
+		if !pl.Scheduled() {
+			unplaced = append(unplaced, pl.Pod.Namespace+"/"+pl.Pod.Name)
+		}
+	}
+	if len(unplaced) > 0 {
+		sort.Strings(unplaced)
+		v := verdict(first, disruption.KindPodsDoNotFit, &disruption.ConsolidationDetail{})
+		v.Pods = unplaced
+		for _, pl := range res.Placements {
+			if !pl.Scheduled() && pl.Pod.Namespace+"/"+pl.Pod.Name == unplaced[0] {
+				v.Consolidation.Refusals = pl.Errors
+			}
+		}
+		return nil, &v
+	}
+	used := map[int]bool{}
+	for _, pl := range res.Placements {
+		if pl.NodeClaim >= 0 {
+			used[pl.NodeClaim] = true
+		}
+	}
+	type claim struct {
+		nc    *scheduling.NewNodeClaim
+		types []*scheduling.InstanceType
+		price []float64
+	}
+	var claims []claim
+	after := 0.0
+	for i, nc := range res.NewNodeClaims {
+		if !used[i] {
+			continue
+		}
+		r := *nc
+		r.Requirements = nc.Requirements.Copy()
+		ct := r.Requirements.Get(v1.CapacityTypeLabelKey)
+		if ct.Has(v1.CapacityTypeSpot) && ct.Has(v1.CapacityTypeOnDemand) {
+			// Priced as spot; an on-demand launch could cost more than the
+			// candidates, so the replacement may only be spot (as upstream).
+			narrowed := r.Requirements.Copy()
+			narrowed.Add(scheduling.NewRequirement(v1.CapacityTypeLabelKey, scheduling.OpIn, v1.CapacityTypeSpot))
+			for _, it := range nc.InstanceTypes {
+				if launchCapacityType(it, narrowed) == v1.CapacityTypeSpot {
+					r.Requirements = narrowed
+					break
+				}
+			}
+		}
+		c := claim{nc: &r}
+		sameHit := false
+		for _, it := range nc.InstanceTypes {
+			lct := launchCapacityType(it, r.Requirements)
+			if lct == "" {
+				continue
+			}
+			if same[[2]string{it.Name, lct}] {
+				sameHit = true
+				continue
+			}
+			if allSpot && lct == v1.CapacityTypeSpot && !w.p.opts.SpotToSpot {
+				continue
+			}
+			c.types = append(c.types, it)
+			c.price = append(c.price, disruption.WorstLaunchPrice(it, r.Requirements))
+		}
+		if len(c.types) == 0 {
+			kind := disruption.KindNotCheaper
+			if sameHit {
+				kind = KindSameInstanceType
+			} else if allSpot && !w.p.opts.SpotToSpot {
+				kind = disruption.KindSpotToSpotDisabled
+			}
+			v := verdict(first, kind, &disruption.ConsolidationDetail{Price: before})
+			if kind == KindSameInstanceType {
+				v.Detail = fmt.Sprintf("The only cheaper fleet relaunches instance type %s (%s)", cands[0].itName, cands[0].ct)
+			}
+			return nil, &v
+		}
+		idx := make([]int, len(c.types))
+		for k := range idx {
+			idx[k] = k
+		}
+		sort.SliceStable(idx, func(a, b int) bool {
+			if c.price[idx[a]] != c.price[idx[b]] {
+				return c.price[idx[a]] < c.price[idx[b]]
+			}
+			return c.types[idx[a]].Name < c.types[idx[b]].Name
+		})
+		ts, ps := make([]*scheduling.InstanceType, len(idx)), make([]float64, len(idx))
+		for k, j := range idx {
+			ts[k], ps[k] = c.types[j], c.price[j]
+		}
+		c.types, c.price = ts, ps
+		after += c.price[0]
+		claims = append(claims, c)
+	}
+	if after >= before-1e-9 {
+		v := verdict(first, disruption.KindNotCheaper, &disruption.ConsolidationDetail{Price: before, ReplacementPrice: after, Replacements: len(claims)})
+		return nil, &v
+	}
+	mv := &move{cands: cands}
+	slack := (before - after) / float64(max(len(claims), 1))
+	for _, c := range claims {
+		limit := c.price[0] + slack
+		var keep []*scheduling.InstanceType
+		for k, it := range c.types {
+			if c.price[k] < limit {
+				keep = append(keep, it)
+			}
+		}
+		if allSpot && w.p.opts.SpotToSpot && len(cands) == 1 && len(claims) == 1 && launchCapacityType(keep[0], c.nc.Requirements) == v1.CapacityTypeSpot {
+			if len(keep) < disruption.MinSpotToSpotInstanceTypes {
+				v := verdict(first, disruption.KindSpotToSpotTooFewTypes, &disruption.ConsolidationDetail{Price: before, ReplacementPrice: after, Options: len(keep)})
+				return nil, &v
+			}
+			keep = keep[:disruption.MinSpotToSpotInstanceTypes]
+		}
+		narrow(c.nc, keep)
+		mv.replacements = append(mv.replacements, c.nc)
+	}
+	mv.payback = w.payback(cands, after)
+	return mv, nil
+}
+
+// narrow sets a replacement's types, keeping the instance-type
+// requirement in step.
+func narrow(nc *scheduling.NewNodeClaim, its []*scheduling.InstanceType) {
+	nc.InstanceTypes = its
+	names := make([]string, 0, len(its))
+	for _, it := range its {
+		names = append(names, it.Name)
+	}
+	r := nc.Requirements.Get(corev1.LabelInstanceTypeStable)
+	nr := scheduling.NewRequirement(corev1.LabelInstanceTypeStable, scheduling.OpIn, names...)
+	nr.MinValues = r.MinValues
+	nc.Requirements[corev1.LabelInstanceTypeStable] = nr
+	if len(its) > 0 {
+		nc.Price = disruption.WorstLaunchPrice(its[0], nc.Requirements)
+	}
+}
