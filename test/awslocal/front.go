@@ -91,6 +91,10 @@ type front struct {
 	snapshots snapshots
 	zonesMu   sync.Mutex
 	zones     map[string][]zone
+	// info caches moto's EC2 metadata; ec2 is what the front owns beyond
+	// moto: capacity, reservations, launched-instance attributes, status.
+	info *ec2Info
+	ec2  *ec2State
 
 	callsMu sync.Mutex
 	calls   map[callKey]int
@@ -139,6 +143,7 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		{"ec2", "DescribeInstanceTypeOfferings"}: f.paged("instanceTypeOfferingSet", 5, 1000),
 		{"ec2", "DescribeImages"}:                f.paged("imagesSet", 5, 1000),
 	}
+	f.addEC2Handlers()
 	return f, nil
 }
 
