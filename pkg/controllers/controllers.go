@@ -28,6 +28,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	staticdeprovisioning "github.com/karpenter-go/karpenter/pkg/controllers/static/deprovisioning"
 	staticprovisioning "github.com/karpenter-go/karpenter/pkg/controllers/static/provisioning"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/operator"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
@@ -116,7 +117,7 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		counter.NewController(kube, cluster),
 		disruption.NewController(kube, cluster, provisioner, simulator, disruption.Options{
 			Clock: op.Clock, Recorder: op.EventRecorder, InstanceTypes: cloud,
-			Methods: disruption.UpstreamMethods(op.Clock, op.Options.FeatureGates.SpotToSpotConsolidation),
+			Methods: repack.Select(op.Options.ConsolidationAlgorithm, disruption.UpstreamMethods(op.Clock, op.Options.FeatureGates.SpotToSpotConsolidation), repack.Options{SpotToSpot: op.Options.FeatureGates.SpotToSpotConsolidation, WellKnownLabels: shared.WellKnownLabels}),
 		}),
 	} {
 		if err := c.Register(ctx, op.Manager); err != nil {

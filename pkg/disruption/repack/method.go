@@ -68,3 +68,25 @@ func Methods(p Planner) []disruption.Method {
 func Explain(snap *disruption.Snapshot, hist History, opts Options) (*disruption.Decision, error) {
 	return disruption.Disrupt(snap, Methods(Planner{Options: opts, History: func(time.Time) History { return hist }}), nil)
 }
+
+// Algorithm values of --consolidation-algorithm.
+const (
+	AlgorithmUpstream = "upstream"
+	AlgorithmPlanner  = "planner"
+)
+
+// Select returns upstream unchanged unless algorithm is "planner", in
+// which case upstream's non-consolidation methods are followed by the
+// planner (with its own Recorder) instead of upstream's consolidation.
+func Select(algorithm string, upstream []disruption.Method, opts Options) []disruption.Method {
+	if algorithm != AlgorithmPlanner {
+		return upstream
+	}
+	var out []disruption.Method
+	for _, m := range upstream {
+		if m.ConsolidationType() == "" {
+			out = append(out, m)
+		}
+	}
+	return append(out, Planner{Options: opts, Recorder: NewRecorder(opts.withDefaults().CoolDown)})
+}

@@ -24,7 +24,11 @@ const (
 	DefaultCoolDown = 30 * time.Minute
 	// DefaultGroupSize is how many underused nodes an N→M move considers
 	// together.
-	DefaultGroupSize = 4
+	DefaultGroupSize = 100
+	// DefaultKeepEfficiency is the efficiency (the cheapest conceivable
+	// price of a node's pods over its price) at which a node is kept as it
+	// is; the others are repacked.
+	DefaultKeepEfficiency = 0.8
 )
 
 // Options configure the planner. The zero value is the default planner.
@@ -45,6 +49,9 @@ type Options struct {
 	SpotToSpot bool
 	// GroupSize of N→M moves (DefaultGroupSize); 1 disables them.
 	GroupSize int
+	// KeepEfficiency (DefaultKeepEfficiency): nodes at least this
+	// efficient are kept and receive pods; the others are repacked.
+	KeepEfficiency float64
 	// NoSplit disables splitting one node into smaller ones.
 	NoSplit bool
 	// Parallelism bounds the goroutines (0: GOMAXPROCS).
@@ -66,6 +73,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CoolDown <= 0 {
 		o.CoolDown = DefaultCoolDown
+	}
+	if o.KeepEfficiency <= 0 {
+		o.KeepEfficiency = DefaultKeepEfficiency
 	}
 	if o.GroupSize <= 0 {
 		o.GroupSize = DefaultGroupSize

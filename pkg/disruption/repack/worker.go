@@ -24,13 +24,23 @@ type worker struct {
 	verdicts map[string]disruption.Verdict
 	paybacks map[string]*disruption.Payback
 	solves   int
+	// keep are the nodes the target fleet keeps (the only destinations).
+	keep map[*mnode]bool
 	// split caches, by candidate shape, the pools cut to half its size.
 	split map[[2]float64][]*scheduling.NodePool
 }
 
 func (w *worker) run() {
+	// The fleet to keep: nodes whose pods cost close to what the cheapest
+	// machines would charge for them. The rest is repacked, into the kept
+	// nodes' free room first, onto new NodeClaims for what is left.
+	unit := w.p.perUnit[w.pool]
+	w.keep = map[*mnode]bool{}
 	var cands []*mnode
 	for _, m := range w.nodes {
+		if m.cand == nil || w.efficiency(m, unit) >= w.p.opts.KeepEfficiency {
+			w.keep[m] = true
+		}
 		if m.cand != nil {
 			cands = append(cands, m)
 		}
@@ -46,6 +56,9 @@ func (w *worker) run() {
 	})
 	var rest []*mnode
 	for _, m := range cands {
+		if w.keep[m] {
+			continue
+		}
 		if w.skip(m) {
 			continue
 		}
@@ -53,16 +66,33 @@ func (w *worker) run() {
 			rest = append(rest, m)
 		}
 	}
-	var left []*mnode
-	for _, m := range rest {
+	left := w.tryGroups(rest)
+	for _, m := range left {
 		if w.skip(m) {
 			continue
 		}
-		if !w.tryReplace(m) {
-			left = append(left, m)
+		w.tryReplace(m)
+	}
+	for _, m := range cands {
+		if w.keep[m] && !m.removed {
+			if _, ok := w.verdicts[m.name]; !ok {
+				w.verdicts[m.name] = verdict(m.cand, KindNoCheaperPlacement, &disruption.ConsolidationDetail{Price: m.price})
+			}
 		}
 	}
-	w.tryGroups(left)
+}
+
+// efficiency is the cheapest conceivable price of the node's pods over
+// its price, in (0, 1].
+func (w *worker) efficiency(m *mnode, unit [2]float64) float64 {
+	if m.price <= 0 {
+		return 1
+	}
+	var r vec
+	for _, p := range m.pods {
+		r = r.add(w.p.reqs[p])
+	}
+	return math.Max(r[0]*unit[0], r[1]*unit[1]) / m.price
 }
 
 // skip reports (with a verdict) candidates this pass cannot move.
@@ -118,7 +148,7 @@ func (w *worker) fit(pods []*corev1.Pod, exclude map[*mnode]bool, all bool) ([]*
 		var best *mnode
 		bestScore := math.Inf(1)
 		for _, d := range w.nodes {
-			if !d.dest || d.removed || exclude[d] {
+			if !d.dest || d.removed || exclude[d] || !w.keep[d] {
 				continue
 			}
 			free := d.alloc.sub(d.used).sub(d.tent)
@@ -305,25 +335,26 @@ func (w *worker) tryReplace(m *mnode) bool {
 	return w.tryMove([]*mnode{m})
 }
 
-// tryGroups tries N→M moves over underused leftovers, emptiest first.
-func (w *worker) tryGroups(left []*mnode) {
+// tryGroups tries N→M moves over the nodes left, emptiest first, in
+// groups of GroupSize, and returns the nodes no group move took.
+func (w *worker) tryGroups(left []*mnode) []*mnode {
 	g := w.p.opts.GroupSize
 	if g < 2 {
-		return
+		return left
 	}
-	var pool []*mnode
-	for _, m := range left {
-		if !m.removed && !m.receiver && m.fill() < 0.75 {
-			pool = append(pool, m)
+	var out []*mnode
+	for i := 0; i < len(left); i += g {
+		var chunk []*mnode
+		for _, m := range left[i:min(i+g, len(left))] {
+			if !m.removed && !m.receiver {
+				chunk = append(chunk, m)
+			}
+		}
+		if len(chunk) < 2 || w.budget < len(chunk) || !w.tryMove(chunk) {
+			out = append(out, chunk...)
 		}
 	}
-	for i := 0; i+1 < len(pool); i += g {
-		chunk := pool[i:min(i+g, len(pool))]
-		if w.budget < len(chunk) {
-			return
-		}
-		w.tryMove(chunk)
-	}
+	return out
 }
 
 // tryMove plans cands' pods onto free room and new NodeClaims and takes

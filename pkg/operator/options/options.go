@@ -22,6 +22,14 @@ const (
 	PreferencePolicyIgnore  = "Ignore"
 	MinValuesPolicyStrict   = "Strict"
 	MinValuesPolicyBestEff  = "BestEffort"
+
+	// ConsolidationAlgorithmUpstream is upstream's multi- and single-node
+	// consolidation; ConsolidationAlgorithmPlanner the fleet repacking
+	// planner (pkg/disruption/repack). Upstream's is the default until the
+	// controller's 15 s validation accepts the planner's multi-replacement
+	// moves (see docs/compatibility.md).
+	ConsolidationAlgorithmUpstream = "upstream"
+	ConsolidationAlgorithmPlanner  = "planner"
 )
 
 // Options are the operator's settings. The zero value is not useful; use
@@ -50,7 +58,9 @@ type Options struct {
 	PreferencePolicy    string
 	MinValuesPolicy     string
 	IgnoreDRARequests   bool
-	FeatureGates        FeatureGates
+	// ConsolidationAlgorithm is "upstream" (default) or "planner".
+	ConsolidationAlgorithm string
+	FeatureGates           FeatureGates
 	// SchedulerConfigFile is the --scheduler-config value; SchedulerConfig is
 	// what it decoded to (nil when unset).
 	SchedulerConfigFile string
@@ -102,6 +112,7 @@ func New() *Options {
 		PreferencePolicy:        PreferencePolicyRespect,
 		MinValuesPolicy:         MinValuesPolicyStrict,
 		IgnoreDRARequests:       true,
+		ConsolidationAlgorithm:  ConsolidationAlgorithmUpstream,
 		FeatureGates:            DefaultFeatureGates(),
 		RegistrationTTL:         DefaultRegistrationTTL,
 	}
@@ -137,6 +148,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PreferencePolicy, "preference-policy", o.PreferencePolicy, "How preferred affinities and ScheduleAnyway spreads are treated: Respect or Ignore")
 	fs.StringVar(&o.MinValuesPolicy, "min-values-policy", o.MinValuesPolicy, "How unsatisfiable minValues are treated: Strict or BestEffort")
 	fs.BoolVar(&o.IgnoreDRARequests, "ignore-dra-requests", o.IgnoreDRARequests, "Do not provision for pods with ResourceClaims")
+	fs.StringVar(&o.ConsolidationAlgorithm, "consolidation-algorithm", o.ConsolidationAlgorithm, "Consolidation algorithm: 'upstream' (multi- and single-node consolidation) or 'planner' (fleet repacking with a payback gate)")
 	fs.Var(&o.FeatureGates, "feature-gates", "Optional features can be enabled / disabled using feature gates. Current options are: "+strings.Join(gateNames(), ", "))
 	fs.StringVar(&o.SchedulerConfigFile, "scheduler-config", o.SchedulerConfigFile, "Path to a YAML/JSON file (or inline JSON object) with podTopologySpread.defaultConstraints")
 	fs.DurationVar(&o.RegistrationTTL, "registration-ttl", o.RegistrationTTL, "How long a launched NodeClaim may go without registering before it is replaced")
@@ -164,6 +176,7 @@ var envBindings = []binding{
 	{"preference-policy", "PREFERENCE_POLICY"},
 	{"min-values-policy", "MIN_VALUES_POLICY"},
 	{"ignore-dra-requests", "IGNORE_DRA_REQUESTS"},
+	{"consolidation-algorithm", "CONSOLIDATION_ALGORITHM"},
 	{"feature-gates", "FEATURE_GATES"},
 	{"scheduler-config", "SCHEDULER_CONFIG"},
 	{"registration-ttl", "REGISTRATION_TTL"},
@@ -277,6 +290,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MinValuesPolicy != MinValuesPolicyStrict && o.MinValuesPolicy != MinValuesPolicyBestEff {
 		errs = append(errs, fmt.Errorf("min-values-policy must be %q or %q, got %q", MinValuesPolicyStrict, MinValuesPolicyBestEff, o.MinValuesPolicy))
+	}
+	if o.ConsolidationAlgorithm != ConsolidationAlgorithmUpstream && o.ConsolidationAlgorithm != ConsolidationAlgorithmPlanner {
+		errs = append(errs, fmt.Errorf("consolidation-algorithm must be %q or %q, got %q", ConsolidationAlgorithmUpstream, ConsolidationAlgorithmPlanner, o.ConsolidationAlgorithm))
 	}
 	if o.RegistrationTTL <= 0 {
 		errs = append(errs, fmt.Errorf("registration-ttl must be positive, got %s", o.RegistrationTTL))

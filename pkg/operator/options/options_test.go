@@ -28,7 +28,7 @@ func TestDefaults(t *testing.T) {
 		DisableControllerWarmup: true, LeaderElectionName: "karpenter-leader-election",
 		MemoryLimit: -1, CPURequests: 1000, LogLevel: "info", LogOutputPaths: "stdout", LogErrorOutputPaths: "stderr",
 		BatchMaxDuration: 10 * time.Second, BatchIdleDuration: time.Second,
-		PreferencePolicy: "Respect", MinValuesPolicy: "Strict", IgnoreDRARequests: true,
+		PreferencePolicy: "Respect", MinValuesPolicy: "Strict", IgnoreDRARequests: true, ConsolidationAlgorithm: "upstream",
 		FeatureGates:    FeatureGates{ReservedCapacity: true, AnticipateReplicaSets: true},
 		RegistrationTTL: 15 * time.Minute,
 	}
@@ -53,7 +53,7 @@ func TestEnvAndFlags(t *testing.T) {
 				"LOG_LEVEL": "debug", "LOG_OUTPUT_PATHS": "stderr", "LOG_ERROR_OUTPUT_PATHS": "stdout",
 				"BATCH_MAX_DURATION": "20s", "BATCH_IDLE_DURATION": "2s", "PREFERENCE_POLICY": "Ignore",
 				"MIN_VALUES_POLICY": "BestEffort", "IGNORE_DRA_REQUESTS": "false",
-				"FEATURE_GATES": "NodeRepair=true", "REGISTRATION_TTL": "30s",
+				"FEATURE_GATES": "NodeRepair=true", "REGISTRATION_TTL": "30s", "CONSOLIDATION_ALGORITHM": "planner",
 			}, nil,
 			func(t *testing.T, o *Options) {
 				assert.Equal(t, "svc", o.ServiceName)
@@ -81,7 +81,11 @@ func TestEnvAndFlags(t *testing.T) {
 				assert.False(t, o.IgnoreDRARequests)
 				assert.Equal(t, FeatureGates{NodeRepair: true, ReservedCapacity: true, AnticipateReplicaSets: true}, o.FeatureGates)
 				assert.Equal(t, 30*time.Second, o.RegistrationTTL)
+				assert.Equal(t, "planner", o.ConsolidationAlgorithm)
 			}},
+		{"consolidation algorithm flag overrides env",
+			map[string]string{"CONSOLIDATION_ALGORITHM": "planner"}, []string{"--consolidation-algorithm=upstream"},
+			func(t *testing.T, o *Options) { assert.Equal(t, "upstream", o.ConsolidationAlgorithm) }},
 		{"flags override env",
 			map[string]string{"BATCH_IDLE_DURATION": "2s", "LOG_LEVEL": "debug", "DISABLE_LEADER_ELECTION": "true"},
 			[]string{"--batch-idle-duration=500ms", "--log-level=error", "--disable-leader-election=false"},
@@ -128,6 +132,8 @@ func TestInvalid(t *testing.T) {
 		{"log level", nil, []string{"--log-level=warn"}, "log-level"},
 		{"preference policy", nil, []string{"--preference-policy=Maybe"}, "preference-policy"},
 		{"min values policy", nil, []string{"--min-values-policy=Loose"}, "min-values-policy"},
+		{"consolidation algorithm", nil, []string{"--consolidation-algorithm=greedy"}, "consolidation-algorithm"},
+		{"consolidation algorithm env", map[string]string{"CONSOLIDATION_ALGORITHM": "fast"}, nil, "consolidation-algorithm"},
 		{"batch idle > max", nil, []string{"--batch-idle-duration=20s"}, "batch-idle-duration"},
 		{"zero batch max", nil, []string{"--batch-max-duration=0s"}, "batch-max-duration"},
 		{"zero qps", nil, []string{"--kube-client-qps=0"}, "kube-client-qps"},
@@ -190,7 +196,7 @@ func TestEveryFlagHasEnv(t *testing.T) {
 	fs.VisitAll(func(f *flag.Flag) {
 		assert.Contains(t, envs, f.Name, "flag %s has no environment variable", f.Name)
 	})
-	assert.Len(t, envs, 24)
+	assert.Len(t, envs, 25)
 }
 
 func TestHiddenLeaderElectionEnv(t *testing.T) {
