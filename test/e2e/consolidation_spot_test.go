@@ -75,7 +75,9 @@ func TestConsolidationSpotToSpot(t *testing.T) {
 			}, 30*time.Second, 500*time.Millisecond, "%s should say spot-to-spot is disabled: %v", originals[p], allEvents(ctx, cp, originals[p]))
 		}
 		// Two more passes.
-		require.Never(t, func() bool { return ledger.disruptedAny(originals[many], originals[few]) != "" || len(ledger.pool(many))+len(ledger.pool(few)) != 2 },
+		require.Never(t, func() bool {
+			return ledger.disruptedAny(originals[many], originals[few]) != "" || len(ledger.pool(many))+len(ledger.pool(few)) != 2
+		},
 			20*time.Second, 500*time.Millisecond, "no spot node may be replaced with the gate off")
 	})
 	if t.Failed() {
