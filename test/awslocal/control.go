@@ -112,6 +112,9 @@ func (f *front) control(w http.ResponseWriter, r *http.Request) {
 		}
 		reply(w, http.StatusCreated, img)
 	default:
+		if f.controlEC2(w, r, route) {
+			return
+		}
 		reply(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no control %s %s", r.Method, r.URL.Path)})
 	}
 }

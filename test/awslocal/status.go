@@ -117,9 +117,9 @@ var statusFilters = []string{"availability-zone", "instance-state-name", "instan
 
 type statusRow struct {
 	id, zone, zoneID, state, code string
-	instance, system             string
-	since                        time.Time
-	events                       []InstanceEvent
+	instance, system              string
+	since                         time.Time
+	events                        []InstanceEvent
 }
 
 // describeInstanceStatus answers from moto's instances and the front's
