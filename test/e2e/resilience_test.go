@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -131,6 +132,12 @@ func TestCrashMidLaunch(t *testing.T) {
 	defer cancel()
 	cp := cluster(t)
 	applyExamples(t, ctx, cp, "02-kwoknodeclass.yaml", "03-nodepool-lab.yaml", "04-inflate.yaml")
+	// An unlaunched NodeClaim counts against limits at its largest instance
+	// type, as the solver charged it, and a hung Create never launches: the
+	// example's 64-cpu limit would admit one NodeClaim at a time, where this
+	// test needs three in flight together.
+	require.NoError(t, cp.Client.Patch(ctx, &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "lab-general"}},
+		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"limits":null}}`))))
 	// registration=0s makes the Node appear inside Create, before the hang.
 	pid := startReplica(t, cp, "controller", fastLeaseEnv, "--kwok-faults=registration=0s;hang-after-create=10m")
 	// Three pods that refuse to share a host need three NodeClaims, so
