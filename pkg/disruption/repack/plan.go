@@ -298,6 +298,9 @@ func Message(v disruption.Verdict) string {
 			return v.Detail
 		}
 	case KindNoCheaperPlacement:
+		if v.Detail != "" {
+			return v.Detail
+		}
 		return "No delete, replacement, split or group move is cheaper than this node"
 	}
 	return v.Message()

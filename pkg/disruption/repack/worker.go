@@ -74,11 +74,22 @@ func (w *worker) run() {
 		w.tryReplace(m)
 	}
 	for _, m := range cands {
-		if w.keep[m] && !m.removed {
-			if _, ok := w.verdicts[m.name]; !ok {
-				w.verdicts[m.name] = verdict(m.cand, KindNoCheaperPlacement, &disruption.ConsolidationDetail{Price: m.price})
-			}
+		if !w.keep[m] || m.removed {
+			continue
 		}
+		if _, ok := w.verdicts[m.name]; ok {
+			continue
+		}
+		if m.receiver {
+			v := verdict(m.cand, KindReceiver, nil)
+			v.Detail = "Node receives pods another consolidation move of this pass moves; its own pods stay"
+			w.verdicts[m.name] = v
+			continue
+		}
+		v := verdict(m.cand, KindNoCheaperPlacement, &disruption.ConsolidationDetail{Price: m.price})
+		v.Detail = fmt.Sprintf("Node is kept: its pods use %.0f%% of what its price buys on the cheapest machines (at least %.0f%% is kept)",
+			100*w.efficiency(m, unit), 100*w.p.opts.KeepEfficiency)
+		w.verdicts[m.name] = v
 	}
 }
 
@@ -522,7 +533,9 @@ func (w *worker) evaluate(cands []*mnode, res *scheduling.Result) (*move, *disru
 			if lct == "" {
 				continue
 			}
-			if same[[2]string{it.Name, lct}] {
+			// Relaunching a candidate's own type and capacity type is
+			// churn unless the move also ends machines (N→M with M < N).
+			if len(used) >= len(cands) && same[[2]string{it.Name, lct}] {
 				sameHit = true
 				continue
 			}

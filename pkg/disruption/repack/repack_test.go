@@ -1,0 +1,343 @@
+package repack_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/disruption/benchmark"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+var now = time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+
+const zone = "z1"
+
+// itype has cpu cores and 4 GiB per core, on-demand at price.
+func itype(name string, cpu int64, price float64) *scheduling.InstanceType {
+	return &scheduling.InstanceType{
+		Name: name,
+		Capacity: corev1.ResourceList{
+			corev1.ResourceCPU:    *resource.NewQuantity(cpu, resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(cpu*4<<30, resource.BinarySI),
+			corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
+		},
+		Requirements: scheduling.NewRequirements(
+			scheduling.NewRequirement(corev1.LabelInstanceTypeStable, scheduling.OpIn, name),
+			scheduling.NewRequirement(corev1.LabelArchStable, scheduling.OpIn, "amd64"),
+			scheduling.NewRequirement(corev1.LabelOSStable, scheduling.OpIn, "linux"),
+			scheduling.NewRequirement(corev1.LabelTopologyZone, scheduling.OpIn, zone),
+			scheduling.NewRequirement(v1.CapacityTypeLabelKey, scheduling.OpIn, v1.CapacityTypeOnDemand),
+		),
+		Offerings: []scheduling.Offering{{Zone: zone, CapacityType: v1.CapacityTypeOnDemand, Price: price, Available: true}},
+	}
+}
+
+func nodePool(name string, budget string) *v1.NodePool {
+	return &v1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.NodePoolSpec{
+			Disruption: v1.Disruption{ConsolidationPolicy: v1.ConsolidationPolicyWhenEmptyOrUnderutilized,
+				ConsolidateAfter: v1.NewNillableDuration(0), Budgets: []v1.Budget{{Nodes: budget}}},
+			Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{Requirements: []v1.NodeSelectorRequirementWithMinValues{
+				{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{v1.CapacityTypeOnDemand}}}}},
+		},
+	}
+}
+
+func pod(name string, milli int64) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name),
+			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "rs", APIVersion: "apps/v1"}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: *resource.NewMilliQuantity(milli, resource.DecimalSI)}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+// node is an initialized, consolidatable node of it in pool "p" holding
+// pods.
+func node(name string, it *scheduling.InstanceType, pods ...*corev1.Pod) *disruption.Node {
+	labels := map[string]string{
+		corev1.LabelInstanceTypeStable: it.Name, v1.CapacityTypeLabelKey: v1.CapacityTypeOnDemand, corev1.LabelTopologyZone: zone,
+		corev1.LabelHostname: name, corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", v1.NodePoolLabelKey: "p",
+	}
+	ts := metav1.NewTime(now.Add(-time.Hour))
+	n := &disruption.Node{
+		NodeClaim: &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, CreationTimestamp: ts},
+			Status: v1.NodeClaimStatus{Conditions: []v1.Condition{
+				{Type: v1.ConditionTypeInitialized, Status: "True", LastTransitionTime: ts},
+				{Type: v1.ConditionTypeConsolidatable, Status: "True", LastTransitionTime: ts}}}},
+		Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Status: corev1.NodeStatus{Capacity: it.Capacity, Allocatable: it.Capacity,
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}},
+		NodePool: "p", Initialized: true,
+	}
+	for _, p := range pods {
+		p.Spec.NodeName = name
+		n.Pods = append(n.Pods, p)
+	}
+	return n
+}
+
+func snapshot(its []*scheduling.InstanceType, budget string, nodes ...*disruption.Node) *disruption.Snapshot {
+	return &disruption.Snapshot{Now: now, Nodes: nodes, NodePools: map[string]*v1.NodePool{"p": nodePool("p", budget)},
+		InstanceTypes: map[string][]*scheduling.InstanceType{"p": its}}
+}
+
+// shape summarises a command: candidates -> replacement cheapest types.
+func shape(cmd *disruption.Command) string {
+	var cands, reps []string
+	for _, c := range cmd.Candidates {
+		cands = append(cands, c.Name())
+	}
+	for _, r := range cmd.Replacements {
+		reps = append(reps, r.InstanceTypes[0].Name)
+	}
+	return fmt.Sprintf("%v->%v", cands, reps)
+}
+
+func kinds(d *disruption.Decision) map[string]disruption.Kind {
+	out := map[string]disruption.Kind{}
+	for _, e := range d.Explanations {
+		for _, v := range e.Verdicts {
+			if v.Method == v1.DisruptionReasonUnderutilized || v.Kind == repack.KindCoolDown || v.Kind == repack.KindRecentlyEvicted {
+				out[e.Node] = v.Kind
+			}
+		}
+	}
+	return out
+}
+
+func TestPlanner(t *testing.T) {
+	small, big := itype("small", 4, 0.30), itype("big", 8, 1.00)
+	cheapBig := itype("big", 8, 0.50)
+	tests := []struct {
+		name     string
+		snap     func() *disruption.Snapshot
+		opts     repack.Options
+		hist     repack.History
+		commands []string
+		verdicts map[string]disruption.Kind
+		check    func(t *testing.T, d *disruption.Decision)
+	}{
+		{
+			name: "an underused node's pods move into free room elsewhere: delete",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", 7000)))
+			},
+			commands: []string{"[a]->[]"},
+			verdicts: map[string]disruption.Kind{"b": repack.KindReceiver},
+			check: func(t *testing.T, d *disruption.Decision) {
+				pb := d.Commands[0].Payback
+				require.NotNil(t, pb)
+				assert.InDelta(t, 0.5, pb.PriceBefore, 1e-9)
+				assert.Zero(t, pb.PriceAfter)
+				assert.Equal(t, time.Hour, pb.Horizon)
+				assert.InDelta(t, 0.5, pb.Saving, 1e-9)
+				assert.InDelta(t, repack.DefaultRestartCost, pb.Cost, 1e-9)
+				assert.Equal(t, 1, pb.Evictions)
+			},
+		},
+		{
+			name: "payback gate: a saving below the restart cost is refused with both figures",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", 7000)))
+			},
+			opts:     repack.Options{RestartCost: 2},
+			verdicts: map[string]disruption.Kind{"a": repack.KindPaybackGate, "b": repack.KindNoCheaperPlacement},
+			check: func(t *testing.T, d *disruption.Decision) {
+				for _, e := range d.Explanations {
+					for _, v := range e.Verdicts {
+						if v.Kind == repack.KindPaybackGate {
+							assert.Contains(t, repack.Message(v), "Saving $0.5000 over 1h0m0s")
+							assert.Contains(t, repack.Message(v), "below the disruption cost $2.0000 of 1 pod(s)")
+						}
+					}
+				}
+			},
+		},
+		{
+			name: "the horizon is bounded by the remaining lifetime under expireAfter",
+			snap: func() *disruption.Snapshot {
+				a := node("a", cheapBig, pod("a1", 1000))
+				a.NodeClaim.Spec.ExpireAfter = v1.NewNillableDuration(70 * time.Minute) // 10 minutes left
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%", a, node("b", cheapBig, pod("b1", 7000)))
+			},
+			// 1 pod at cost 1 × 10/70 lifetime left: $0.14, more than the
+			// $0.08 saved in 10 minutes (though less than the $0.50 of an hour).
+			opts:     repack.Options{RestartCost: 1},
+			verdicts: map[string]disruption.Kind{"a": repack.KindPaybackGate},
+		},
+		{
+			name: "take any saving ignores the gate",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", 7000)))
+			},
+			opts:     repack.Options{RestartCost: 2, TakeAnySaving: true},
+			commands: []string{"[a]->[]"},
+		},
+		{
+			name: "split: one dear large node becomes two cheaper small ones",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{small, big}, "100%", node("a", big, pod("a1", 3000), pod("a2", 3000)))
+			},
+			commands: []string{"[a]->[small small]"},
+		},
+		{
+			name: "never the same instance type and capacity type",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{small}, "100%", node("a", small, pod("a1", 500)))
+			},
+			opts:     repack.Options{KeepEfficiency: 1},
+			verdicts: map[string]disruption.Kind{"a": repack.KindSameInstanceType},
+		},
+		{
+			name: "N→M: three half-used large nodes become two",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, pod("a1", 2000), pod("a2", 2000)),
+					node("b", cheapBig, pod("b1", 2000), pod("b2", 2000)),
+					node("c", cheapBig, pod("c1", 2000), pod("c2", 2000)))
+			},
+			opts:     repack.Options{KeepEfficiency: 1, NoSplit: true},
+			commands: []string{"[a b c]->[big big]"},
+			check: func(t *testing.T, d *disruption.Decision) {
+				assert.InDelta(t, 0.5, d.Commands[0].Payback.PriceBefore-d.Commands[0].Payback.PriceAfter, 1e-9)
+			},
+		},
+		{
+			name: "budget: one node allowed, the other told why",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "1",
+					node("a", cheapBig, pod("a1", 500)), node("b", cheapBig, pod("b1", 600)), node("c", cheapBig, pod("c1", 7000)))
+			},
+			commands: []string{"[a]->[]"},
+			verdicts: map[string]disruption.Kind{"b": disruption.KindBudgetExhausted},
+		},
+		{
+			name: "cool-down: a node a recent move launched is left alone",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", 7000)))
+			},
+			hist:     repack.History{Moves: []repack.PastMove{{At: now.Add(-10 * time.Minute), NodePool: "p", Launched: []string{"a"}}}},
+			verdicts: map[string]disruption.Kind{"a": repack.KindCoolDown},
+			check: func(t *testing.T, d *disruption.Decision) {
+				for _, e := range d.Explanations {
+					for _, v := range e.Verdicts {
+						if v.Kind == repack.KindCoolDown {
+							require.NotNil(t, v.Until)
+							assert.Equal(t, now.Add(20*time.Minute), *v.Until)
+						}
+					}
+				}
+			},
+		},
+		{
+			name: "cool-down over: the same node moves",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", 7000)))
+			},
+			hist:     repack.History{Moves: []repack.PastMove{{At: now.Add(-40 * time.Minute), NodePool: "p", Launched: []string{"a"}}}},
+			commands: []string{"[a]->[]"},
+		},
+		{
+			name: "a pod evicted by consolidation is not evicted again within the cool-down",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", 7000)))
+			},
+			hist:     repack.History{Evicted: map[string]time.Time{"default/a1": now.Add(-5 * time.Minute)}},
+			verdicts: map[string]disruption.Kind{"a": repack.KindRecentlyEvicted},
+		},
+		{
+			name: "a node that receives moved pods keeps its own",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", 7000)))
+			},
+			commands: []string{"[a]->[]"},
+			verdicts: map[string]disruption.Kind{"b": repack.KindReceiver},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := repack.Explain(tt.snap(), tt.hist, tt.opts)
+			require.NoError(t, err)
+			var got []string
+			for _, cmd := range d.Commands {
+				got = append(got, shape(cmd))
+			}
+			assert.Equal(t, tt.commands, got)
+			k := kinds(d)
+			for name, want := range tt.verdicts {
+				assert.Equal(t, want, k[name], "verdict of %s", name)
+			}
+			// Every candidate left alone has a verdict.
+			for _, e := range d.Explanations {
+				assert.NotEmpty(t, e.Verdicts, "node %s", e.Node)
+			}
+			if tt.check != nil {
+				tt.check(t, d)
+			}
+		})
+	}
+}
+
+// TestDeterministic: the plan does not depend on the number of goroutines.
+func TestDeterministic(t *testing.T) {
+	plan := func(par int) ([]string, []string) {
+		c, err := benchmark.NewCluster(90, 0.3, 3)
+		require.NoError(t, err)
+		d, err := repack.Explain(c.Snap, repack.History{}, repack.Options{Parallelism: par, SpotToSpot: true})
+		require.NoError(t, err)
+		var cmds, vs []string
+		for _, cmd := range d.Commands {
+			cmds = append(cmds, shape(cmd)+fmt.Sprintf("%.6f", cmd.Payback.PriceAfter))
+		}
+		for _, e := range d.Explanations {
+			for _, v := range e.Verdicts {
+				vs = append(vs, e.Node+":"+string(v.Kind))
+			}
+		}
+		return cmds, vs
+	}
+	c1, v1 := plan(1)
+	require.NotEmpty(t, c1)
+	for _, par := range []int{2, 4} {
+		c, v := plan(par)
+		assert.Equal(t, c1, c, "commands with %d goroutines", par)
+		assert.Equal(t, v1, v, "verdicts with %d goroutines", par)
+	}
+}
+
+// TestRecorder: history keeps what is inside the cool-down.
+func TestRecorder(t *testing.T) {
+	r := repack.NewRecorder(30 * time.Minute)
+	n := node("a", itype("small", 4, 0.3), pod("a1", 100))
+	cand := &disruption.Candidate{Node: n, NodePool: nodePool("p", "100%"), Reschedulable: n.Pods}
+	r.Record(now, []*disruption.Command{{Candidates: []*disruption.Candidate{cand}}}, [][]string{{"new-1"}})
+	h := r.History(now.Add(10 * time.Minute))
+	require.Len(t, h.Moves, 1)
+	assert.Equal(t, []string{"a"}, h.Moves[0].Removed)
+	assert.Equal(t, []string{"new-1"}, h.Moves[0].Launched)
+	assert.Equal(t, now, h.Evicted["default/a1"])
+	h = r.History(now.Add(31 * time.Minute))
+	assert.Empty(t, h.Moves)
+	assert.Empty(t, h.Evicted)
+}
