@@ -45,7 +45,7 @@ k2 = [":PreferNoSchedule", "w:NoSchedule"]
 [settings.kubernetes.eviction-hard]
 "memory.available" = "10%"
 `, want: &kubeletConfig{Family: FamilyBottlerocket, Labels: map[string]string{"a/b": "c", "lit": "v # not a comment"}, MaxPods: i64(7),
-			Taints: []corev1.Taint{{Key: "k", Value: "v", Effect: corev1.TaintEffectNoExecute}, {Key: "k2", Effect: corev1.TaintEffectPreferNoSchedule}, {Key: "k2", Value: "w", Effect: corev1.TaintEffectNoSchedule}},
+			Taints:       []corev1.Taint{{Key: "k", Value: "v", Effect: corev1.TaintEffectNoExecute}, {Key: "k2", Effect: corev1.TaintEffectPreferNoSchedule}, {Key: "k2", Value: "w", Effect: corev1.TaintEffectNoSchedule}},
 			KubeReserved: map[string]string{}, SystemReserved: map[string]string{}, EvictionHard: map[string]string{"memory.available": "10%"}}},
 		{name: "Bottlerocket without kubernetes settings", family: FamilyBottlerocket, data: "[settings.host-containers.admin]\nenabled = true\n", err: "no [settings.kubernetes]"},
 		{name: "Bottlerocket max-pods as a string", family: FamilyBottlerocket, data: "[settings.kubernetes]\nmax-pods = \"7\"\n", err: "not an integer"},
