@@ -155,6 +155,11 @@ func (v Verdict) Message() string {
 	case KindSimulationFailed:
 		return "Scheduling simulation failed: " + v.Detail
 	}
+	// Kinds this switch does not know (the repacking planner's, say) carry
+	// their sentence in Detail.
+	if v.Detail != "" {
+		return v.Detail
+	}
 	return string(v.Kind)
 }
 
