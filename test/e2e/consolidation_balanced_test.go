@@ -38,6 +38,7 @@ func TestConsolidationBalanced(t *testing.T) {
 	)
 	_, metricsPort := startMetricsController(t, cp, "controller", nil)
 	ledger := watchClaims(t, ctx, cp)
+	ledger.logOnFailure(t, weou, balanced)
 	require.Eventually(t, func() bool {
 		return settled(ctx, cp, weou, 1, weou, 4) && settled(ctx, cp, balanced, 1, balanced, 4)
 	}, 3*time.Minute, time.Second, "each pool should run its 4 pods on one node")
@@ -63,11 +64,7 @@ func TestConsolidationBalanced(t *testing.T) {
 	ledger.halt()
 	samples, err := scrapeMetrics(ctx, metricsPort)
 	require.NoError(t, err)
-	for _, p := range []string{weou, balanced} {
-		for _, r := range ledger.pool(p) {
-			t.Logf("%s: %s", p, r)
-		}
-	}
+	ledger.log(t, weou, balanced)
 
 	t.Run("WhenEmptyOrUnderutilizedReplaces", func(t *testing.T) {
 		nc := liveClaims(ctx, cp, weou)[0]

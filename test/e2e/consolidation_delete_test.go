@@ -44,6 +44,7 @@ func TestConsolidationDelete(t *testing.T) {
 	applyAll(t, ctx, cp, manifests...)
 	_, metricsPort := startMetricsController(t, cp, "controller", nil)
 	ledger := watchClaims(t, ctx, cp)
+	ledger.logOnFailure(t, pools...)
 
 	require.Eventually(t, func() bool {
 		for _, p := range pools {
@@ -87,11 +88,7 @@ func TestConsolidationDelete(t *testing.T) {
 	ledger.halt()
 	samples, err := scrapeMetrics(ctx, metricsPort)
 	require.NoError(t, err)
-	for _, p := range pools {
-		for _, r := range ledger.pool(p) {
-			t.Logf("%s: %s", p, r)
-		}
-	}
+	ledger.log(t, pools...)
 
 	t.Run("UnderusedNodeDeleted", func(t *testing.T) {
 		live := liveClaims(ctx, cp, del)

@@ -332,6 +332,25 @@ func (l *claimLedger) sample(ctx context.Context, cp *controlplane.ControlPlane)
 	}
 }
 
+// log prints the pools' histories.
+func (l *claimLedger) log(t *testing.T, pools ...string) {
+	t.Helper()
+	for _, p := range pools {
+		for _, r := range l.pool(p) {
+			t.Logf("%s: %s (may launch as %d types)", p, r, len(r.typeOptions))
+		}
+	}
+}
+
+// logOnFailure prints the pools' histories if the test fails.
+func (l *claimLedger) logOnFailure(t *testing.T, pools ...string) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			l.log(t, pools...)
+		}
+	})
+}
+
 // pool returns copies of the pool's records, oldest first.
 func (l *claimLedger) pool(pool string) []claimRecord {
 	l.mu.Lock()

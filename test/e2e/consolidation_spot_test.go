@@ -42,6 +42,7 @@ func TestConsolidationSpotToSpot(t *testing.T) {
 	)
 	pid, _ := startMetricsController(t, cp, "controller", fastLeaseEnv)
 	ledger := watchClaims(t, ctx, cp)
+	ledger.logOnFailure(t, many, few)
 	require.Eventually(t, func() bool {
 		return settled(ctx, cp, many, 1, many, 12) && settled(ctx, cp, few, 1, few, 12)
 	}, 3*time.Minute, time.Second, "each pool should run its 12 pods on one node")
@@ -72,7 +73,7 @@ func TestConsolidationSpotToSpot(t *testing.T) {
 		for _, p := range []string{many, few} {
 			require.Eventuallyf(t, func() bool {
 				return eventWith(ctx, cp, originals[p], "Unconsolidatable", "SpotToSpotConsolidation is disabled") != ""
-			}, 30*time.Second, 500*time.Millisecond, "%s should say spot-to-spot is disabled: %v", originals[p], allEvents(ctx, cp, originals[p]))
+			}, 30*time.Second, 500*time.Millisecond, "%s should say spot-to-spot is disabled", originals[p])
 		}
 		// Two more passes.
 		require.Never(t, func() bool {
@@ -95,11 +96,7 @@ func TestConsolidationSpotToSpot(t *testing.T) {
 	require.Never(t, func() bool { return ledger.disruptedAny(originals[few]) != "" || len(ledger.pool(few)) != 1 },
 		20*time.Second, 500*time.Millisecond, "%s has too few cheaper spot types to be replaced", few)
 	ledger.halt()
-	for _, p := range []string{many, few} {
-		for _, r := range ledger.pool(p) {
-			t.Logf("%s: %s (may launch as %d types)", p, r, len(r.typeOptions))
-		}
-	}
+	ledger.log(t, many, few)
 
 	t.Run("GateOnWithAtLeast15Types", func(t *testing.T) {
 		nc := liveClaims(ctx, cp, many)[0]
