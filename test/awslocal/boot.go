@@ -35,6 +35,10 @@ type BootOptions struct {
 	ClusterName string
 	// Interval between scans of moto's instances; zero means 250ms.
 	Interval time.Duration
+	// Delay is how long an instance runs before its kubelet registers;
+	// zero means one Interval (moto shows an instance a moment before its
+	// volumes are attached, and a real boot takes longer still).
+	Delay time.Duration
 	// VMMemoryOverheadPercent is the share of the instance type's memory
 	// the kubelet does not see (the hypervisor's and the kernel's); zero
 	// means 0.075, upstream Karpenter's default estimate.
@@ -65,6 +69,8 @@ type Booter struct {
 
 	mu      sync.Mutex
 	results map[string]*BootResult
+	// running is when each instance was first seen running.
+	running map[string]time.Time
 }
 
 // Boot starts registering Nodes in kube for the running instances of the
@@ -77,11 +83,14 @@ func (l *Local) Boot(ctx context.Context, kube client.Client, opts BootOptions) 
 	if opts.Interval == 0 {
 		opts.Interval = 250 * time.Millisecond
 	}
+	if opts.Delay == 0 {
+		opts.Delay = opts.Interval
+	}
 	if opts.VMMemoryOverheadPercent == 0 {
 		opts.VMMemoryOverheadPercent = 0.075
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	b := &Booter{front: l.front, kube: kube, opts: opts, cancel: cancel, done: make(chan struct{}), results: map[string]*BootResult{}}
+	b := &Booter{front: l.front, kube: kube, opts: opts, cancel: cancel, done: make(chan struct{}), results: map[string]*BootResult{}, running: map[string]time.Time{}}
 	go b.run(ctx)
 	return b
 }
@@ -135,7 +144,10 @@ type bootInstance struct {
 }
 
 func (b *Booter) scan(ctx context.Context) error {
+	// Not while CreateFleet is launching: moto builds an instance in steps.
+	b.front.ec2.launchMu.Lock()
 	doc, err := b.front.motoXML(ctx, b.opts.Region, ec2Form("DescribeInstances"))
+	b.front.ec2.launchMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("listing instances: %w", err)
 	}
@@ -174,6 +186,14 @@ func (b *Booter) scan(ctx context.Context) error {
 		_, done := b.results[id]
 		b.mu.Unlock()
 		if done || inst.State != "running" {
+			continue
+		}
+		first, ok := b.running[id]
+		if !ok {
+			b.running[id] = time.Now()
+			continue
+		}
+		if time.Since(first) < b.opts.Delay {
 			continue
 		}
 		res, err := b.boot(ctx, inst)
