@@ -17,6 +17,14 @@
 //   - the public SSM parameters of the EKS-optimized AL2023 and AL2,
 //     Bottlerocket and Windows AMIs, backed by images registered in moto,
 //     and newer releases published on demand (Local.PublishImage).
+//   - instant CreateFleet with allocation strategies over its own price and
+//     capacity tables, per-override Errors, and launches in moto that keep
+//     the launch template's attributes (Local.SetCapacity);
+//   - DescribeCapacityReservations (Local.AddCapacityReservation) and
+//     DescribeInstanceStatus with impairments and scheduled events
+//     (Local.SetInstanceStatus, Local.AddInstanceEvent);
+//   - instance boot: running instances become the Nodes their kubelet would
+//     register from their user data (Local.Boot).
 //
 // Tests use the Go methods on *Local; other processes use the same controls
 // over HTTP+JSON under /_awslocal/ on the front (see docs/awslocal.md).
