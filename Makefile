@@ -33,6 +33,7 @@ test: tools verify
 	# -count=1: the e2e tests run binaries they build themselves, which the
 	# test cache cannot see, so a cached pass could hide a regression.
 	go test -count=1 $(GO_TEST_FLAGS) -timeout 40m ./...
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 10s ./pkg/providers/aws/interruption/messages
 
 ## run: a local cluster with the examples applied; Ctrl-C stops every process.
 run: tools
