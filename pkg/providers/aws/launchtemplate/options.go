@@ -1,0 +1,327 @@
+package launchtemplate
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/mitchellh/hashstructure/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/bootstrap"
+)
+
+// Options are everything one launch template holds. Its name is their
+// hash, so equal options share a template and any change makes a new one.
+// Only plain values: hashstructure skips unexported fields, so a
+// resource.Quantity would hash the same whatever its size.
+type Options struct {
+	ClusterName   string
+	NodeClassName string
+	ImageID       string
+	// UserData is base64, as the launch template carries it.
+	UserData                 string
+	BlockDeviceMappings      []BlockDeviceMapping
+	MetadataOptions          MetadataOptions
+	InstanceProfile          string
+	SecurityGroupIDs         []string
+	DetailedMonitoring       bool
+	AssociatePublicIPAddress *bool
+	Tags                     map[string]string
+}
+
+// BlockDeviceMapping is one EBS volume, its size in GiB.
+type BlockDeviceMapping struct {
+	DeviceName               string
+	VolumeSizeGiB            *int32
+	VolumeType               *string
+	Encrypted                *bool
+	DeleteOnTermination      *bool
+	IOPS                     *int32
+	Throughput               *int32
+	KMSKeyID                 *string
+	SnapshotID               *string
+	VolumeInitializationRate *int32
+}
+
+// MetadataOptions are the instance metadata service settings.
+type MetadataOptions struct {
+	HTTPEndpoint            string
+	HTTPProtocolIPv6        string
+	HTTPPutResponseHopLimit int32
+	HTTPTokens              string
+}
+
+// DefaultMetadataOptions are upstream's (and the CRD's) defaults: IMDSv2
+// only, one hop, so pods cannot reach the node's credentials.
+var DefaultMetadataOptions = MetadataOptions{
+	HTTPEndpoint:            "enabled",
+	HTTPProtocolIPv6:        "disabled",
+	HTTPPutResponseHopLimit: 1,
+	HTTPTokens:              "required",
+}
+
+// Cluster is what every node of the cluster bootstraps with.
+type Cluster struct {
+	Name     string
+	Endpoint string
+	// CABundle is base64 PEM; CIDR is the service CIDR (AL2023 needs it);
+	// DNS is kube-dns's ClusterIP, the default clusterDNS.
+	CABundle string
+	CIDR     string
+	DNS      string
+}
+
+// Launch is what differs per launch: the image, the node's labels and
+// taints, the max-pods of the instance types sharing the template, and the
+// tags of the launched resources.
+type Launch struct {
+	ImageID string
+	Labels  map[string]string
+	Taints  []corev1.Taint
+	// MaxPods is the instance types' pod capacity; the class's
+	// kubelet.maxPods, when set, wins.
+	MaxPods *int32
+	// Tags are the launch's resource tags (§2.5 of the inventory: the
+	// class's tags, cluster ownership, NodePool, EKS cluster name, class).
+	Tags map[string]string
+	// BottlerocketDefaultMountPaths: see bootstrap.Options.
+	BottlerocketDefaultMountPaths bool
+}
+
+// Resolve turns a ready EC2NodeClass and one launch into template options:
+// the family's user data, its default block devices unless the class
+// names its own, metadata options with defaults, and the profile and
+// security groups from the class's status.
+func Resolve(ctx context.Context, nodeClass *awsv1.EC2NodeClass, cluster Cluster, launch Launch) (*Options, error) {
+	if launch.ImageID == "" {
+		return nil, errors.New("resolving launch template: no image id")
+	}
+	if len(nodeClass.Status.SecurityGroups) == 0 {
+		return nil, errors.New("resolving launch template: no security groups are present in the status")
+	}
+	if nodeClass.Status.InstanceProfile == "" {
+		return nil, errors.New("resolving launch template: no instance profile is present in the status")
+	}
+	family := nodeClass.AMIFamily()
+	userData, err := bootstrap.UserData(ctx, bootstrap.Options{
+		Family:                        family,
+		ClusterName:                   cluster.Name,
+		ClusterEndpoint:               cluster.Endpoint,
+		CABundle:                      cluster.CABundle,
+		ClusterCIDR:                   cluster.CIDR,
+		Kubelet:                       bootstrap.ResolveKubelet(nodeClass.Spec.Kubelet, cluster.DNS, launch.MaxPods),
+		Labels:                        launch.Labels,
+		Taints:                        launch.Taints,
+		InstanceStorePolicy:           nodeClass.Spec.InstanceStorePolicy,
+		CustomUserData:                nodeClass.Spec.UserData,
+		BottlerocketDefaultMountPaths: launch.BottlerocketDefaultMountPaths,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resolving launch template user data: %w", err)
+	}
+	bdms, err := blockDeviceMappings(family, nodeClass.Spec.BlockDeviceMappings)
+	if err != nil {
+		return nil, err
+	}
+	sgs := make([]string, 0, len(nodeClass.Status.SecurityGroups))
+	for _, sg := range nodeClass.Status.SecurityGroups {
+		sgs = append(sgs, sg.ID)
+	}
+	sort.Strings(sgs)
+	tags := map[string]string{}
+	for k, v := range launch.Tags {
+		tags[k] = v
+	}
+	return &Options{
+		ClusterName:              cluster.Name,
+		NodeClassName:            nodeClass.Name,
+		ImageID:                  launch.ImageID,
+		UserData:                 base64.StdEncoding.EncodeToString([]byte(userData)),
+		BlockDeviceMappings:      bdms,
+		MetadataOptions:          metadataOptions(nodeClass.Spec.MetadataOptions),
+		InstanceProfile:          nodeClass.Status.InstanceProfile,
+		SecurityGroupIDs:         sgs,
+		DetailedMonitoring:       aws.ToBool(nodeClass.Spec.DetailedMonitoring),
+		AssociatePublicIPAddress: nodeClass.Spec.AssociatePublicIPAddress,
+		Tags:                     tags,
+	}, nil
+}
+
+func metadataOptions(in *awsv1.MetadataOptions) MetadataOptions {
+	out := DefaultMetadataOptions
+	if in == nil {
+		return out
+	}
+	if in.HTTPEndpoint != nil {
+		out.HTTPEndpoint = *in.HTTPEndpoint
+	}
+	if in.HTTPProtocolIPv6 != nil {
+		out.HTTPProtocolIPv6 = *in.HTTPProtocolIPv6
+	}
+	if in.HTTPPutResponseHopLimit != nil {
+		out.HTTPPutResponseHopLimit = int32(*in.HTTPPutResponseHopLimit)
+	}
+	if in.HTTPTokens != nil {
+		out.HTTPTokens = *in.HTTPTokens
+	}
+	return out
+}
+
+// DefaultBlockDeviceMappings are each family's volumes when the class
+// names none: a 20Gi encrypted gp3 root for AL2 and AL2023, a 4Gi OS plus
+// 20Gi data volume for Bottlerocket, a 50Gi root for Windows, and nothing
+// for Custom (the image's own mappings apply).
+func DefaultBlockDeviceMappings(family string) []BlockDeviceMapping {
+	gp3 := func(device string, gib int32) BlockDeviceMapping {
+		return BlockDeviceMapping{DeviceName: device, VolumeSizeGiB: aws.Int32(gib), VolumeType: aws.String("gp3"), Encrypted: aws.Bool(true)}
+	}
+	switch family {
+	case awsv1.AMIFamilyAL2, awsv1.AMIFamilyAL2023:
+		return []BlockDeviceMapping{gp3("/dev/xvda", 20)}
+	case awsv1.AMIFamilyBottlerocket:
+		return []BlockDeviceMapping{gp3("/dev/xvda", 4), gp3("/dev/xvdb", 20)}
+	case awsv1.AMIFamilyWindows2019, awsv1.AMIFamilyWindows2022, awsv1.AMIFamilyWindows2025:
+		return []BlockDeviceMapping{gp3("/dev/sda1", 50)}
+	}
+	return nil
+}
+
+func blockDeviceMappings(family string, in []*awsv1.BlockDeviceMapping) ([]BlockDeviceMapping, error) {
+	if len(in) == 0 {
+		return DefaultBlockDeviceMappings(family), nil
+	}
+	out := make([]BlockDeviceMapping, 0, len(in))
+	for i, b := range in {
+		if b == nil {
+			continue
+		}
+		m := BlockDeviceMapping{DeviceName: aws.ToString(b.DeviceName)}
+		if e := b.EBS; e != nil {
+			if e.VolumeSize != nil {
+				gib, err := GiB(*e.VolumeSize)
+				if err != nil {
+					return nil, fmt.Errorf("blockDeviceMappings[%d]: %w", i, err)
+				}
+				m.VolumeSizeGiB = aws.Int32(gib)
+			}
+			m.VolumeType, m.Encrypted, m.DeleteOnTermination = e.VolumeType, e.Encrypted, e.DeleteOnTermination
+			m.KMSKeyID, m.SnapshotID, m.VolumeInitializationRate = e.KMSKeyID, e.SnapshotID, e.VolumeInitializationRate
+			if e.IOPS != nil {
+				m.IOPS = aws.Int32(int32(*e.IOPS))
+			}
+			if e.Throughput != nil {
+				m.Throughput = aws.Int32(int32(*e.Throughput))
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// GiB rounds a volume size up to whole GiB, the unit EBS takes.
+func GiB(q resource.Quantity) (int32, error) {
+	bytes := q.Value()
+	if bytes <= 0 {
+		return 0, fmt.Errorf("volume size %s must be positive", q.String())
+	}
+	gib := math.Ceil(float64(bytes) / (1 << 30))
+	if gib > math.MaxInt32 {
+		return 0, fmt.Errorf("volume size %s is too large", q.String())
+	}
+	return int32(gib), nil
+}
+
+// hashOptions: security groups and devices are sets (their order changes
+// nothing in EC2).
+var hashOptions = &hashstructure.HashOptions{SlicesAsSets: true}
+
+// Name is the launch template's name: the prefix and the options' hash.
+func Name(o *Options) (string, error) {
+	h, err := hashstructure.Hash(o, hashstructure.FormatV2, hashOptions)
+	if err != nil {
+		return "", fmt.Errorf("hashing launch template options: %w", err)
+	}
+	return fmt.Sprintf("%s/%d", awsv1.LaunchTemplateNamePrefix, h), nil
+}
+
+// requestData is the CreateLaunchTemplate payload for o.
+func (o *Options) requestData() *ec2types.RequestLaunchTemplateData {
+	data := &ec2types.RequestLaunchTemplateData{
+		ImageId:            aws.String(o.ImageID),
+		UserData:           aws.String(o.UserData),
+		IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(o.InstanceProfile)},
+		Monitoring:         &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(o.DetailedMonitoring)},
+		MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
+			HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointState(o.MetadataOptions.HTTPEndpoint),
+			HttpProtocolIpv6:        ec2types.LaunchTemplateInstanceMetadataProtocolIpv6(o.MetadataOptions.HTTPProtocolIPv6),
+			HttpPutResponseHopLimit: aws.Int32(o.MetadataOptions.HTTPPutResponseHopLimit),
+			HttpTokens:              ec2types.LaunchTemplateHttpTokensState(o.MetadataOptions.HTTPTokens),
+		},
+	}
+	for _, b := range o.BlockDeviceMappings {
+		data.BlockDeviceMappings = append(data.BlockDeviceMappings, ec2types.LaunchTemplateBlockDeviceMappingRequest{
+			DeviceName: aws.String(b.DeviceName),
+			Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{
+				VolumeSize:               b.VolumeSizeGiB,
+				VolumeType:               ec2types.VolumeType(aws.ToString(b.VolumeType)),
+				Encrypted:                b.Encrypted,
+				DeleteOnTermination:      b.DeleteOnTermination,
+				Iops:                     b.IOPS,
+				Throughput:               b.Throughput,
+				KmsKeyId:                 b.KMSKeyID,
+				SnapshotId:               b.SnapshotID,
+				VolumeInitializationRate: b.VolumeInitializationRate,
+			},
+		})
+	}
+	if o.AssociatePublicIPAddress != nil {
+		// The public-IP flag lives on an interface, and EC2 refuses
+		// template-level groups next to interfaces: both go on the primary.
+		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{{
+			DeviceIndex:              aws.Int32(0),
+			AssociatePublicIpAddress: o.AssociatePublicIPAddress,
+			Groups:                   o.SecurityGroupIDs,
+		}}
+	} else {
+		data.SecurityGroupIds = o.SecurityGroupIDs
+	}
+	if len(o.Tags) > 0 {
+		data.TagSpecifications = []ec2types.LaunchTemplateTagSpecificationRequest{
+			{ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: ec2Tags(o.Tags)},
+		}
+	}
+	return data
+}
+
+// templateTags are the tags on the template itself: the launch's tags plus
+// the cluster and class keys DeleteAll and Hydrate select by.
+func (o *Options) templateTags() []ec2types.Tag {
+	tags := map[string]string{}
+	for k, v := range o.Tags {
+		tags[k] = v
+	}
+	tags[ClusterTagKey] = o.ClusterName
+	tags[awsv1.NodeClassTagKey] = o.NodeClassName
+	return ec2Tags(tags)
+}
+
+func ec2Tags(m map[string]string) []ec2types.Tag {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]ec2types.Tag, len(keys))
+	for i, k := range keys {
+		out[i] = ec2types.Tag{Key: aws.String(k), Value: aws.String(m[k])}
+	}
+	return out
+}
