@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the pinned control-plane binaries, kubectl and controller-gen into
+# Builds the pinned control-plane binaries, kubectl, helm and controller-gen into
 # BIN_DIR (default: <repo>/bin/tools). A binary whose stamp matches the
 # current go.sum is kept as is, so a warm run costs nothing; after a version
 # bump the Go build cache makes the rebuild cost only what changed.
@@ -20,6 +20,7 @@ tools=(
   "kwok=sigs.k8s.io/kwok/cmd/kwok"
   "controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen"
   "kubectl=k8s.io/kubernetes/cmd/kubectl"
+  "helm=helm.sh/helm/v3/cmd/helm"
 )
 for t in "${tools[@]}"; do
   name=${t%%=*}; pkg=${t#*=}
