@@ -473,3 +473,34 @@ func TestPruneHydrateInvalidate(t *testing.T) {
 	require.NoError(t, p.DeleteAll(ctx, readyNodeClass("prune", awsv1.AMIFamilyAL2)))
 	require.Empty(t, templatesNamed(t, again.Name), fmt.Sprint("DeleteAll in prune-cluster"))
 }
+
+// blindEC2 answers the first DescribeLaunchTemplates as if the template
+// did not exist, like a replica that looked just before another created it.
+type blindEC2 struct {
+	countingEC2
+	blinded bool
+}
+
+func (b *blindEC2) DescribeLaunchTemplates(ctx context.Context, in *ec2.DescribeLaunchTemplatesInput, opts ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
+	if !b.blinded {
+		b.blinded = true
+		b.describe.Add(1)
+		return &ec2.DescribeLaunchTemplatesOutput{}, nil
+	}
+	return b.countingEC2.DescribeLaunchTemplates(ctx, in, opts...)
+}
+
+func TestEnsureLosesTheCreateRace(t *testing.T) {
+	ctx := context.Background()
+	o := resolve(t, readyNodeClass("race", awsv1.AMIFamilyAL2023), launchFor("race", 110))
+	first, err := launchtemplate.NewProvider(clients.EC2, cluster.Name, launchtemplate.ProviderOptions{}).Ensure(ctx, o)
+	require.NoError(t, err)
+
+	api := &blindEC2{countingEC2: countingEC2{Client: clients.EC2}}
+	second, err := launchtemplate.NewProvider(api, cluster.Name, launchtemplate.ProviderOptions{}).Ensure(ctx, o)
+	require.NoError(t, err, "AlreadyExists means someone made the same template: use it")
+	require.Equal(t, first, second)
+	require.EqualValues(t, 1, api.create.Load())
+	require.EqualValues(t, 2, api.describe.Load())
+	require.Len(t, templatesNamed(t, first.Name), 1)
+}
