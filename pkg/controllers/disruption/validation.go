@@ -2,46 +2,72 @@ package disruption
 
 import (
 	"context"
+	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // validateConsolidation waits the validation delay, then checks the
-// consolidation command against fresh state as upstream does: every
-// candidate still eligible, not nominated and within budget; a fresh
-// simulation still places every pod, wants a replacement exactly when the
-// command has one, and offers every type the command would launch; then
-// the candidates once more (pods may have landed meanwhile). A command
-// that fails is abandoned and counted; the next pass starts afresh.
+// consolidation commands against fresh state. Upstream's methods are
+// checked as upstream does, one command at a time: every candidate still
+// eligible, not nominated and within budget; a fresh simulation still
+// places every pod, wants a replacement exactly when the command has one,
+// and offers every type the command would launch; then the candidates
+// once more (pods may have landed meanwhile). The planner's commands are
+// checked together (disruption.ValidatePlan): they share the room of the
+// nodes they keep. A command that fails is abandoned and counted; the
+// next pass starts afresh.
 func (c *Controller) validateConsolidation(ctx context.Context, d *disruption.Decision) (*disruption.Decision, error) {
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-c.clock.After(c.opts.ValidationDelay):
 	}
-	var kept []*disruption.Command
+	var upstream, planned []*disruption.Command
 	for _, cmd := range d.Commands {
+		if disruption.UpstreamValidation(cmd) {
+			upstream = append(upstream, cmd)
+		} else {
+			planned = append(planned, cmd)
+		}
+	}
+	var kept []*disruption.Command
+	for _, cmd := range upstream {
 		fresh, err := c.validateOne(ctx, cmd)
 		if err != nil {
 			if !disruption.IsValidationError(err) {
 				return nil, err
 			}
-			metrics.FailedValidationsTotal.WithLabelValues(cmd.Method.ConsolidationType()).Inc()
-			log.FromContext(ctx).V(1).Info("abandoning consolidation attempt due to pod churn, command is no longer valid",
-				"reason", err.Error(), "consolidation-type", cmd.Method.ConsolidationType())
+			c.abandoned(ctx, cmd, err)
 			continue
 		}
 		cmd.Candidates = fresh
 		kept = append(kept, cmd)
+	}
+	if len(planned) > 0 {
+		ok, err := c.validatePlan(ctx, planned)
+		if err != nil {
+			return nil, err
+		}
+		kept = append(kept, ok...)
 	}
 	if len(kept) == 0 {
 		return nil, nil
 	}
 	d.Commands = kept
 	return d, nil
+}
+
+// abandoned logs and counts a command that failed validation.
+func (c *Controller) abandoned(ctx context.Context, cmd *disruption.Command, err error) {
+	metrics.FailedValidationsTotal.WithLabelValues(cmd.Method.ConsolidationType()).Inc()
+	log.FromContext(ctx).V(1).Info("abandoning consolidation attempt due to pod churn, command is no longer valid",
+		"reason", err.Error(), "consolidation-type", cmd.Method.ConsolidationType())
 }
 
 func (c *Controller) validateOne(ctx context.Context, cmd *disruption.Command) ([]*disruption.Candidate, error) {
@@ -60,4 +86,85 @@ func (c *Controller) validateOne(ctx context.Context, cmd *disruption.Command) (
 		return nil, err
 	}
 	return disruption.ValidateCandidates(snap, &disruption.Command{Method: cmd.Method, Candidates: fresh})
+}
+
+// validatePlan checks the planner's commands jointly against one fresh
+// snapshot, then the accepted ones' candidates against a fresher one,
+// keeping the longest prefix still valid (only prefixes were simulated
+// together).
+func (c *Controller) validatePlan(ctx context.Context, cmds []*disruption.Command) ([]*disruption.Command, error) {
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.simulator == nil {
+		return nil, fmt.Errorf("validating consolidation: no scheduling simulator")
+	}
+	results, err := disruption.ValidatePlan(snap, cmds, &planSimulator{passSimulator{ctx: ctx, sim: c.simulator}})
+	if err != nil {
+		return nil, err
+	}
+	var accepted []*disruption.Command
+	for _, r := range results {
+		if r.Err != nil {
+			c.abandoned(ctx, r.Command, r.Err)
+			continue
+		}
+		cp := *r.Command
+		cp.Candidates = r.Fresh
+		accepted = append(accepted, &cp)
+	}
+	if len(accepted) == 0 {
+		return nil, nil
+	}
+	if snap, err = c.snapshot(ctx); err != nil {
+		return nil, err
+	}
+	kept, err := disruption.RevalidatePlan(snap, accepted)
+	if err != nil {
+		for _, cmd := range accepted[len(kept):] {
+			c.abandoned(ctx, cmd, err)
+		}
+	}
+	return kept, nil
+}
+
+// PlanningSimulator is a Simulator that can limit new NodeClaims to some
+// instance types per NodePool (a pool types does not name launches
+// nothing) while keeping the moved pods off excluded destinations; the
+// planner's commands are validated with it.
+type PlanningSimulator interface {
+	SimulatePlan(ctx context.Context, remove, exclude map[string]bool, types map[string]map[string]bool) (*Simulated, error)
+}
+
+// SimulatePlan implements PlanningSimulator.
+func (s SnapshotSimulator) SimulatePlan(ctx context.Context, remove, exclude map[string]bool, types map[string]map[string]bool) (*Simulated, error) {
+	snap, err := s.Builder.Build(ctx, snapshot.Request{Remove: remove})
+	if err != nil {
+		return nil, fmt.Errorf("building the simulation snapshot: %w", err)
+	}
+	in := *snap.Input
+	in.NodePools = disruption.RestrictPools(in.NodePools, types)
+	if len(exclude) > 0 {
+		excludeDestinations(&in, snap.Moved, exclude)
+	}
+	return &Simulated{Input: &in, Result: scheduling.Solve(&in), NodePools: snap.NodePools, Moved: snap.Moved}, nil
+}
+
+// planSimulator adds disruption.PlanSimulator to a pass's simulator; a
+// controller simulator that cannot restrict types is asked plainly (the
+// price rule then judges the unrestricted plan).
+type planSimulator struct{ passSimulator }
+
+// SimulatePlan implements disruption.PlanSimulator.
+func (p *planSimulator) SimulatePlan(cands []*disruption.Candidate, exclude map[string]bool, types map[string]map[string]bool) (*disruption.Simulation, error) {
+	ps, ok := p.sim.(PlanningSimulator)
+	if !ok {
+		return p.SimulateExcluding(cands, exclude)
+	}
+	sim, err := ps.SimulatePlan(p.ctx, removal(cands), exclude, types)
+	if err != nil {
+		return nil, err
+	}
+	return disruption.InterpretSimulation(sim.Input, sim.Result, sim.Moved, exclude), nil
 }
