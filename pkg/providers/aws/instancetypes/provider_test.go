@@ -1,0 +1,400 @@
+package instancetypes_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetypes"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/pricing"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/test/awslocal"
+)
+
+var (
+	local  *awslocal.Local
+	ec2API *ec2.Client
+	prices *pricing.Provider
+)
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	var err error
+	local, err = awslocal.Start(ctx, awslocal.Options{})
+	if err != nil {
+		cancel()
+		fmt.Fprintln(os.Stderr, "starting the local AWS:", err)
+		os.Exit(1)
+	}
+	cfg := local.Config(ctx)
+	ec2API = ec2.NewFromConfig(cfg)
+	prices = pricing.NewProvider(pricing.NewAPI(cfg), ec2API, pricing.Options{Region: cfg.Region})
+	err = prices.Refresh(ctx)
+	cancel()
+	if err != nil {
+		local.Stop()
+		fmt.Fprintln(os.Stderr, "fetching prices:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	local.Stop()
+	os.Exit(code)
+}
+
+// twoZoneClass is an AL2023 class whose subnets are in us-east-1a and
+// us-east-1c (two subnets in a, one without a zone ID).
+func twoZoneClass(name string) *awsv1.EC2NodeClass {
+	return &awsv1.EC2NodeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: awsv1.EC2NodeClassSpec{
+			AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
+		},
+		Status: awsv1.EC2NodeClassStatus{Subnets: []awsv1.Subnet{
+			{ID: "subnet-1", Zone: "us-east-1a", ZoneID: "use1-az6"},
+			{ID: "subnet-2", Zone: "us-east-1c"},
+			{ID: "subnet-3", Zone: "us-east-1c", ZoneID: "use1-az2"},
+			{ID: "subnet-4", Zone: "us-east-1a", ZoneID: "use1-az6"},
+		}},
+	}
+}
+
+func newProvider(opts instancetypes.Options) *instancetypes.Provider {
+	opts.Region = "us-east-1"
+	if opts.Settings == (instancetype.Settings{}) {
+		opts.Settings = instancetype.DefaultSettings()
+	}
+	return instancetypes.NewProvider(ec2API, prices, opts)
+}
+
+func byName(its []*scheduling.InstanceType) map[string]*scheduling.InstanceType {
+	out := make(map[string]*scheduling.InstanceType, len(its))
+	for _, it := range its {
+		out[it.Name] = it
+	}
+	return out
+}
+
+// offeredZones asks EC2 directly, in one call filtered by the class's
+// zones (the provider lists every zone's offerings, paged), where each type
+// is offered.
+func offeredZones(t *testing.T, zones ...string) map[string]map[string]bool {
+	out, err := ec2API.DescribeInstanceTypeOfferings(context.Background(), &ec2.DescribeInstanceTypeOfferingsInput{
+		LocationType: ec2types.LocationTypeAvailabilityZone,
+		Filters:      []ec2types.Filter{{Name: aws.String("location"), Values: zones}},
+	})
+	require.NoError(t, err)
+	offered := map[string]map[string]bool{}
+	for _, o := range out.InstanceTypeOfferings {
+		it := string(o.InstanceType)
+		if offered[it] == nil {
+			offered[it] = map[string]bool{}
+		}
+		offered[it][aws.ToString(o.Location)] = true
+	}
+	return offered
+}
+
+func TestOfferingsPerClassZoneAndCapacityTypeWithPrices(t *testing.T) {
+	ctx := context.Background()
+	p := newProvider(instancetypes.Options{})
+	beforeTypes, beforeOfferings := local.Calls("ec2", "DescribeInstanceTypes"), local.Calls("ec2", "DescribeInstanceTypeOfferings")
+	its, err := p.List(ctx, twoZoneClass("two-zones"))
+	require.NoError(t, err)
+	// Paged: 100 types per page, 1000 offerings per page.
+	assert.Greater(t, local.Calls("ec2", "DescribeInstanceTypes")-beforeTypes, 5)
+	assert.Greater(t, local.Calls("ec2", "DescribeInstanceTypeOfferings")-beforeOfferings, 1)
+	require.Greater(t, len(its), 500)
+
+	types := byName(its)
+	for i := 1; i < len(its); i++ {
+		require.Less(t, its[i-1].Name, its[i].Name, "sorted by name")
+	}
+	wantZones := map[string]bool{"us-east-1a": true, "us-east-1c": true}
+	spotSeen, zoneIDSeen := 0, 0
+	offered := offeredZones(t, "us-east-1a", "us-east-1c")
+	for _, it := range its {
+		zones := offered[it.Name]
+		if !zones["us-east-1a"] && !zones["us-east-1c"] {
+			t.Fatalf("%s is offered in neither zone of the class", it.Name)
+		}
+		zoneReq := it.Requirements.Get(scheduling.LabelZone)
+		for z := range wantZones {
+			require.Equal(t, zones[z], zoneReq.Has(z), "%s zone label %s", it.Name, z)
+		}
+		for _, o := range it.Offerings {
+			require.True(t, wantZones[o.Zone], "%s offering in %s, not a zone of the class", it.Name, o.Zone)
+			require.Contains(t, []string{"on-demand", "spot"}, o.CapacityType)
+			require.Equal(t, zones[o.Zone] && !strings.HasPrefix(it.Name, "a1.") && o.Price > 0, o.Available,
+				"%s %s %s available", it.Name, o.Zone, o.CapacityType)
+			if o.CapacityType == "spot" {
+				want, _ := local.SpotPrice("us-east-1", o.Zone, it.Name)
+				require.Equal(t, want, o.Price, "%s spot in %s", it.Name, o.Zone)
+				spotSeen++
+			} else if want, ok := prices.OnDemandPrice(it.Name); ok {
+				require.Equal(t, want, o.Price, "%s on-demand", it.Name)
+			}
+			if o.Requirements.Has(awsv1.LabelTopologyZoneID) {
+				zoneIDSeen++
+				require.Equal(t, map[string]string{"us-east-1a": "use1-az6", "us-east-1c": "use1-az2"}[o.Zone],
+					o.Requirements.Get(awsv1.LabelTopologyZoneID).Any())
+			}
+		}
+	}
+	assert.Greater(t, spotSeen, 500)
+	assert.Greater(t, zoneIDSeen, 500)
+
+	m5 := types["m5.large"]
+	require.NotNil(t, m5)
+	require.Len(t, m5.Offerings, 4, "2 zones × on-demand and spot")
+	od, _ := local.OnDemandPrice("m5.large", "us-east-1")
+	for _, o := range m5.Offerings {
+		assert.True(t, o.Available, "%s %s", o.Zone, o.CapacityType)
+		if o.CapacityType == "on-demand" {
+			assert.Equal(t, od, o.Price)
+		} else {
+			assert.Less(t, o.Price, od)
+		}
+	}
+	assert.Equal(t, []string{"us-east-1a", "us-east-1c"}, m5.Requirements.Get(scheduling.LabelZone).Values())
+	// AL2023 cannot run a1: listed, never available.
+	if a1 := types["a1.large"]; a1 != nil {
+		for _, o := range a1.Offerings {
+			assert.False(t, o.Available)
+		}
+	}
+}
+
+func TestUnavailableOfferingIsMarkedAndRecovers(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	ice := lifecycle.NewUnavailableOfferings(clk, time.Minute)
+	p := newProvider(instancetypes.Options{Unavailable: ice, Clock: clk})
+	nc := twoZoneClass("ice")
+	before, err := p.List(ctx, nc)
+	require.NoError(t, err)
+
+	key := cloudprovider.OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"}
+	ice.MarkUnavailable(key)
+	after, err := p.List(ctx, nc)
+	require.NoError(t, err)
+	m5 := byName(after)["m5.large"]
+	for _, o := range m5.Offerings {
+		k := cloudprovider.Key(m5, &o)
+		assert.Equal(t, k != key, o.Available, "%v", k)
+	}
+	// Only the touched type is copied; the cached list is left alone.
+	assert.True(t, byName(before)["m5.large"].Offerings[2].Available || byName(before)["m5.large"].Offerings[3].Available)
+	for _, o := range byName(before)["m5.large"].Offerings {
+		assert.True(t, o.Available, "the shared base list must not change")
+	}
+	assert.Same(t, byName(before)["c5.large"], byName(after)["c5.large"])
+	assert.NotSame(t, byName(before)["m5.large"], m5)
+
+	// Once the entry expires the offering is available again.
+	clk.Step(2 * time.Minute)
+	again, err := p.List(ctx, nc)
+	require.NoError(t, err)
+	for _, o := range byName(again)["m5.large"].Offerings {
+		assert.True(t, o.Available)
+	}
+}
+
+type counts map[string]int
+
+func (c counts) Available(id string) (int, bool) { n, ok := c[id]; return n, ok }
+
+func TestReservedOfferingsFromClassStatus(t *testing.T) {
+	ctx := context.Background()
+	cs := counts{"cr-0123456789abcdef0": 2, "cr-0000000000000000b": 0}
+	p := newProvider(instancetypes.Options{Reservations: cs})
+	nc := twoZoneClass("reserved")
+	nc.Status.CapacityReservations = []awsv1.CapacityReservation{
+		{ID: "cr-0123456789abcdef0", AvailabilityZone: "us-east-1a", InstanceType: "m5.large", InstanceMatchCriteria: "targeted", OwnerID: "123456789012"},
+		{ID: "cr-0000000000000000b", AvailabilityZone: "us-east-1c", InstanceType: "m5.large", InstanceMatchCriteria: "open", OwnerID: "123456789012", ReservationType: awsv1.CapacityReservationTypeCapacityBlock},
+		{ID: "cr-000000000000000cc", AvailabilityZone: "us-east-1c", InstanceType: "c5.large", InstanceMatchCriteria: "open", OwnerID: "123456789012", State: awsv1.CapacityReservationStateExpiring},
+		{ID: "cr-000000000000000dd", AvailabilityZone: "us-east-1b", InstanceType: "c5.large", InstanceMatchCriteria: "open", OwnerID: "123456789012"},
+	}
+	its, err := p.List(ctx, nc)
+	require.NoError(t, err)
+	types := byName(its)
+	od, _ := prices.OnDemandPrice("m5.large")
+	reserved := func(it *scheduling.InstanceType) map[string]scheduling.Offering {
+		out := map[string]scheduling.Offering{}
+		for _, o := range it.Offerings {
+			if o.CapacityType == scheduling.CapacityTypeReserved {
+				out[o.ReservationID] = o
+			}
+		}
+		return out
+	}
+	m5 := reserved(types["m5.large"])
+	require.Len(t, m5, 2)
+	a := m5["cr-0123456789abcdef0"]
+	assert.True(t, a.Available)
+	assert.Equal(t, 2, a.ReservationCapacity)
+	assert.Equal(t, "us-east-1a", a.Zone)
+	assert.InDelta(t, od/10_000_000, a.Price, 1e-12)
+	assert.Less(t, a.Price, od)
+	assert.Equal(t, "default", a.Requirements.Get(awsv1.LabelCapacityReservationType).Any())
+	assert.Equal(t, "use1-az6", a.Requirements.Get(awsv1.LabelTopologyZoneID).Any())
+	assert.False(t, m5["cr-0000000000000000b"].Available, "no instances left")
+	assert.Equal(t, "capacity-block", m5["cr-0000000000000000b"].Requirements.Get(awsv1.LabelCapacityReservationType).Any())
+	assert.True(t, types["m5.large"].Requirements.Get(scheduling.LabelCapacityType).Has("reserved"))
+
+	c5 := reserved(types["c5.large"])
+	require.Len(t, c5, 2)
+	assert.False(t, c5["cr-000000000000000cc"].Available, "expiring")
+	assert.False(t, c5["cr-000000000000000dd"].Available, "zone not in the class (and count unknown)")
+
+	// A launch uses a reservation: the next list sees the new count.
+	cs["cr-0123456789abcdef0"] = 0
+	its, err = p.List(ctx, nc)
+	require.NoError(t, err)
+	assert.False(t, reserved(byName(its)["m5.large"])["cr-0123456789abcdef0"].Available)
+}
+
+func TestThrottledDescribeInstanceTypesIsRetried(t *testing.T) {
+	ctx := context.Background()
+	// The pages of one listing, unthrottled.
+	before := local.Calls("ec2", "DescribeInstanceTypes")
+	require.NoError(t, newProvider(instancetypes.Options{}).UpdateInstanceTypes(ctx))
+	pages := local.Calls("ec2", "DescribeInstanceTypes") - before
+	require.Greater(t, pages, 5)
+
+	_, err := local.AddFault(awslocal.Fault{Service: "ec2", Action: "DescribeInstanceTypes", Kind: awslocal.FaultThrottle, Count: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { local.ClearFaults("ec2", "DescribeInstanceTypes") })
+	p := newProvider(instancetypes.Options{})
+	before = local.Calls("ec2", "DescribeInstanceTypes")
+	its, err := p.List(ctx, twoZoneClass("throttled"))
+	require.NoError(t, err)
+	assert.Greater(t, len(its), 500)
+	assert.Equal(t, pages+2, local.Calls("ec2", "DescribeInstanceTypes")-before, "each throttled attempt retried once more")
+}
+
+func TestThrottlingBeyondRetriesKeepsTheLastTypes(t *testing.T) {
+	ctx := context.Background()
+	p := newProvider(instancetypes.Options{})
+	require.NoError(t, p.Refresh(ctx))
+	_, err := local.AddFault(awslocal.Fault{Service: "ec2", Action: "DescribeInstanceTypes", Kind: awslocal.FaultThrottle})
+	require.NoError(t, err)
+	t.Cleanup(func() { local.ClearFaults("ec2", "DescribeInstanceTypes") })
+	require.Error(t, p.UpdateInstanceTypes(ctx))
+	its, err := p.List(ctx, twoZoneClass("kept"))
+	require.NoError(t, err)
+	assert.Greater(t, len(its), 500)
+
+	// Without any data yet, List reports the failure.
+	_, err = newProvider(instancetypes.Options{}).List(ctx, twoZoneClass("none"))
+	require.Error(t, err)
+}
+
+func TestTickRefreshesEveryTwelveHours(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := newProvider(instancetypes.Options{Clock: clk})
+	calls := func() int { return local.Calls("ec2", "DescribeInstanceTypes") }
+	before := calls()
+	require.NoError(t, p.Tick(ctx))
+	assert.Greater(t, calls(), before)
+	before = calls()
+	clk.Step(instancetypes.RefreshInterval - time.Second)
+	require.NoError(t, p.Tick(ctx))
+	assert.Equal(t, before, calls())
+	clk.Step(time.Second)
+	require.NoError(t, p.Tick(ctx))
+	assert.Greater(t, calls(), before)
+}
+
+// TestNodePoolsSharingAClassShareOneList: 20 NodePools on one EC2NodeClass
+// get the same slice (same backing array, same instance types), the cache
+// holds one list for them, and a class that changes gets a new one.
+func TestNodePoolsSharingAClassShareOneList(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	ice := lifecycle.NewUnavailableOfferings(clk, 0)
+	p := newProvider(instancetypes.Options{Unavailable: ice, Clock: clk})
+	env := newPools(20, twoZoneClass("shared"))
+	lists := make([][]*scheduling.InstanceType, len(env.pools))
+	var wg sync.WaitGroup
+	for i, np := range env.pools {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			its, err := env.getInstanceTypes(ctx, p, np)
+			assert.NoError(t, err)
+			lists[i] = its
+		}()
+	}
+	wg.Wait()
+	require.NotEmpty(t, lists[0])
+	for i := 1; i < len(lists); i++ {
+		require.Len(t, lists[i], len(lists[0]))
+		require.Same(t, &lists[0][0], &lists[i][0], "pool %d has its own slice", i)
+		require.Same(t, &lists[0][0].Offerings[0], &lists[i][0].Offerings[0])
+	}
+	assert.Equal(t, 1, p.CachedLists())
+
+	// An ICE mark makes one new overlay, still shared by all pools.
+	ice.MarkUnavailable(cloudprovider.OfferingKey{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot"})
+	first, err := env.getInstanceTypes(ctx, p, env.pools[0])
+	require.NoError(t, err)
+	require.NotSame(t, &lists[0][0], &first[0])
+	for _, np := range env.pools[1:] {
+		its, err := env.getInstanceTypes(ctx, p, np)
+		require.NoError(t, err)
+		require.Same(t, &first[0], &its[0])
+	}
+	assert.Equal(t, 1, p.CachedLists())
+
+	// A class with different kubelet settings gets its own list; the old
+	// one is dropped once it expires.
+	other := twoZoneClass("other")
+	other.Spec.Kubelet = awsv1.KubeletConfiguration{"maxPods": {Raw: []byte("20")}}
+	its, err := p.List(ctx, other)
+	require.NoError(t, err)
+	assert.Equal(t, 2, p.CachedLists())
+	assert.NotSame(t, &first[0], &its[0])
+	clk.Step(instancetypes.CacheTTL)
+	_, err = p.List(ctx, other)
+	require.NoError(t, err)
+	assert.Equal(t, 1, p.CachedLists())
+}
+
+// pools is N NodePools referencing one EC2NodeClass, and the lookup the
+// cloud provider does from a NodePool to its class.
+type pools struct {
+	pools   []*v1.NodePool
+	classes map[string]*awsv1.EC2NodeClass
+}
+
+func newPools(n int, nc *awsv1.EC2NodeClass) *pools {
+	out := &pools{classes: map[string]*awsv1.EC2NodeClass{nc.Name: nc}}
+	for i := range n {
+		np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pool-%02d", i)}}
+		np.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: nc.Name}
+		out.pools = append(out.pools, np)
+	}
+	return out
+}
+
+func (e *pools) getInstanceTypes(ctx context.Context, p *instancetypes.Provider, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	return p.List(ctx, e.classes[np.Spec.Template.Spec.NodeClassRef.Name])
+}
