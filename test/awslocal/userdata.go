@@ -242,6 +242,10 @@ func (cfg *kubeletConfig) applyFlags(flags []string) error {
 		default:
 			continue
 		}
+		// nodeadm hands its flags to the kubelet through a systemd unit,
+		// and systemd drops one level of quoting: Karpenter's AL2023 user
+		// data writes --node-labels="a=b,c=d".
+		value = unquote(value)
 		switch name {
 		case "node-labels":
 			for _, kv := range splitList(value) {
@@ -550,4 +554,13 @@ func checkNodeLabels(labels map[string]string) error {
 		return fmt.Errorf("kubelet: unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: %v", bad)
 	}
 	return nil
+}
+
+// unquote removes one pair of matching surrounding quotes, as systemd does
+// with an ExecStart argument.
+func unquote(s string) string {
+	if len(s) >= 2 && (s[0] == '"' || s[0] == '\'') && s[len(s)-1] == s[0] {
+		return s[1 : len(s)-1]
+	}
+	return s
 }

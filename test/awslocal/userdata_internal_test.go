@@ -56,6 +56,8 @@ k2 = [":PreferNoSchedule", "w:NoSchedule"]
 		{name: "unknown image detects the shape", family: "", data: "[settings.kubernetes]\ncluster-name = \"x\"\n", want: &kubeletConfig{Family: FamilyBottlerocket, ClusterName: "x",
 			Labels: map[string]string{}, KubeReserved: map[string]string{}, SystemReserved: map[string]string{}}},
 		{name: "no bootstrap at all", family: "", data: "#!/bin/bash\necho hello\n", err: "no node bootstrap"},
+		{name: "nodeadm flags quoted as Karpenter writes them", family: FamilyAL2023, data: "kind: NodeConfig\nspec:\n  kubelet:\n    flags: ['--node-labels=\"karpenter.sh/nodepool=web,team=web\"']\n",
+			want: &kubeletConfig{Family: FamilyAL2023, Labels: map[string]string{"karpenter.sh/nodepool": "web", "team": "web"}, KubeReserved: map[string]string{}, SystemReserved: map[string]string{}}},
 		{name: "kubelet-allowed kubernetes.io labels pass", family: FamilyAL2023, data: "kind: NodeConfig\nspec:\n  kubelet:\n    flags: ['--node-labels=node.kubernetes.io/lifecycle=spot,topology.kubernetes.io/zone=z']\n",
 			want: &kubeletConfig{Family: FamilyAL2023, Labels: map[string]string{"node.kubernetes.io/lifecycle": "spot", "topology.kubernetes.io/zone": "z"}, KubeReserved: map[string]string{}, SystemReserved: map[string]string{}}},
 		{name: "restricted k8s.io label", family: FamilyAL2023, data: "kind: NodeConfig\nspec:\n  kubelet:\n    flags: ['--node-labels=example.k8s.io/x=y']\n", err: "example.k8s.io/x"},
