@@ -15,11 +15,12 @@ all: test
 tools:
 	@BIN_DIR=$(TOOLS_DIR) hack/tools/build.sh
 
-## generate: deepcopy and CRD YAML from the API markers.
+## generate: deepcopy and CRD YAML from the API markers, copied into the charts.
 generate: tools
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/...
 	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:artifacts:config=pkg/apis/crds
 	go run ./hack/crdpatch pkg/apis/crds
+	go run ./hack/chartcrds pkg/apis/crds charts/karpenter/crds charts/karpenter-crd/templates
 
 ## verify: fail when generated files are stale or code is unformatted.
 verify: generate
@@ -27,6 +28,7 @@ verify: generate
 	go vet ./...
 	@git diff --exit-code -- pkg/apis || { echo "generated API files are stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- pkg/apis)" || { git status --porcelain -- pkg/apis; echo "untracked generated files: run 'make generate' and commit"; exit 1; }
+	@git diff --exit-code -- charts/karpenter/crds charts/karpenter-crd/templates && test -z "$$(git status --porcelain -- charts/karpenter/crds charts/karpenter-crd/templates)" || { git status --porcelain -- charts; echo "chart CRDs differ from pkg/apis/crds: run 'make generate' and commit"; exit 1; }
 
 ## test: everything CI runs.
 test: tools verify
