@@ -107,13 +107,15 @@ type getProductsInput struct {
 	NextToken     string        `json:"NextToken"`
 }
 
-// productAttributes are the attributes of the Linux, shared-tenancy,
+// productAttributes are the attributes of the Linux,
 // no-software, used-capacity on-demand product of one type in one region:
 // the only products the price list covers.
 func productAttributes(instanceType string, r region) map[string]string {
-	family := "Compute Instance"
+	// The price list files bare-metal types as dedicated-tenancy bare
+	// metal, and that is how upstream Karpenter asks for them.
+	family, tenancy := "Compute Instance", "Shared"
 	if strings.Contains(instanceType, ".metal") {
-		family = "Compute Instance (bare metal)"
+		family, tenancy = "Compute Instance (bare metal)", "Dedicated"
 	}
 	return map[string]string{
 		"servicecode":     "AmazonEC2",
@@ -122,7 +124,7 @@ func productAttributes(instanceType string, r region) map[string]string {
 		"instanceType":    instanceType,
 		"operatingSystem": "Linux",
 		"preInstalledSw":  "NA",
-		"tenancy":         "Shared",
+		"tenancy":         tenancy,
 		"capacitystatus":  "Used",
 		"licenseModel":    "No License required",
 		"marketoption":    "OnDemand",
