@@ -1,0 +1,191 @@
+package charts_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+const cycleObjects = `
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata:
+  name: default
+spec:
+  nodeRegistrationDelay: 1s
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: rbac
+spec:
+  template:
+    metadata:
+      labels:
+        rbac.example.io/pool: rbac
+    spec:
+      requirements:
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: ["on-demand"]
+      nodeClassRef:
+        group: karpenter.kwok.sh
+        kind: KWOKNodeClass
+        name: default
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 0s
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: inflate
+  namespace: default
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: inflate
+  template:
+    metadata:
+      labels:
+        app: inflate
+    spec:
+      nodeSelector:
+        rbac.example.io/pool: rbac
+      terminationGracePeriodSeconds: 0
+      containers:
+        - name: pause
+          image: pause
+          resources:
+            requests:
+              cpu: "1"
+              memory: 256Mi
+`
+
+// TestServiceAccountCycle runs the controller as the chart's ServiceAccount
+// through provisioning (NodeClaims, Nodes created by the kwok provider),
+// termination of a NodeClaim that carries pods (cordon, evictions, the
+// replacement for the evicted pods) and emptiness consolidation after a
+// scale-down, and finds no forbidden request in its log.
+func TestServiceAccountCycle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{SkipCRDs: true, ControllerManager: true, Scheduler: true, Kwok: true})
+	if err != nil {
+		t.Fatalf("starting control plane: %v", err)
+	}
+	t.Cleanup(cp.Stop)
+	const ns = "karpenter"
+	// No replicas: the pods could never run here (no image), and the
+	// controller runs as a process below, as their ServiceAccount.
+	helm(t, []string{"KUBECONFIG=" + cp.KubeconfigPath}, "install", "karpenter", chartDir(t, "karpenter"),
+		"--namespace", ns, "--create-namespace", "--set", "replicas=0")
+	logPath := startAsServiceAccount(ctx, t, cp, ns)
+
+	for _, o := range documents(t, cycleObjects) {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatalf("creating %s/%s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	running := func(want int) []corev1.Pod {
+		t.Helper()
+		var pods corev1.PodList
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			if err := cp.Client.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
+				return false, nil
+			}
+			n := 0
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
+					n++
+				}
+			}
+			return n == want && len(pods.Items) == want, nil
+		})
+		if err != nil {
+			t.Fatalf("want %d inflate pods running: %v (%s)", want, err, podSummary(pods.Items))
+		}
+		return pods.Items
+	}
+
+	// Provisioning.
+	pods := running(2)
+	claims := nodeClaims(ctx, t, cp)
+	if len(claims) == 0 {
+		t.Fatal("pods run but no NodeClaim exists")
+	}
+
+	// Termination: delete the NodeClaim under a pod; its pods are evicted
+	// and provisioned for again.
+	victim := ""
+	for _, nc := range claims {
+		if nc.Status.NodeName == pods[0].Spec.NodeName {
+			victim = nc.Name
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no NodeClaim for node %s (claims %v)", pods[0].Spec.NodeName, claimNames(claims))
+	}
+	if err := cp.Client.Delete(ctx, &v1.NodeClaim{ObjectMeta: metaName(victim)}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(ctx, t, cp, &v1.NodeClaim{}, client.ObjectKey{Name: victim})
+	waitGone(ctx, t, cp, &corev1.Node{}, client.ObjectKey{Name: pods[0].Spec.NodeName})
+	running(2)
+
+	// Disruption: scale to zero and let emptiness consolidation remove
+	// every node.
+	d := &appsv1.Deployment{}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "inflate"}, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Replicas = new(int32)
+	if err := cp.Client.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		return len(nodeClaims(ctx, t, cp)) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("empty nodes not consolidated: %v (claims %v)", err, claimNames(nodeClaims(ctx, t, cp)))
+	}
+	noForbidden(t, logPath)
+}
+
+func metaName(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
+
+func nodeClaims(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane) []v1.NodeClaim {
+	t.Helper()
+	var list v1.NodeClaimList
+	if err := cp.Client.List(ctx, &list); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func claimNames(claims []v1.NodeClaim) []string {
+	var out []string
+	for _, nc := range claims {
+		out = append(out, nc.Name+"→"+nc.Status.NodeName)
+	}
+	return out
+}
+
+func podSummary(pods []corev1.Pod) string {
+	s := ""
+	for _, p := range pods {
+		s += fmt.Sprintf("%s %s on %q; ", p.Name, p.Status.Phase, p.Spec.NodeName)
+	}
+	return s
+}

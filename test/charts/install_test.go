@@ -1,0 +1,339 @@
+package charts_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/karpenter-go/karpenter/pkg/apis"
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+// TestInstall drives both charts through install, upgrade and uninstall on
+// a real kube-apiserver (RBAC on, so the ClusterRoles are checked for
+// escalation and the API validates every object), then runs the controller
+// as the chart's ServiceAccount.
+func TestInstall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{SkipCRDs: true})
+	if err != nil {
+		t.Fatalf("starting control plane: %v", err)
+	}
+	t.Cleanup(cp.Stop)
+	kube := []string{"KUBECONFIG=" + cp.KubeconfigPath}
+	crds, err := apis.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("karpenter-crd", func(t *testing.T) {
+		helm(t, kube, "install", "karpenter-crd", chartDir(t, "karpenter-crd"), "--namespace", "kube-system")
+		for _, crd := range crds {
+			got := establishedCRD(ctx, t, cp, crd.Name)
+			if len(got.Spec.Versions) != len(crd.Spec.Versions) {
+				t.Errorf("%s: %d versions served, want %d", crd.Name, len(got.Spec.Versions), len(crd.Spec.Versions))
+			}
+		}
+		helm(t, kube, "upgrade", "karpenter-crd", chartDir(t, "karpenter-crd"), "--namespace", "kube-system", "--set", "additionalAnnotations.team=infra")
+		for _, crd := range crds {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if err := cp.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Annotations["team"] != "infra" || got.Annotations["meta.helm.sh/release-name"] != "karpenter-crd" {
+				t.Errorf("%s after upgrade: annotations %v", crd.Name, got.Annotations)
+			}
+		}
+		helm(t, kube, "uninstall", "karpenter-crd", "--namespace", "kube-system", "--wait")
+		for _, crd := range crds {
+			waitGone(ctx, t, cp, &apiextensionsv1.CustomResourceDefinition{}, client.ObjectKey{Name: crd.Name})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	const ns = "karpenter"
+	var manifest []*unstructured.Unstructured
+	t.Run("install defaults", func(t *testing.T) {
+		helm(t, kube, "install", "karpenter", chartDir(t, "karpenter"), "--namespace", ns, "--create-namespace")
+		// Helm installs crds/ before the templates.
+		for _, crd := range crds {
+			establishedCRD(ctx, t, cp, crd.Name)
+		}
+		manifest = documents(t, helm(t, kube, "get", "manifest", "karpenter", "--namespace", ns))
+		want := documents(t, helm(t, nil, "template", "karpenter", chartDir(t, "karpenter"), "--namespace", ns))
+		if names(manifest) != names(want) {
+			t.Errorf("installed %s, the chart renders %s", names(manifest), names(want))
+		}
+		for _, o := range manifest {
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(o.GroupVersionKind())
+			if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil {
+				t.Errorf("%s/%s not in the cluster: %v", o.GetKind(), o.GetName(), err)
+			}
+		}
+		status := helm(t, kube, "status", "karpenter", "--namespace", ns)
+		if !strings.Contains(status, "STATUS: deployed") {
+			t.Errorf("helm status:\n%s", status)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("controller runs as the chart's service account", func(t *testing.T) {
+		runAsServiceAccount(ctx, t, cp, ns)
+	})
+
+	t.Run("upgrade to the seed install", func(t *testing.T) {
+		helm(t, kube, append([]string{"upgrade", "karpenter", chartDir(t, "karpenter"), "--namespace", ns}, seedArgs...)...)
+		sa := &corev1.ServiceAccount{}
+		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "karpenter"}, sa); err != nil {
+			t.Fatal(err)
+		}
+		if sa.Annotations["eks.amazonaws.com/role-arn"] != roleARN {
+			t.Errorf("service account annotations after upgrade: %v", sa.Annotations)
+		}
+		d := &unstructured.Unstructured{}
+		d.SetAPIVersion("apps/v1")
+		d.SetKind("Deployment")
+		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "karpenter"}, d); err != nil {
+			t.Fatal(err)
+		}
+		env, _ := controllerEnv(t, deploymentOf(t, d))
+		if env["CLUSTER_NAME"] != "lab-cluster" || env["INTERRUPTION_QUEUE"] != "lab-cluster" || env["LOG_LEVEL"] != "debug" {
+			t.Errorf("deployment env after upgrade: %v", env)
+		}
+		history := helm(t, kube, "history", "karpenter", "--namespace", ns)
+		if !strings.Contains(history, "superseded") || !strings.Contains(history, "deployed") {
+			t.Errorf("helm history:\n%s", history)
+		}
+	})
+
+	t.Run("uninstall", func(t *testing.T) {
+		helm(t, kube, "uninstall", "karpenter", "--namespace", ns, "--wait")
+		for _, o := range manifest {
+			gone := &unstructured.Unstructured{}
+			gone.SetGroupVersionKind(o.GroupVersionKind())
+			waitGone(ctx, t, cp, gone, client.ObjectKeyFromObject(o))
+		}
+		// Helm never deletes what crds/ installed: NodePools and NodeClaims
+		// outlive the controller's release.
+		for _, crd := range crds {
+			establishedCRD(ctx, t, cp, crd.Name)
+		}
+		if out, err := helmErr(t, kube, "status", "karpenter", "--namespace", ns); err == nil {
+			t.Errorf("release still known after uninstall:\n%s", out)
+		}
+	})
+}
+
+// runAsServiceAccount starts the controller as the chart's ServiceAccount
+// and checks that nothing it did in its first seconds was forbidden.
+func runAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns string) {
+	logPath := startAsServiceAccount(ctx, t, cp, ns)
+	// Give the elected controllers a moment to make their first calls.
+	time.Sleep(3 * time.Second)
+	noForbidden(t, logPath)
+}
+
+// startAsServiceAccount starts the controller with the chart's environment,
+// impersonating the chart's ServiceAccount, and waits until it is ready
+// (every informer synced, which needs list and watch on every kind it
+// watches from the start) and leads (the Role's Lease rules). It returns
+// the log's path; the controller stops when the test ends.
+func startAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "controller")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/controller")
+	build.Dir = repoRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building controller: %v\n%s", err, out)
+	}
+	kubeconfig := impersonatingKubeconfig(t, cp, ns, "karpenter")
+
+	_, objs := render(t)
+	env, _ := controllerEnv(t, deployment(t, objs, "karpenter"))
+	metricsPort, probePort := freePort(t), freePort(t)
+	env["METRICS_PORT"] = strconv.Itoa(metricsPort)
+	env["HEALTH_PROBE_PORT"] = strconv.Itoa(probePort)
+	env["SYSTEM_NAMESPACE"] = ns
+
+	logPath := filepath.Join(t.TempDir(), "controller.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("controller log:\n%s", tail(string(b), 8000))
+		}
+	})
+
+	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-exited:
+			return false, fmt.Errorf("controller exited: %v", err)
+		default:
+		}
+		resp, err := http.Get(ready)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("controller never ready as the chart's service account: %v", err)
+	}
+	lease := &coordinationv1.Lease{}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "karpenter-leader-election"}, lease); err != nil {
+			return false, nil
+		}
+		return lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "", nil
+	})
+	if err != nil {
+		t.Fatalf("controller never took the leader Lease in %s: %v", ns, err)
+	}
+	return logPath
+}
+
+func noForbidden(t *testing.T, logPath string) {
+	t.Helper()
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(string(b)), "forbidden") {
+		t.Errorf("the controller was refused something as the chart's service account:\n%s", grepLines(string(b), "forbidden"))
+	}
+}
+
+// impersonatingKubeconfig is cp's admin kubeconfig acting as the
+// ServiceAccount ns/name with the groups a real token carries.
+func impersonatingKubeconfig(t *testing.T, cp *controlplane.ControlPlane, ns, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(cp.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	const marker = "  user:\n"
+	if !strings.Contains(s, marker) {
+		t.Fatalf("unexpected kubeconfig layout:\n%s", s)
+	}
+	as := fmt.Sprintf("  user:\n    as: system:serviceaccount:%s:%s\n    as-groups:\n    - system:serviceaccounts\n    - system:serviceaccounts:%s\n    - system:authenticated\n", ns, name, ns)
+	s = strings.Replace(s, marker, as, 1)
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func establishedCRD(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, name string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	got := &apiextensionsv1.CustomResourceDefinition{}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := cp.Client.Get(ctx, client.ObjectKey{Name: name}, got); err != nil {
+			return false, nil
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("CRD %s not established: %v", name, err)
+	}
+	return got
+}
+
+func waitGone(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, obj client.Object, key client.ObjectKey) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = cp.Client.Get(ctx, key, obj)
+		return apierrors.IsNotFound(last), nil
+	})
+	if err != nil {
+		t.Errorf("%T %s still there: %v (last get: %v)", obj, key, err, last)
+	}
+}
+
+func deploymentOf(t *testing.T, u *unstructured.Unstructured) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	typed(t, u, d)
+	return d
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	p, err := controlplane.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(strings.ToLower(l), sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
