@@ -3,6 +3,7 @@ package charts_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -71,10 +72,72 @@ spec:
             requests:
               cpu: "1"
               memory: 256Mi
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: rbac-local
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: Immediate
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: rbac-data
+spec:
+  storageClassName: rbac-local
+  capacity:
+    storage: 1Gi
+  accessModes: ["ReadWriteOnce"]
+  hostPath:
+    path: /tmp/rbac-data
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: rbac-data
+  namespace: default
+spec:
+  storageClassName: rbac-local
+  accessModes: ["ReadWriteOnce"]
+  resources:
+    requests:
+      storage: 1Gi
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: stateful
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: stateful
+  template:
+    metadata:
+      labels:
+        app: stateful
+    spec:
+      nodeSelector:
+        rbac.example.io/pool: rbac
+      terminationGracePeriodSeconds: 0
+      containers:
+        - name: pause
+          image: pause
+          resources:
+            requests:
+              cpu: 100m
+              memory: 64Mi
+      volumes:
+        - name: data
+          persistentVolumeClaim:
+            claimName: rbac-data
 `
 
 // TestServiceAccountCycle runs the controller as the chart's ServiceAccount
-// through provisioning (NodeClaims, Nodes created by the kwok provider),
+// through provisioning (NodeClaims, Nodes created by the kwok provider; one
+// pod with a PersistentVolumeClaim, so volumes are read too),
 // termination of a NodeClaim that carries pods (cordon, evictions, the
 // replacement for the evicted pods) and emptiness consolidation after a
 // scale-down, and finds no forbidden request in its log.
@@ -98,11 +161,14 @@ func TestServiceAccountCycle(t *testing.T) {
 			t.Fatalf("creating %s/%s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-	running := func(want int) []corev1.Pod {
+	running := func(app string, want int) []corev1.Pod {
 		t.Helper()
 		var pods corev1.PodList
 		err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-			if err := cp.Client.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
+			if err := forbiddenIn(logPath); err != nil {
+				return false, err
+			}
+			if err := cp.Client.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": app}); err != nil {
 				return false, nil
 			}
 			n := 0
@@ -114,13 +180,14 @@ func TestServiceAccountCycle(t *testing.T) {
 			return n == want && len(pods.Items) == want, nil
 		})
 		if err != nil {
-			t.Fatalf("want %d inflate pods running: %v (%s)", want, err, podSummary(pods.Items))
+			t.Fatalf("want %d %s pods running: %v (%s)", want, app, err, podSummary(pods.Items))
 		}
 		return pods.Items
 	}
 
 	// Provisioning.
-	pods := running(2)
+	pods := running("inflate", 2)
+	running("stateful", 1)
 	claims := nodeClaims(ctx, t, cp)
 	if len(claims) == 0 {
 		t.Fatal("pods run but no NodeClaim exists")
@@ -142,25 +209,43 @@ func TestServiceAccountCycle(t *testing.T) {
 	}
 	waitGone(ctx, t, cp, &v1.NodeClaim{}, client.ObjectKey{Name: victim})
 	waitGone(ctx, t, cp, &corev1.Node{}, client.ObjectKey{Name: pods[0].Spec.NodeName})
-	running(2)
+	running("inflate", 2)
 
 	// Disruption: scale to zero and let emptiness consolidation remove
 	// every node.
-	d := &appsv1.Deployment{}
-	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "inflate"}, d); err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Replicas = new(int32)
-	if err := cp.Client.Update(ctx, d); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"inflate", "stateful"} {
+		d := &appsv1.Deployment{}
+		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, d); err != nil {
+			t.Fatal(err)
+		}
+		d.Spec.Replicas = new(int32)
+		if err := cp.Client.Update(ctx, d); err != nil {
+			t.Fatal(err)
+		}
 	}
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := forbiddenIn(logPath); err != nil {
+			return false, err
+		}
 		return len(nodeClaims(ctx, t, cp)) == 0, nil
 	})
 	if err != nil {
 		t.Fatalf("empty nodes not consolidated: %v (claims %v)", err, claimNames(nodeClaims(ctx, t, cp)))
 	}
 	noForbidden(t, logPath)
+}
+
+// forbiddenIn fails as soon as the controller's log shows a refused
+// request, rather than when a wait times out.
+func forbiddenIn(logPath string) error {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return err
+	}
+	if lines := grepLines(string(b), "forbidden"); lines != "" {
+		return fmt.Errorf("forbidden as the chart's service account:\n%s", lines)
+	}
+	return nil
 }
 
 func metaName(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }

@@ -422,7 +422,15 @@ func TestTemplateOverrides(t *testing.T) {
 		"--set", "kwok.enabled=false",
 		"--set", "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey=kubernetes.io/hostname",
 		"--set-string", "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels.own=true",
+		"--set", "additionalClusterRoleRules[0].apiGroups[0]=example.com",
+		"--set", "additionalClusterRoleRules[0].resources[0]=widgets",
+		"--set", "additionalClusterRoleRules[0].verbs[0]=get",
 	)
+	rules, _, _ := unstructured.NestedSlice(find(t, objs, "ClusterRole", "kp-core").Object, "rules")
+	last := rules[len(rules)-1].(map[string]any)
+	if !reflect.DeepEqual(last, map[string]any{"apiGroups": []any{"example.com"}, "resources": []any{"widgets"}, "verbs": []any{"get"}}) {
+		t.Errorf("additionalClusterRoleRules not appended to the core ClusterRole: last rule %v", last)
+	}
 	for _, o := range objs {
 		if o.GetKind() == "ServiceAccount" {
 			t.Errorf("service account rendered with serviceAccount.create=false")
