@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/static"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/state"
 )
@@ -65,12 +65,12 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 		For(&v1.NodePool{}, builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return true },
 			UpdateFunc: func(e event.UpdateEvent) bool {
-				return replicas(e.ObjectOld.(*v1.NodePool)) != replicas(e.ObjectNew.(*v1.NodePool))
+				return static.Replicas(e.ObjectOld.(*v1.NodePool)) != static.Replicas(e.ObjectNew.(*v1.NodePool))
 			},
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
-		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(poolOf), builder.WithPredicates(predicate.Funcs{
+		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(static.PoolOf), builder.WithPredicates(predicate.Funcs{
 			CreateFunc:  func(event.CreateEvent) bool { return true },
 			UpdateFunc:  func(event.UpdateEvent) bool { return false },
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
@@ -78,20 +78,6 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 10}).
 		Complete(c)
-}
-
-func poolOf(_ context.Context, o client.Object) []reconcile.Request {
-	if pool := o.GetLabels()[v1.NodePoolLabelKey]; pool != "" {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: pool}}}
-	}
-	return nil
-}
-
-func replicas(np *v1.NodePool) int64 {
-	if np.Spec.Replicas == nil {
-		return -1
-	}
-	return *np.Spec.Replicas
 }
 
 // Reconcile deletes the pool's surplus NodeClaims. It does not wait for

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +20,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
+	"github.com/karpenter-go/karpenter/pkg/controllers/static"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/state"
 )
@@ -127,12 +127,12 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 			CreateFunc: func(e event.CreateEvent) bool { return true },
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				oldNP, newNP := e.ObjectOld.(*v1.NodePool), e.ObjectNew.(*v1.NodePool)
-				return replicas(oldNP) != replicas(newNP) || (!nodepool.IsReady(oldNP) && nodepool.IsReady(newNP))
+				return static.Replicas(oldNP) != static.Replicas(newNP) || (!nodepool.IsReady(oldNP) && nodepool.IsReady(newNP))
 			},
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
-		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(poolOf), builder.WithPredicates(predicate.Funcs{
+		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(static.PoolOf), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
@@ -142,20 +142,6 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 10}).
 		Complete(c)
-}
-
-func poolOf(_ context.Context, o client.Object) []reconcile.Request {
-	if pool := o.GetLabels()[v1.NodePoolLabelKey]; pool != "" {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: pool}}}
-	}
-	return nil
-}
-
-func replicas(np *v1.NodePool) int64 {
-	if np.Spec.Replicas == nil {
-		return -1
-	}
-	return *np.Spec.Replicas
 }
 
 // Reconcile creates the NodeClaims the pool lacks.
