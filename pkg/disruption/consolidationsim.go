@@ -66,7 +66,7 @@ func (s SolverSimulator) SimulateExcluding(cs []*Candidate, excluded map[string]
 		}
 		in.Nodes = append(in.Nodes, en)
 	}
-	pools, err := s.nodePools(remove)
+	pools, err := SolverNodePools(snap)
 	if err != nil {
 		return nil, err
 	}
@@ -142,10 +142,10 @@ func InterpretSimulation(in *scheduling.Input, res *scheduling.Result, moved []*
 	return out
 }
 
-// nodePools converts the snapshot's dynamic, non-deleting pools for the
-// solver, heaviest first, with limit headroom over the nodes that stay.
-func (s SolverSimulator) nodePools(remove map[string]bool) ([]*scheduling.NodePool, error) {
-	snap := s.Snapshot
+// SolverNodePools converts the snapshot's dynamic, non-deleting pools for
+// the solver, heaviest first, with limit headroom over the nodes they have.
+// Both the solver simulator and the repacking planner launch from these.
+func SolverNodePools(snap *Snapshot) ([]*scheduling.NodePool, error) {
 	names := sortedPools(snap)
 	var out []*scheduling.NodePool
 	for _, name := range names {
@@ -173,7 +173,7 @@ func (s SolverSimulator) nodePools(remove map[string]bool) ([]*scheduling.NodePo
 		out = append(out, &scheduling.NodePool{
 			Name: name, Weight: weight, Requirements: reqs, Labels: labels,
 			Taints: np.Spec.Template.Spec.Taints, StartupTaints: np.Spec.Template.Spec.StartupTaints,
-			Remaining: s.remaining(np, remove), Limits: corev1.ResourceList(np.Spec.Limits),
+			Remaining: remainingLimits(snap, np), Limits: corev1.ResourceList(np.Spec.Limits),
 			InstanceTypes: snap.InstanceTypes[name],
 		})
 	}
@@ -181,15 +181,15 @@ func (s SolverSimulator) nodePools(remove map[string]bool) ([]*scheduling.NodePo
 	return out, nil
 }
 
-// remaining is the pool's limits minus the capacity of its nodes (the
-// removed ones still count: they are there until they are gone).
-func (s SolverSimulator) remaining(np *v1.NodePool, _ map[string]bool) corev1.ResourceList {
+// remainingLimits is the pool's limits minus the capacity of its nodes
+// (the removed ones still count: they are there until they are gone).
+func remainingLimits(snap *Snapshot, np *v1.NodePool) corev1.ResourceList {
 	if np.Spec.Limits == nil {
 		return nil
 	}
 	used := corev1.ResourceList{}
 	count := int64(0)
-	for _, n := range s.Snapshot.Nodes {
+	for _, n := range snap.Nodes {
 		if n.NodePool != np.Name || n.NodeClaim == nil || n.Node == nil {
 			continue
 		}

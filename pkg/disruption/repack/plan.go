@@ -80,7 +80,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 	opts = opts.withDefaults()
 	p := &planner{snap: snap, opts: opts, now: snap.Now, types: newTypeIndex(snap), reqs: map[*corev1.Pod]vec{}, perUnit: map[string][2]float64{}}
 	var err error
-	if p.pools, err = solverPools(snap); err != nil {
+	if p.pools, err = disruption.SolverNodePools(snap); err != nil {
 		return nil, err
 	}
 	p.daemons = daemonSets(snap)

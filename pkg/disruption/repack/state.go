@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -124,82 +123,6 @@ func (t typeIndex) nodePrice(n *disruption.Node) (float64, *scheduling.InstanceT
 		return 0, it, fmt.Errorf("no offering for the node's zone and capacity type")
 	}
 	return price, it, nil
-}
-
-// solverPools converts the snapshot's dynamic, non-deleting pools for the
-// solver, heaviest first, with limit headroom over the nodes they have.
-func solverPools(snap *disruption.Snapshot) ([]*scheduling.NodePool, error) {
-	names := make([]string, 0, len(snap.NodePools))
-	for name := range snap.NodePools {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	var out []*scheduling.NodePool
-	for _, name := range names {
-		np := snap.NodePools[name]
-		if np.IsStatic() || !np.DeletionTimestamp.IsZero() || len(snap.InstanceTypes[name]) == 0 {
-			continue
-		}
-		in := make([]scheduling.RequirementWithMinValues, 0, len(np.Spec.Template.Spec.Requirements))
-		for _, r := range np.Spec.Template.Spec.Requirements {
-			in = append(in, scheduling.RequirementWithMinValues{Key: r.Key, Operator: string(r.Operator), Values: r.Values, MinValues: r.MinValues})
-		}
-		reqs, err := scheduling.RequirementsFromMinValues(in)
-		if err != nil {
-			return nil, fmt.Errorf("nodepool %s requirements: %w", name, err)
-		}
-		labels := map[string]string{}
-		for k, v := range np.Spec.Template.LabelMap() {
-			labels[k] = v
-		}
-		labels[v1.NodePoolLabelKey] = name
-		var weight int32
-		if np.Spec.Weight != nil {
-			weight = *np.Spec.Weight
-		}
-		out = append(out, &scheduling.NodePool{
-			Name: name, Weight: weight, Requirements: reqs, Labels: labels,
-			Taints: np.Spec.Template.Spec.Taints, StartupTaints: np.Spec.Template.Spec.StartupTaints,
-			Remaining: remainingLimits(snap, np), Limits: corev1.ResourceList(np.Spec.Limits),
-			InstanceTypes: snap.InstanceTypes[name],
-		})
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Weight > out[j].Weight })
-	return out, nil
-}
-
-// remainingLimits is the pool's limits minus its nodes' capacity (the
-// candidates still count: they are there until they are gone).
-func remainingLimits(snap *disruption.Snapshot, np *v1.NodePool) corev1.ResourceList {
-	if np.Spec.Limits == nil {
-		return nil
-	}
-	used := corev1.ResourceList{}
-	count := int64(0)
-	for _, n := range snap.Nodes {
-		if n.NodePool != np.Name || n.NodeClaim == nil || n.Node == nil {
-			continue
-		}
-		count++
-		for name, q := range n.Node.Status.Capacity {
-			cur := used[name]
-			cur.Add(q)
-			used[name] = cur
-		}
-	}
-	used[v1.ResourceNodes] = *resource.NewQuantity(count, resource.DecimalSI)
-	out := corev1.ResourceList{}
-	for name, limit := range np.Spec.Limits {
-		left := limit.DeepCopy()
-		if u, ok := used[name]; ok {
-			left.Sub(u)
-		}
-		if left.Sign() < 0 {
-			left = *resource.NewQuantity(0, left.Format)
-		}
-		out[name] = left
-	}
-	return out
 }
 
 // daemonSets rebuilds the DaemonSets whose pods run on the snapshot's
