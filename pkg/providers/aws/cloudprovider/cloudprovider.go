@@ -1,0 +1,476 @@
+// Package cloudprovider is the AWS implementation of
+// cloudprovider.CloudProvider, assembled from the AWS parts: it resolves a
+// NodeClaim's EC2NodeClass, lists its instance types (instancetypes),
+// resolves and ensures launch templates with the family's user data
+// (launchtemplate), launches through CreateFleet (instance), and maps
+// instances back to NodeClaims.
+package cloudprovider
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/launchtemplate"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// ProviderName is what Name returns.
+const ProviderName = "aws"
+
+// NodeClassKind is the NodeClass kind the provider launches from.
+const NodeClassKind = "EC2NodeClass"
+
+// InstanceTypes lists a class's instance types (instancetypes.Provider).
+type InstanceTypes interface {
+	List(ctx context.Context, nodeClass *awsv1.EC2NodeClass) ([]*scheduling.InstanceType, error)
+}
+
+// LaunchTemplates finds or creates launch templates (launchtemplate.Provider).
+type LaunchTemplates interface {
+	EnsureAll(ctx context.Context, opts []*launchtemplate.Options) ([]launchtemplate.LaunchTemplate, error)
+}
+
+// Instances launches, finds and terminates instances (instance.Provider).
+type Instances interface {
+	Create(ctx context.Context, req instance.Request) (*instance.Instance, error)
+	Get(ctx context.Context, id string) (*instance.Instance, error)
+	List(ctx context.Context) ([]*instance.Instance, error)
+	Delete(ctx context.Context, id string) error
+}
+
+// Options are the parts the provider is assembled from.
+type Options struct {
+	Kube            client.Client
+	InstanceTypes   InstanceTypes
+	LaunchTemplates LaunchTemplates
+	Instances       Instances
+	// Cluster is what every node bootstraps with; Cluster.Name names the
+	// cluster in tags.
+	Cluster launchtemplate.Cluster
+}
+
+// CloudProvider is the AWS cloud provider. It is safe for concurrent use.
+type CloudProvider struct {
+	opts Options
+}
+
+var _ cloudprovider.CloudProvider = (*CloudProvider)(nil)
+
+// New assembles the provider.
+func New(opts Options) *CloudProvider { return &CloudProvider{opts: opts} }
+
+// Name implements cloudprovider.CloudProvider.
+func (c *CloudProvider) Name() string { return ProviderName }
+
+// GetSupportedNodeClasses implements cloudprovider.CloudProvider.
+func (c *CloudProvider) GetSupportedNodeClasses() []cloudprovider.NodeClass {
+	return []cloudprovider.NodeClass{&awsv1.EC2NodeClass{}}
+}
+
+// RepairPolicies implements cloudprovider.CloudProvider with upstream AWS's
+// policies: kubelet Ready False or Unknown for 30 minutes, and the node
+// monitoring agent's conditions.
+func (c *CloudProvider) RepairPolicies() []cloudprovider.RepairPolicy {
+	return []cloudprovider.RepairPolicy{
+		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionFalse, TolerationDuration: 30 * time.Minute},
+		{ConditionType: corev1.NodeReady, ConditionStatus: corev1.ConditionUnknown, TolerationDuration: 30 * time.Minute},
+		{ConditionType: "AcceleratedHardwareReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: 10 * time.Minute},
+		{ConditionType: "StorageReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: 30 * time.Minute},
+		{ConditionType: "NetworkingReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: 30 * time.Minute},
+		{ConditionType: "KernelReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: 30 * time.Minute},
+		{ConditionType: "ContainerRuntimeReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: 30 * time.Minute},
+	}
+}
+
+// IsDrifted implements cloudprovider.CloudProvider. AMI, subnet, security
+// group and static-field drift are not implemented yet: nothing drifts.
+func (c *CloudProvider) IsDrifted(context.Context, *v1.NodeClaim) (cloudprovider.DriftReason, error) {
+	return "", nil
+}
+
+// GetInstanceTypes implements cloudprovider.CloudProvider: the instance
+// types of the NodePool's EC2NodeClass.
+func (c *CloudProvider) GetInstanceTypes(ctx context.Context, nodePool *v1.NodePool) ([]*cloudprovider.InstanceType, error) {
+	ref := nodePool.Spec.Template.Spec.NodeClassRef
+	if ref == nil {
+		return nil, fmt.Errorf("nodepool %s has no nodeClassRef", nodePool.Name)
+	}
+	nodeClass, err := c.nodeClass(ctx, ref)
+	if err != nil {
+		// A missing class offers nothing (upstream answers an empty list).
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	its, err := c.opts.InstanceTypes.List(ctx, nodeClass)
+	if err != nil {
+		return nil, fmt.Errorf("listing instance types of %s: %w", nodeClass.Name, err)
+	}
+	return its, nil
+}
+
+func (c *CloudProvider) nodeClass(ctx context.Context, ref *v1.NodeClassReference) (*awsv1.EC2NodeClass, error) {
+	if (ref.Group != "" && ref.Group != awsv1.Group) || (ref.Kind != "" && ref.Kind != NodeClassKind) {
+		return nil, fmt.Errorf("node class %s/%s is not supported by the aws provider", ref.Group, ref.Kind)
+	}
+	nc := &awsv1.EC2NodeClass{}
+	if err := c.opts.Kube.Get(ctx, client.ObjectKey{Name: ref.Name}, nc); err != nil {
+		return nil, err
+	}
+	return nc, nil
+}
+
+// resolveNodeClass is the NodeClaim's EC2NodeClass, refusing one that is
+// terminating or not Ready.
+func (c *CloudProvider) resolveNodeClass(ctx context.Context, nc *v1.NodeClaim) (*awsv1.EC2NodeClass, error) {
+	if nc.Spec.NodeClassRef == nil {
+		return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("nodeclaim %s has no nodeClassRef", nc.Name))
+	}
+	nodeClass, err := c.nodeClass(ctx, nc.Spec.NodeClassRef)
+	if apierrors.IsNotFound(err) {
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("resolving node class %s: %w", nc.Spec.NodeClassRef.Name, err))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolving node class %s: %w", nc.Spec.NodeClassRef.Name, err)
+	}
+	if !nodeClass.DeletionTimestamp.IsZero() {
+		return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("node class %s is terminating", nodeClass.Name))
+	}
+	ready := metav1Condition(nodeClass.Status.Conditions, awsv1.ConditionTypeReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue {
+		msg := "no Ready condition"
+		if ready != nil {
+			msg = ready.Message
+		}
+		return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("node class %s is not ready: %s", nodeClass.Name, msg))
+	}
+	return nodeClass, nil
+}
+
+func metav1Condition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// Create implements cloudprovider.CloudProvider.
+func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim, error) {
+	nodeClass, err := c.resolveNodeClass(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	reqs, err := cloudprovider.NodeClaimRequirements(nc)
+	if err != nil {
+		return nil, err
+	}
+	all, err := c.opts.InstanceTypes.List(ctx, nodeClass)
+	if err != nil {
+		return nil, fmt.Errorf("listing instance types of %s: %w", nodeClass.Name, err)
+	}
+	its := compatibleTypes(all, reqs, nc.Spec.Resources.Requests)
+	if len(its) == 0 {
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("all requested instance types were unavailable during launch"))
+	}
+	capacityType := chooseCapacityType(its, reqs)
+	configs, err := c.launchConfigs(ctx, nc, nodeClass, reqs, its, capacityType)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := c.opts.Instances.Create(ctx, instance.Request{
+		NodeClaimName: nc.Name,
+		NodePoolName:  nc.Labels[v1.NodePoolLabelKey],
+		NodeClassName: nodeClass.Name,
+		CapacityType:  capacityType,
+		Configs:       configs,
+		ClassTags:     nodeClass.Spec.Tags,
+	})
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*scheduling.InstanceType{}
+	for _, it := range all {
+		byName[it.Name] = it
+	}
+	out := c.toNodeClaim(inst, byName[inst.Type])
+	// Keep what the NodeClaim already says; the launch adds to it.
+	res := nc.DeepCopy()
+	for k, v := range out.Labels {
+		if res.Labels == nil {
+			res.Labels = map[string]string{}
+		}
+		res.Labels[k] = v
+	}
+	res.Status.ProviderID = out.Status.ProviderID
+	res.Status.ImageID = out.Status.ImageID
+	res.Status.Capacity = out.Status.Capacity
+	res.Status.Allocatable = out.Status.Allocatable
+	return res, nil
+}
+
+// compatibleTypes are the types the NodeClaim allows, that fit its requests
+// and have an available offering it allows.
+func compatibleTypes(its []*scheduling.InstanceType, reqs scheduling.Requirements, requests corev1.ResourceList) []*scheduling.InstanceType {
+	var out []*scheduling.InstanceType
+	for _, it := range its {
+		if reqs.Intersects(it.Requirements) != nil || !fits(requests, cloudprovider.Allocatable(it)) {
+			continue
+		}
+		for i := range it.Offerings {
+			o := &it.Offerings[i]
+			if o.Available && o.ReservationID == "" && cloudprovider.OfferingCompatible(o, reqs) {
+				out = append(out, it)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func fits(requests, allocatable corev1.ResourceList) bool {
+	for name, q := range requests {
+		a, ok := allocatable[name]
+		if !ok {
+			if q.IsZero() {
+				continue
+			}
+			return false
+		}
+		if q.Cmp(a) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// chooseCapacityType is spot when the NodeClaim allows it and a type has an
+// available spot offering, else on-demand (upstream's order, without
+// reserved capacity).
+func chooseCapacityType(its []*scheduling.InstanceType, reqs scheduling.Requirements) string {
+	if reqs.Get(scheduling.LabelCapacityType).Has(instance.CapacityTypeSpot) {
+		for _, it := range its {
+			for i := range it.Offerings {
+				o := &it.Offerings[i]
+				if o.CapacityType == instance.CapacityTypeSpot && o.Available && cloudprovider.OfferingCompatible(o, reqs) {
+					return instance.CapacityTypeSpot
+				}
+			}
+		}
+	}
+	return instance.CapacityTypeOnDemand
+}
+
+// launchConfigs groups the types by image and pod capacity (one launch
+// template each, since both are in the user data), ensures the templates,
+// and lists each type's offerings of capacityType as overrides, one subnet
+// per zone.
+func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, its []*scheduling.InstanceType, capacityType string) ([]instance.LaunchConfig, error) {
+	subnetOf := map[string]string{}
+	for _, s := range nodeClass.Status.Subnets {
+		if _, ok := subnetOf[s.Zone]; !ok {
+			subnetOf[s.Zone] = s.ID
+		}
+	}
+	type groupKey struct {
+		image string
+		pods  int64
+	}
+	groups := map[groupKey][]*scheduling.InstanceType{}
+	var order []groupKey
+	for _, it := range its {
+		image, ok := imageFor(nodeClass, it)
+		if !ok {
+			continue
+		}
+		pods := it.Capacity[corev1.ResourcePods]
+		k := groupKey{image, pods.Value()}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	if len(order) == 0 {
+		return nil, cloudprovider.NewCreateError(fmt.Errorf("no image of %s is compatible with the requested instance types", nodeClass.Name), "NoCompatibleImage", "No AMI of the EC2NodeClass matches the instance types")
+	}
+	labels := reqs.Labels()
+	for k, v := range nc.Labels {
+		labels[k] = v
+	}
+	taints := append(append([]corev1.Taint(nil), nc.Spec.Taints...), nc.Spec.StartupTaints...)
+	tags := instance.Tags(c.opts.Cluster.Name, nc.Labels[v1.NodePoolLabelKey], "", nodeClass.Name, nodeClass.Spec.Tags)
+	var opts []*launchtemplate.Options
+	for _, k := range order {
+		pods := int32(k.pods)
+		o, err := launchtemplate.Resolve(ctx, nodeClass, c.opts.Cluster, launchtemplate.Launch{
+			ImageID: k.image, Labels: labels, Taints: taints, MaxPods: &pods, Tags: tags,
+		})
+		if err != nil {
+			return nil, cloudprovider.NewCreateError(err, "LaunchTemplateResolutionFailed", err.Error())
+		}
+		opts = append(opts, o)
+	}
+	lts, err := c.opts.LaunchTemplates.EnsureAll(ctx, opts)
+	if err != nil {
+		return nil, cloudprovider.NewCreateError(fmt.Errorf("ensuring launch templates: %w", err), "LaunchTemplateCreationFailed", err.Error())
+	}
+	var configs []instance.LaunchConfig
+	for i, k := range order {
+		cfg := instance.LaunchConfig{LaunchTemplateName: lts[i].Name, ImageID: k.image}
+		for _, it := range groups[k] {
+			for j := range it.Offerings {
+				o := &it.Offerings[j]
+				subnet, ok := subnetOf[o.Zone]
+				if !ok || !o.Available || o.CapacityType != capacityType || o.ReservationID != "" || !cloudprovider.OfferingCompatible(o, reqs) {
+					continue
+				}
+				cfg.Overrides = append(cfg.Overrides, instance.Override{InstanceType: it.Name, Zone: o.Zone, SubnetID: subnet, Price: o.Price})
+			}
+		}
+		sort.SliceStable(cfg.Overrides, func(a, b int) bool { return cfg.Overrides[a].Price < cfg.Overrides[b].Price })
+		if len(cfg.Overrides) > 0 {
+			configs = append(configs, cfg)
+		}
+	}
+	return configs, nil
+}
+
+// imageFor is the first of the class's images (status order, newest
+// first) whose requirements the type meets.
+func imageFor(nodeClass *awsv1.EC2NodeClass, it *scheduling.InstanceType) (string, bool) {
+	for _, ami := range nodeClass.Status.AMIs {
+		if ami.Deprecated {
+			continue
+		}
+		r, err := scheduling.RequirementsFromNodeSelector(ami.Requirements)
+		if err != nil {
+			continue
+		}
+		if it.Requirements.Intersects(r) == nil {
+			return ami.ID, true
+		}
+	}
+	for _, ami := range nodeClass.Status.AMIs {
+		r, err := scheduling.RequirementsFromNodeSelector(ami.Requirements)
+		if err == nil && it.Requirements.Intersects(r) == nil {
+			return ami.ID, true
+		}
+	}
+	return "", false
+}
+
+// Get implements cloudprovider.CloudProvider.
+func (c *CloudProvider) Get(ctx context.Context, providerID string) (*v1.NodeClaim, error) {
+	id, err := instance.ParseProviderID(providerID)
+	if err != nil {
+		return nil, cloudprovider.NewNodeClaimNotFoundError(err)
+	}
+	inst, err := c.opts.Instances.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return c.toNodeClaim(inst, c.instanceType(ctx, inst)), nil
+}
+
+// List implements cloudprovider.CloudProvider.
+func (c *CloudProvider) List(ctx context.Context) ([]*v1.NodeClaim, error) {
+	insts, err := c.opts.Instances.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*v1.NodeClaim, 0, len(insts))
+	for _, inst := range insts {
+		// Garbage collection needs names and ages, not capacity.
+		out = append(out, c.toNodeClaim(inst, nil))
+	}
+	return out, nil
+}
+
+// Delete implements cloudprovider.CloudProvider.
+func (c *CloudProvider) Delete(ctx context.Context, nc *v1.NodeClaim) error {
+	id, err := instance.ParseProviderID(nc.Status.ProviderID)
+	if err != nil {
+		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("nodeclaim %s: %w", nc.Name, err))
+	}
+	return c.opts.Instances.Delete(ctx, id)
+}
+
+// instanceType looks up the type of inst in its class's list, for capacity;
+// nil when the class or type is gone.
+func (c *CloudProvider) instanceType(ctx context.Context, inst *instance.Instance) *scheduling.InstanceType {
+	name := inst.Tags[awsv1.NodeClassTagKey]
+	if name == "" {
+		return nil
+	}
+	nodeClass := &awsv1.EC2NodeClass{}
+	if err := c.opts.Kube.Get(ctx, client.ObjectKey{Name: name}, nodeClass); err != nil {
+		return nil
+	}
+	its, err := c.opts.InstanceTypes.List(ctx, nodeClass)
+	if err != nil {
+		return nil
+	}
+	for _, it := range its {
+		if it.Name == inst.Type {
+			return it
+		}
+	}
+	return nil
+}
+
+// toNodeClaim is the NodeClaim view of inst: provider ID, image, the
+// type's single-valued labels, zone and capacity type, and capacity.
+func (c *CloudProvider) toNodeClaim(inst *instance.Instance, it *scheduling.InstanceType) *v1.NodeClaim {
+	nc := &v1.NodeClaim{}
+	nc.Labels = map[string]string{}
+	if it != nil {
+		for _, k := range it.Requirements.Keys() {
+			r := it.Requirements.Get(k)
+			if r.Operator() == string(corev1.NodeSelectorOpIn) && r.Len() == 1 {
+				nc.Labels[k] = r.Values()[0]
+			}
+		}
+		nc.Status.Capacity = nonZero(it.Capacity)
+		nc.Status.Allocatable = nonZero(cloudprovider.Allocatable(it))
+	}
+	nc.Labels[scheduling.LabelInstanceType] = inst.Type
+	nc.Labels[scheduling.LabelZone] = inst.Zone
+	nc.Labels[scheduling.LabelCapacityType] = inst.CapacityType
+	if np, ok := inst.Tags[v1.NodePoolLabelKey]; ok {
+		nc.Labels[v1.NodePoolLabelKey] = np
+	}
+	if name, ok := inst.Tags[awsv1.NodeClaimTagKey]; ok {
+		nc.Name = name
+	}
+	nc.CreationTimestamp = metav1.NewTime(inst.LaunchTime)
+	nc.Status.ProviderID = inst.ProviderID()
+	nc.Status.ImageID = inst.ImageID
+	return nc
+}
+
+func nonZero(in corev1.ResourceList) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for k, v := range in {
+		if !v.IsZero() {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+

@@ -1,0 +1,485 @@
+// Package instance owns the EC2 instances behind NodeClaims: it launches
+// them with instant CreateFleet requests (overrides per instance type and
+// subnet, price-capacity-optimized for spot, lowest-price for on-demand,
+// capped at MaxInstanceTypes types), tags them with the NodeClaim, NodePool,
+// EC2NodeClass and cluster, records offerings EC2 had no capacity for in the
+// unavailable-offerings cache, and finds (DescribeInstances by tag) and
+// terminates them. Create is idempotent per NodeClaim: an instance already
+// tagged with the NodeClaim's name is returned instead of a new launch.
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+)
+
+// MaxInstanceTypes caps how many instance types one CreateFleet request
+// offers EC2 (upstream's cap); the cheapest are kept.
+const MaxInstanceTypes = 60
+
+// Capacity types a launch can ask for.
+const (
+	CapacityTypeOnDemand = "on-demand"
+	CapacityTypeSpot     = "spot"
+)
+
+// States counts as "exists": terminated instances are gone.
+var States = []string{"pending", "running", "stopping", "stopped", "shutting-down"}
+
+// unfulfillableCapacityCodes are the CreateFleet error codes that mean the
+// offering cannot launch now (upstream's list): the offering is cached as
+// unavailable so the next attempt picks another one.
+var unfulfillableCapacityCodes = map[string]bool{
+	"InsufficientInstanceCapacity":      true,
+	"MaxSpotInstanceCountExceeded":      true,
+	"VcpuLimitExceeded":                 true,
+	"UnfulfillableCapacity":             true,
+	"Unsupported":                       true,
+	"InsufficientFreeAddressesInSubnet": true,
+	"ReservationCapacityExceeded":       true,
+}
+
+const errInstanceNotFound = "InvalidInstanceID.NotFound"
+
+// EC2API is the part of the EC2 client the provider calls.
+type EC2API interface {
+	CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
+	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
+// UnavailableOfferings is the insufficient-capacity cache
+// (lifecycle.UnavailableOfferings) that launches feed.
+type UnavailableOfferings interface {
+	MarkUnavailable(cloudprovider.OfferingKey)
+}
+
+// Instance is an EC2 instance as Karpenter sees it.
+type Instance struct {
+	ID           string
+	Type         string
+	Zone         string
+	SubnetID     string
+	ImageID      string
+	CapacityType string
+	State        string
+	LaunchTime   time.Time
+	Tags         map[string]string
+}
+
+// ProviderID is the instance's Kubernetes provider ID.
+func (i *Instance) ProviderID() string { return fmt.Sprintf("aws:///%s/%s", i.Zone, i.ID) }
+
+// ParseProviderID returns the instance ID of an aws:///<zone>/<id> provider ID.
+func ParseProviderID(providerID string) (string, error) {
+	rest, ok := strings.CutPrefix(providerID, "aws:///")
+	if !ok {
+		return "", fmt.Errorf("provider ID %q is not an AWS instance", providerID)
+	}
+	_, id, ok := strings.Cut(rest, "/")
+	if !ok || !strings.HasPrefix(id, "i-") {
+		return "", fmt.Errorf("provider ID %q has no instance ID", providerID)
+	}
+	return id, nil
+}
+
+// Override is one instance type in one subnet, with its price (for the cap).
+type Override struct {
+	InstanceType string
+	Zone         string
+	SubnetID     string
+	Price        float64
+}
+
+// LaunchConfig is a launch template and the overrides that launch from it.
+type LaunchConfig struct {
+	LaunchTemplateName string
+	ImageID            string
+	Overrides          []Override
+}
+
+// Request is one NodeClaim's launch.
+type Request struct {
+	NodeClaimName string
+	NodePoolName  string
+	NodeClassName string
+	// CapacityType is spot or on-demand for every override.
+	CapacityType string
+	Configs      []LaunchConfig
+	// ClassTags are the EC2NodeClass's spec.tags; Karpenter's own tags win.
+	ClassTags map[string]string
+}
+
+// Provider launches, finds and terminates the cluster's instances. It is
+// safe for concurrent use.
+type Provider struct {
+	ec2         EC2API
+	clusterName string
+	unavailable UnavailableOfferings
+}
+
+// NewProvider returns a provider for clusterName's instances; unavailable
+// may be nil.
+func NewProvider(api EC2API, clusterName string, unavailable UnavailableOfferings) *Provider {
+	return &Provider{ec2: api, clusterName: clusterName, unavailable: unavailable}
+}
+
+// Tags are the tags of every resource a launch creates: the class's tags,
+// then cluster ownership, NodePool, NodeClaim, EKS cluster name and class.
+func Tags(clusterName, nodePool, nodeClaim, nodeClass string, classTags map[string]string) map[string]string {
+	out := make(map[string]string, len(classTags)+5)
+	for k, v := range classTags {
+		out[k] = v
+	}
+	out[awsv1.KubernetesClusterTagKeyPrefix+clusterName] = "owned"
+	out[v1.NodePoolLabelKey] = nodePool
+	out[awsv1.EKSClusterNameTagKey] = clusterName
+	out[awsv1.NodeClassTagKey] = nodeClass
+	if nodeClaim != "" {
+		out[awsv1.NodeClaimTagKey] = nodeClaim
+	}
+	return out
+}
+
+// Create launches one instance for req, or returns the one already tagged
+// with req's NodeClaim.
+func (p *Provider) Create(ctx context.Context, req Request) (*Instance, error) {
+	if existing, err := p.findByNodeClaim(ctx, req.NodeClaimName); err != nil {
+		return nil, err
+	} else if existing != nil {
+		return existing, nil
+	}
+	configs := capOverrides(req.Configs, MaxInstanceTypes)
+	if len(configs) == 0 {
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no %s offering to launch for nodeclaim %s", req.CapacityType, req.NodeClaimName))
+	}
+	zoneOf := map[string]string{}
+	imageOf := map[string]string{}
+	var ltConfigs []ec2types.FleetLaunchTemplateConfigRequest
+	for _, c := range configs {
+		imageOf[c.LaunchTemplateName] = c.ImageID
+		overrides := make([]ec2types.FleetLaunchTemplateOverridesRequest, 0, len(c.Overrides))
+		for _, o := range c.Overrides {
+			zoneOf[o.SubnetID] = o.Zone
+			overrides = append(overrides, ec2types.FleetLaunchTemplateOverridesRequest{
+				InstanceType:     ec2types.InstanceType(o.InstanceType),
+				SubnetId:         aws.String(o.SubnetID),
+				AvailabilityZone: aws.String(o.Zone),
+			})
+		}
+		ltConfigs = append(ltConfigs, ec2types.FleetLaunchTemplateConfigRequest{
+			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
+				LaunchTemplateName: aws.String(c.LaunchTemplateName), Version: aws.String("$Latest"),
+			},
+			Overrides: overrides,
+		})
+	}
+	tags := ec2Tags(Tags(p.clusterName, req.NodePoolName, req.NodeClaimName, req.NodeClassName, req.ClassTags))
+	in := &ec2.CreateFleetInput{
+		Type:                  ec2types.FleetTypeInstant,
+		LaunchTemplateConfigs: ltConfigs,
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
+			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(req.CapacityType),
+			TotalTargetCapacity:       aws.Int32(1),
+		},
+		TagSpecifications: []ec2types.TagSpecification{
+			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
+		},
+	}
+	if req.CapacityType == CapacityTypeSpot {
+		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
+	} else {
+		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
+	}
+	out, err := p.ec2.CreateFleet(ctx, in)
+	if err != nil {
+		// A launch template deleted behind our back, a throttle that outlived
+		// the retries: the lifecycle retries the NodeClaim.
+		return nil, cloudprovider.NewCreateError(fmt.Errorf("creating fleet for nodeclaim %s: %w", req.NodeClaimName, err), "LaunchFailed", "CreateFleet failed")
+	}
+	iced := p.recordErrors(out.Errors, req.CapacityType, zoneOf)
+	for _, fi := range out.Instances {
+		if len(fi.InstanceIds) == 0 {
+			continue
+		}
+		inst := &Instance{
+			ID:           fi.InstanceIds[0],
+			Type:         string(fi.InstanceType),
+			CapacityType: capacityTypeOf(fi.Lifecycle),
+			State:        "pending",
+			Tags:         Tags(p.clusterName, req.NodePoolName, req.NodeClaimName, req.NodeClassName, req.ClassTags),
+			LaunchTime:   time.Now(),
+		}
+		if lto := fi.LaunchTemplateAndOverrides; lto != nil {
+			if lto.Overrides != nil {
+				inst.SubnetID = aws.ToString(lto.Overrides.SubnetId)
+				inst.Zone = aws.ToString(lto.Overrides.AvailabilityZone)
+				if inst.Zone == "" {
+					inst.Zone = zoneOf[inst.SubnetID]
+				}
+			}
+			if lto.LaunchTemplateSpecification != nil {
+				inst.ImageID = imageOf[aws.ToString(lto.LaunchTemplateSpecification.LaunchTemplateName)]
+			}
+		}
+		return inst, nil
+	}
+	if len(iced) > 0 {
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("creating fleet for nodeclaim %s: %s", req.NodeClaimName, fleetErrors(out.Errors)), iced...)
+	}
+	return nil, cloudprovider.NewCreateError(fmt.Errorf("creating fleet for nodeclaim %s: no instance launched: %s", req.NodeClaimName, fleetErrors(out.Errors)), "LaunchFailed", fleetErrors(out.Errors))
+}
+
+// recordErrors marks the offerings CreateFleet had no capacity for as
+// unavailable and returns them.
+func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, capacityType string, zoneOf map[string]string) []cloudprovider.OfferingKey {
+	var keys []cloudprovider.OfferingKey
+	seen := map[cloudprovider.OfferingKey]bool{}
+	for _, e := range errs {
+		if !unfulfillableCapacityCodes[aws.ToString(e.ErrorCode)] || e.LaunchTemplateAndOverrides == nil || e.LaunchTemplateAndOverrides.Overrides == nil {
+			continue
+		}
+		o := e.LaunchTemplateAndOverrides.Overrides
+		zone := aws.ToString(o.AvailabilityZone)
+		if zone == "" {
+			zone = zoneOf[aws.ToString(o.SubnetId)]
+		}
+		ct := capacityType
+		if e.Lifecycle != "" {
+			ct = capacityTypeOf(e.Lifecycle)
+		}
+		key := cloudprovider.OfferingKey{InstanceType: string(o.InstanceType), Zone: zone, CapacityType: ct}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		keys = append(keys, key)
+		if p.unavailable != nil {
+			p.unavailable.MarkUnavailable(key)
+		}
+	}
+	return keys
+}
+
+func fleetErrors(errs []ec2types.CreateFleetError) string {
+	if len(errs) == 0 {
+		return "CreateFleet returned no instances and no errors"
+	}
+	parts := make([]string, 0, len(errs))
+	seen := map[string]bool{}
+	for _, e := range errs {
+		s := aws.ToString(e.ErrorCode) + ": " + aws.ToString(e.ErrorMessage)
+		if !seen[s] {
+			seen[s] = true
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// capOverrides keeps the overrides of the MaxInstanceTypes cheapest instance
+// types (by their cheapest override), dropping configs left empty.
+func capOverrides(configs []LaunchConfig, limit int) []LaunchConfig {
+	cheapest := map[string]float64{}
+	for _, c := range configs {
+		for _, o := range c.Overrides {
+			if p, ok := cheapest[o.InstanceType]; !ok || o.Price < p {
+				cheapest[o.InstanceType] = o.Price
+			}
+		}
+	}
+	types := make([]string, 0, len(cheapest))
+	for t := range cheapest {
+		types = append(types, t)
+	}
+	sort.Slice(types, func(i, j int) bool {
+		if cheapest[types[i]] != cheapest[types[j]] {
+			return cheapest[types[i]] < cheapest[types[j]]
+		}
+		return types[i] < types[j]
+	})
+	keep := map[string]bool{}
+	for i, t := range types {
+		if i >= limit {
+			break
+		}
+		keep[t] = true
+	}
+	var out []LaunchConfig
+	for _, c := range configs {
+		var os []Override
+		for _, o := range c.Overrides {
+			if keep[o.InstanceType] {
+				os = append(os, o)
+			}
+		}
+		if len(os) > 0 {
+			c.Overrides = os
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Get returns the live (not terminated) instance with this ID, or a
+// NodeClaimNotFoundError.
+func (p *Provider) Get(ctx context.Context, id string) (*Instance, error) {
+	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{
+		InstanceIds: []string{id},
+		Filters:     []ec2types.Filter{{Name: aws.String("instance-state-name"), Values: States}},
+	})
+	if errorCode(err) == errInstanceNotFound {
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describing instance %s: %w", id, err)
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			if aws.ToString(i.InstanceId) == id && live(i) {
+				return fromEC2(i), nil
+			}
+		}
+	}
+	return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
+}
+
+// List returns the cluster's live instances launched for NodeClaims.
+func (p *Provider) List(ctx context.Context) ([]*Instance, error) {
+	return p.describe(ctx, []ec2types.Filter{
+		{Name: aws.String("tag-key"), Values: []string{awsv1.NodeClaimTagKey}},
+		{Name: aws.String("tag:" + awsv1.KubernetesClusterTagKeyPrefix + p.clusterName), Values: []string{"owned"}},
+		{Name: aws.String("instance-state-name"), Values: States},
+	})
+}
+
+// findByNodeClaim returns the live instance tagged with the NodeClaim's
+// name, or nil.
+func (p *Provider) findByNodeClaim(ctx context.Context, nodeClaim string) (*Instance, error) {
+	insts, err := p.describe(ctx, []ec2types.Filter{
+		{Name: aws.String("tag:" + awsv1.NodeClaimTagKey), Values: []string{nodeClaim}},
+		{Name: aws.String("tag:" + awsv1.KubernetesClusterTagKeyPrefix + p.clusterName), Values: []string{"owned"}},
+		{Name: aws.String("instance-state-name"), Values: States},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up the instance of nodeclaim %s: %w", nodeClaim, err)
+	}
+	if len(insts) == 0 {
+		return nil, nil
+	}
+	// Oldest first: if a duplicate ever happened, keep returning the same one.
+	sort.Slice(insts, func(i, j int) bool { return insts[i].LaunchTime.Before(insts[j].LaunchTime) })
+	return insts[0], nil
+}
+
+func (p *Provider) describe(ctx context.Context, filters []ec2types.Filter) ([]*Instance, error) {
+	var out []*Instance
+	pager := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{Filters: filters})
+	for pager.HasMorePages() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describing instances: %w", err)
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				if live(i) {
+					out = append(out, fromEC2(i))
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Delete terminates the instance. It returns a NodeClaimNotFoundError once
+// the instance is gone (terminated or unknown); while it shuts down it
+// returns nil so the caller asks again.
+func (p *Provider) Delete(ctx context.Context, id string) error {
+	inst, err := p.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if inst.State == "shutting-down" {
+		return nil
+	}
+	_, err = p.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+	if errorCode(err) == errInstanceNotFound {
+		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
+	}
+	if err != nil {
+		return fmt.Errorf("terminating instance %s: %w", id, err)
+	}
+	return nil
+}
+
+func live(i ec2types.Instance) bool {
+	return i.State == nil || (i.State.Name != ec2types.InstanceStateNameTerminated)
+}
+
+func fromEC2(i ec2types.Instance) *Instance {
+	inst := &Instance{
+		ID:           aws.ToString(i.InstanceId),
+		Type:         string(i.InstanceType),
+		SubnetID:     aws.ToString(i.SubnetId),
+		ImageID:      aws.ToString(i.ImageId),
+		CapacityType: CapacityTypeOnDemand,
+		LaunchTime:   aws.ToTime(i.LaunchTime),
+		Tags:         map[string]string{},
+	}
+	if i.Placement != nil {
+		inst.Zone = aws.ToString(i.Placement.AvailabilityZone)
+	}
+	if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+		inst.CapacityType = CapacityTypeSpot
+	}
+	if i.State != nil {
+		inst.State = string(i.State.Name)
+	}
+	for _, t := range i.Tags {
+		inst.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	return inst
+}
+
+func capacityTypeOf(l ec2types.InstanceLifecycle) string {
+	if l == ec2types.InstanceLifecycleSpot {
+		return CapacityTypeSpot
+	}
+	return CapacityTypeOnDemand
+}
+
+func ec2Tags(m map[string]string) []ec2types.Tag {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]ec2types.Tag, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
+	}
+	return out
+}
+
+func errorCode(err error) string {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode()
+	}
+	return ""
+}
