@@ -1,0 +1,135 @@
+// Command karpenter is the read-only Karpenter CLI (also usable as the
+// kubectl plugin kubectl-karpenter): `status`, `why pod NS/NAME`, `why node
+// NAME` and `snapshot`. It needs only a kubeconfig, or a snapshot file saved
+// earlier with `karpenter snapshot > FILE` and passed with --snapshot.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/karpenter-go/karpenter/pkg/apis"
+	"github.com/karpenter-go/karpenter/pkg/cli"
+	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
+)
+
+const usage = `usage: karpenter [flags] COMMAND
+  status              NodePools: nodes, usage vs limits, allowed disruptions; NodeClaims not Ready
+  why pod NS/NAME     where a pod runs or would run, or each NodePool's refusal
+  why node NAME       why the disruption pass keeps (or would disrupt) a node
+  snapshot            write the listed objects (JSON, or YAML with -o yaml) to stdout
+flags:
+`
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("karpenter", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	kubeContext := fs.String("context", "", "kubeconfig context")
+	snapshotFile := fs.String("snapshot", "", "answer offline from a file written by `karpenter snapshot`")
+	output := fs.StringP("output", "o", cli.FormatTable, "output format: table, json or yaml")
+	catalog := fs.String(kwok.FlagCatalog, kwok.CatalogDefault, "kwok catalog KWOKNodeClass pools launch from (as the controller's)")
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fs.Usage()
+		return 2
+	}
+	load := func() (*cli.Objects, error) {
+		if *snapshotFile != "" {
+			raw, err := os.ReadFile(*snapshotFile)
+			if err != nil {
+				return nil, fmt.Errorf("reading snapshot: %w", err)
+			}
+			return cli.ReadObjects(raw)
+		}
+		kube, err := newClient(*kubeconfig, *kubeContext)
+		if err != nil {
+			return nil, err
+		}
+		return cli.Load(ctx, kube, time.Now())
+	}
+	err := func() error {
+		o, err := load()
+		if err != nil {
+			return err
+		}
+		if rest[0] == "snapshot" {
+			if len(rest) != 1 {
+				return fmt.Errorf("snapshot takes no arguments")
+			}
+			return o.Write(stdout, *output == cli.FormatYAML)
+		}
+		s, err := cli.NewSession(o, cli.Options{KwokCatalog: *catalog})
+		if err != nil {
+			return err
+		}
+		var answer any
+		switch {
+		case rest[0] == "status" && len(rest) == 1:
+			answer = s.Status(ctx)
+		case rest[0] == "why" && len(rest) == 3 && rest[1] == "pod":
+			ns, name, ok := strings.Cut(rest[2], "/")
+			if !ok {
+				ns, name = "default", rest[2]
+			}
+			answer, err = s.WhyPod(ctx, types.NamespacedName{Namespace: ns, Name: name})
+		case rest[0] == "why" && len(rest) == 3 && rest[1] == "node":
+			answer, err = s.WhyNode(ctx, rest[2])
+		default:
+			fs.Usage()
+			return fmt.Errorf("unknown command %q", strings.Join(rest, " "))
+		}
+		if err != nil {
+			return err
+		}
+		return cli.Render(stdout, *output, answer)
+	}()
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	return 0
+}
+
+// newClient builds a read-only use of the kubeconfig's credentials.
+func newClient(path, kubeContext string) (client.Client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: kubeContext}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
+	if err := apis.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	kube, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	return kube, nil
+}

@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+)
+
+// Objects are the API objects every answer is computed from. They are also
+// the snapshot file format (`karpenter snapshot`), so that an answer can be
+// reproduced offline from a file attached to a bug report.
+type Objects struct {
+	// Time is when the objects were listed; offline answers judge budget
+	// schedules and do-not-disrupt durations against it.
+	Time                   metav1.Time                       `json:"time"`
+	NodePools              []v1.NodePool                     `json:"nodePools,omitempty"`
+	NodeClaims             []v1.NodeClaim                    `json:"nodeClaims,omitempty"`
+	Nodes                  []corev1.Node                     `json:"nodes,omitempty"`
+	Pods                   []corev1.Pod                      `json:"pods,omitempty"`
+	DaemonSets             []appsv1.DaemonSet                `json:"daemonSets,omitempty"`
+	Namespaces             []corev1.Namespace                `json:"namespaces,omitempty"`
+	PodDisruptionBudgets   []policyv1.PodDisruptionBudget    `json:"podDisruptionBudgets,omitempty"`
+	PersistentVolumeClaims []corev1.PersistentVolumeClaim    `json:"persistentVolumeClaims,omitempty"`
+	PersistentVolumes      []corev1.PersistentVolume         `json:"persistentVolumes,omitempty"`
+	StorageClasses         []storagev1.StorageClass          `json:"storageClasses,omitempty"`
+}
+
+// Load lists every object the answers need. It only lists: the CLI never
+// writes to the cluster.
+func Load(ctx context.Context, kube client.Reader, now time.Time) (*Objects, error) {
+	o := &Objects{Time: metav1.NewTime(now)}
+	lists := []struct {
+		what string
+		list client.ObjectList
+		take func(client.ObjectList)
+	}{
+		{"nodepools", &v1.NodePoolList{}, func(l client.ObjectList) { o.NodePools = l.(*v1.NodePoolList).Items }},
+		{"nodeclaims", &v1.NodeClaimList{}, func(l client.ObjectList) { o.NodeClaims = l.(*v1.NodeClaimList).Items }},
+		{"nodes", &corev1.NodeList{}, func(l client.ObjectList) { o.Nodes = l.(*corev1.NodeList).Items }},
+		{"pods", &corev1.PodList{}, func(l client.ObjectList) { o.Pods = l.(*corev1.PodList).Items }},
+		{"daemonsets", &appsv1.DaemonSetList{}, func(l client.ObjectList) { o.DaemonSets = l.(*appsv1.DaemonSetList).Items }},
+		{"namespaces", &corev1.NamespaceList{}, func(l client.ObjectList) { o.Namespaces = l.(*corev1.NamespaceList).Items }},
+		{"poddisruptionbudgets", &policyv1.PodDisruptionBudgetList{}, func(l client.ObjectList) {
+			o.PodDisruptionBudgets = l.(*policyv1.PodDisruptionBudgetList).Items
+		}},
+		{"persistentvolumeclaims", &corev1.PersistentVolumeClaimList{}, func(l client.ObjectList) {
+			o.PersistentVolumeClaims = l.(*corev1.PersistentVolumeClaimList).Items
+		}},
+		{"persistentvolumes", &corev1.PersistentVolumeList{}, func(l client.ObjectList) { o.PersistentVolumes = l.(*corev1.PersistentVolumeList).Items }},
+		{"storageclasses", &storagev1.StorageClassList{}, func(l client.ObjectList) { o.StorageClasses = l.(*storagev1.StorageClassList).Items }},
+	}
+	for _, l := range lists {
+		if err := kube.List(ctx, l.list); err != nil {
+			return nil, fmt.Errorf("listing %s: %w", l.what, err)
+		}
+		l.take(l.list)
+	}
+	o.stripManagedFields()
+	return o, nil
+}
+
+// stripManagedFields drops server-side-apply bookkeeping, which is most of
+// a snapshot file's size and none of its meaning.
+func (o *Objects) stripManagedFields() {
+	for i := range o.NodePools {
+		o.NodePools[i].ManagedFields = nil
+	}
+	for i := range o.NodeClaims {
+		o.NodeClaims[i].ManagedFields = nil
+	}
+	for i := range o.Nodes {
+		o.Nodes[i].ManagedFields = nil
+	}
+	for i := range o.Pods {
+		o.Pods[i].ManagedFields = nil
+	}
+	for i := range o.DaemonSets {
+		o.DaemonSets[i].ManagedFields = nil
+	}
+}
+
+// Write saves the objects as JSON, or YAML when asYAML.
+func (o *Objects) Write(w io.Writer, asYAML bool) error {
+	var raw []byte
+	var err error
+	if asYAML {
+		raw, err = yaml.Marshal(o)
+	} else {
+		raw, err = jsonIndent(o)
+	}
+	if err != nil {
+		return fmt.Errorf("encoding snapshot: %w", err)
+	}
+	_, err = w.Write(raw)
+	return err
+}
+
+// ReadObjects reads a snapshot file written by Write (JSON or YAML).
+func ReadObjects(raw []byte) (*Objects, error) {
+	o := &Objects{}
+	if err := yaml.Unmarshal(raw, o); err != nil {
+		return nil, fmt.Errorf("decoding snapshot: %w", err)
+	}
+	return o, nil
+}
+
+// reader serves List from Objects, so the snapshot builder reads a saved
+// file exactly as it reads the API server. Only the label-selector list
+// option is honoured, the only one the builder uses.
+type reader struct{ o *Objects }
+
+var _ client.Reader = reader{}
+
+func (r reader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	return fmt.Errorf("get %T %s: not served from a snapshot", obj, key)
+}
+
+func (r reader) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	lo := &client.ListOptions{}
+	lo.ApplyOptions(opts)
+	sel := lo.LabelSelector
+	if sel == nil {
+		sel = labels.Everything()
+	}
+	match := func(m metav1.Object) bool {
+		return sel.Matches(labels.Set(m.GetLabels())) && (lo.Namespace == "" || m.GetNamespace() == lo.Namespace)
+	}
+	switch l := list.(type) {
+	case *v1.NodePoolList:
+		l.Items = filter(r.o.NodePools, match)
+	case *v1.NodeClaimList:
+		l.Items = filter(r.o.NodeClaims, match)
+	case *corev1.NodeList:
+		l.Items = filter(r.o.Nodes, match)
+	case *corev1.PodList:
+		l.Items = filter(r.o.Pods, match)
+	case *appsv1.DaemonSetList:
+		l.Items = filter(r.o.DaemonSets, match)
+	case *corev1.NamespaceList:
+		l.Items = filter(r.o.Namespaces, match)
+	case *policyv1.PodDisruptionBudgetList:
+		l.Items = filter(r.o.PodDisruptionBudgets, match)
+	case *corev1.PersistentVolumeClaimList:
+		l.Items = filter(r.o.PersistentVolumeClaims, match)
+	case *corev1.PersistentVolumeList:
+		l.Items = filter(r.o.PersistentVolumes, match)
+	case *storagev1.StorageClassList:
+		l.Items = filter(r.o.StorageClasses, match)
+	case *appsv1.ReplicaSetList:
+		l.Items = nil // not snapshotted: expected pods are not anticipated
+	default:
+		return fmt.Errorf("list %T: not served from a snapshot", list)
+	}
+	return nil
+}
+
+// filter returns the items that match, sharing the backing array when every
+// item does (the common case: no selector), so a 50,000-pod list costs no copy.
+func filter[T any, PT interface {
+	*T
+	metav1.Object
+}](items []T, match func(metav1.Object) bool) []T {
+	all := true
+	for i := range items {
+		if !match(PT(&items[i])) {
+			all = false
+			break
+		}
+	}
+	if all {
+		return items
+	}
+	var out []T
+	for i := range items {
+		if match(PT(&items[i])) {
+			out = append(out, items[i])
+		}
+	}
+	return out
+}
+
+// podByName finds a pod.
+func (o *Objects) podByName(nn types.NamespacedName) *corev1.Pod {
+	for i := range o.Pods {
+		if o.Pods[i].Namespace == nn.Namespace && o.Pods[i].Name == nn.Name {
+			return &o.Pods[i]
+		}
+	}
+	return nil
+}
+

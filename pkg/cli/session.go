@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
+	"github.com/karpenter-go/karpenter/pkg/state"
+)
+
+// Options configure a Session.
+type Options struct {
+	// KwokCatalog names the kwok catalog KWOKNodeClass pools launch from
+	// (kwok.CatalogDefault when empty); it must match the controller's.
+	KwokCatalog string
+	// KwokInstanceTypes, when set, is used instead of a catalog (tests).
+	KwokInstanceTypes []*scheduling.InstanceType
+}
+
+// Session holds one set of listed objects and the cluster state built from
+// them; every answer is computed from it.
+type Session struct {
+	Objects *Objects
+	cluster *state.Cluster
+	types   *instanceTypes
+	builder *snapshot.Builder
+}
+
+// NewSession builds the cluster state from objects, as the controller's
+// informers would have fed it, without a manager or an API server.
+func NewSession(o *Objects, opts Options) (*Session, error) {
+	its := opts.KwokInstanceTypes
+	if its == nil {
+		name := opts.KwokCatalog
+		if name == "" {
+			name = kwok.CatalogDefault
+		}
+		var err error
+		if its, err = kwok.LoadCatalog(name); err != nil {
+			return nil, err
+		}
+	}
+	s := &Session{Objects: o, types: &instanceTypes{kwok: its}}
+	s.cluster = state.NewCluster(clock.RealClock{}, nil, state.Options{
+		InstanceTypes: func(pool string) []*scheduling.InstanceType {
+			for i := range o.NodePools {
+				if o.NodePools[i].Name == pool {
+					its, _ := s.types.GetInstanceTypes(context.Background(), &o.NodePools[i])
+					return its
+				}
+			}
+			return nil
+		},
+	})
+	for i := range o.DaemonSets {
+		s.cluster.UpdateDaemonSet(&o.DaemonSets[i])
+	}
+	for i := range o.Nodes {
+		s.cluster.UpdateNode(&o.Nodes[i])
+	}
+	for i := range o.NodeClaims {
+		s.cluster.UpdateNodeClaim(&o.NodeClaims[i])
+	}
+	for i := range o.Pods {
+		s.cluster.UpdatePod(&o.Pods[i])
+	}
+	s.builder = snapshot.New(reader{o}, s.types, listedCluster{s.cluster}, snapshot.Options{
+		WellKnownLabels: kwok.WellKnownLabels(),
+	})
+	return s, nil
+}
+
+// listedCluster is the cluster state of a one-off listing: it holds every
+// Node and NodeClaim listed, so it is synced by construction (the state's
+// own check would list the API server again).
+type listedCluster struct{ *state.Cluster }
+
+func (listedCluster) Synced(context.Context) bool { return true }
+
+// instanceTypes resolves instance types without cloud credentials: only
+// KWOKNodeClass pools can be answered, from the kwok catalog.
+type instanceTypes struct{ kwok []*scheduling.InstanceType }
+
+func (t *instanceTypes) GetInstanceTypes(_ context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	ref := np.Spec.Template.Spec.NodeClassRef
+	if ref == nil {
+		return nil, fmt.Errorf("nodepool %s has no nodeClassRef", np.Name)
+	}
+	if ref.Group == kwokv1alpha1.Group && ref.Kind == "KWOKNodeClass" {
+		return t.kwok, nil
+	}
+	return nil, fmt.Errorf("cannot resolve instance types of %s.%s %q without cloud credentials", ref.Kind, ref.Group, ref.Name)
+}
+
+// Now is the reference time of the answers.
+func (s *Session) Now() time.Time {
+	if s.Objects.Time.IsZero() {
+		return time.Now()
+	}
+	return s.Objects.Time.Time
+}
+
+// poolSkipReason says why the snapshot builder leaves a NodePool out of
+// planning ("" when it does not), with the builder's own rules.
+func (s *Session) poolSkipReason(ctx context.Context, np *v1.NodePool) string {
+	switch {
+	case !np.DeletionTimestamp.IsZero():
+		return "nodepool is being deleted"
+	case np.IsStatic():
+		return "static nodepool (fixed replicas, does not provision for pending pods)"
+	case !conditionTrue(np):
+		return "nodepool is not Ready"
+	}
+	if _, err := snapshot.Requirements(np.Spec.Template.Spec.Requirements); err != nil {
+		return "invalid requirements: " + err.Error()
+	}
+	its, err := s.types.GetInstanceTypes(ctx, np)
+	if err != nil {
+		return err.Error()
+	}
+	if len(its) == 0 {
+		return "no resolved instance types"
+	}
+	return ""
+}
+
+func conditionTrue(np *v1.NodePool) bool {
+	for _, c := range np.Status.Conditions {
+		if c.Type == v1.ConditionTypeReady {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
+// disruptionSnapshot builds the disruption package's input the way the
+// disruption controller does, from the listed cluster state.
+func (s *Session) disruptionSnapshot(ctx context.Context) *disruption.Snapshot {
+	snap := &disruption.Snapshot{Now: s.Now(), NodePools: map[string]*v1.NodePool{}, InstanceTypes: map[string][]*scheduling.InstanceType{}}
+	for i := range s.Objects.NodePools {
+		np := &s.Objects.NodePools[i]
+		snap.NodePools[np.Name] = np
+		if its, err := s.types.GetInstanceTypes(ctx, np); err == nil {
+			snap.InstanceTypes[np.Name] = its
+		}
+	}
+	for i := range s.Objects.PodDisruptionBudgets {
+		snap.PDBs = append(snap.PDBs, &s.Objects.PodDisruptionBudgets[i])
+	}
+	for _, sn := range s.cluster.Nodes() {
+		n := &disruption.Node{
+			NodeClaim:         sn.NodeClaim,
+			Node:              sn.Node,
+			NodePool:          sn.NodePoolName(),
+			Initialized:       sn.Initialized(),
+			Deleting:          (sn.Node != nil && !sn.Node.DeletionTimestamp.IsZero()) || (sn.NodeClaim != nil && !sn.NodeClaim.DeletionTimestamp.IsZero()),
+			MarkedForDeletion: sn.MarkedForDeletion(),
+		}
+		names := make([]types.NamespacedName, 0, len(sn.Pods))
+		for nn := range sn.Pods {
+			names = append(names, nn)
+		}
+		sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+		for _, nn := range names {
+			n.Pods = append(n.Pods, sn.Pods[nn])
+		}
+		snap.Nodes = append(snap.Nodes, n)
+	}
+	return snap
+}
+
+// pendingPods are the pods a disruption simulation must plan alongside the
+// moved ones, as the controller's simulator does.
+func (s *Session) pendingPods() []*corev1.Pod {
+	pods, _ := snapshot.PendingPods(&corev1.PodList{Items: s.Objects.Pods})
+	return pods
+}

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// NodeAnswer is `why node`.
+type NodeAnswer struct {
+	Node      string `json:"node"`
+	NodeClaim string `json:"nodeClaim,omitempty"`
+	NodePool  string `json:"nodePool,omitempty"`
+	// Pods are the node's pods (namespace/name), DaemonSet pods included.
+	Pods []string `json:"pods,omitempty"`
+	// Disrupting names the method that would disrupt the node in this pass
+	// ("" when it is kept).
+	Disrupting string `json:"disrupting,omitempty"`
+	// Verdicts are the disruption pass's reasons for keeping the node.
+	Verdicts []NodeVerdict `json:"verdicts,omitempty"`
+	Message  string        `json:"message"`
+}
+
+// NodeVerdict is one disruption verdict.
+type NodeVerdict struct {
+	Kind    string `json:"kind"`
+	Method  string `json:"method,omitempty"`
+	Pod     string `json:"pod,omitempty"`
+	PDB     string `json:"pdb,omitempty"`
+	Message string `json:"message"`
+}
+
+// WhyNode runs one disruption pass over the listed cluster, with the
+// default methods and a solver-backed simulator that also plans the pending
+// pods, and reports what it decided for the node.
+func (s *Session) WhyNode(ctx context.Context, name string) (*NodeAnswer, error) {
+	snap := s.disruptionSnapshot(ctx)
+	var node *disruption.Node
+	for _, n := range snap.Nodes {
+		if n.Name() == name || n.NodeClaimName() == name {
+			node = n
+			break
+		}
+	}
+	if node == nil {
+		return nil, fmt.Errorf("node %s not found", name)
+	}
+	ans := &NodeAnswer{Node: node.Name(), NodeClaim: node.NodeClaimName(), NodePool: node.NodePool}
+	for _, p := range node.Pods {
+		ans.Pods = append(ans.Pods, p.Namespace+"/"+p.Name)
+	}
+	pending := s.pendingPods()
+	var daemonSets = s.cluster.DaemonSets()
+	sim := disruption.SolverSimulator{Snapshot: snap, Extra: func(in *scheduling.Input) {
+		in.Pods = append(append([]*corev1.Pod(nil), in.Pods...), pending...)
+		in.DaemonSets = daemonSets
+	}}
+	d, err := disruption.Disrupt(snap, disruption.DefaultMethods(), sim)
+	if d == nil {
+		return nil, fmt.Errorf("running the disruption pass: %w", err)
+	}
+	for _, cmd := range d.Commands {
+		for _, c := range cmd.Candidates {
+			if c.Name() == ans.Node {
+				ans.Disrupting = string(cmd.Method.Reason())
+				ans.Message = fmt.Sprintf("would be disrupted now: %s (%s)", cmd.Method.Reason(), cmd.Decision())
+				return ans, nil
+			}
+		}
+	}
+	for _, e := range d.Explanations {
+		if e.Node != ans.Node {
+			continue
+		}
+		for _, v := range e.Verdicts {
+			ans.Verdicts = append(ans.Verdicts, NodeVerdict{Kind: string(v.Kind), Method: string(v.Method), Pod: v.Pod, PDB: v.PDB, Message: v.Message()})
+		}
+		ans.Message = e.Message()
+		if ans.Message == "" {
+			ans.Message = "no disruption method applies to the node now"
+		}
+		return ans, nil
+	}
+	ans.Message = "the disruption pass did not look at the node"
+	if err != nil {
+		ans.Message += ": " + err.Error()
+	}
+	return ans, nil
+}
