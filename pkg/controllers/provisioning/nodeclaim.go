@@ -15,16 +15,32 @@ import (
 )
 
 // buildNodeClaim turns a planned NodeClaim into the API object: the pool's
-// template with the solver's narrowed requirements, the pods' requests, the
-// hash annotations drift detection compares against, and an owner reference
-// so that deleting the NodePool cascades to its NodeClaims.
+// template with the solver's narrowed requirements and the pods' requests.
 func buildNodeClaim(np *v1.NodePool, planned *scheduling.NewNodeClaim) *v1.NodeClaim {
+	nc := NodeClaimFromTemplate(np, planned.Labels)
+	requirements := toAPIRequirements(planned.Requirements)
+	if hasMinValues(requirements) {
+		nc.Annotations[v1.NodeClaimMinValuesRelaxedAnnotationKey] = strconv.FormatBool(planned.MinValuesRelaxed)
+	}
+	nc.Spec.Requirements = requirements
+	nc.Spec.Resources = v1.ResourceRequirements{Requests: planned.Requests}
+	return nc
+}
+
+// NodeClaimFromTemplate is the NodeClaim a pool's template stamps, before
+// any pod sizes it: the template's labels, then extraLabels, then the
+// nodepool and nodeclass labels; the template's annotations with the hash
+// annotations drift detection compares against; an owner reference so
+// that deleting the NodePool cascades to its NodeClaims; and the
+// template's taints, requirements, class and timings. It shares the
+// template's slices; the dynamic and static provisioners both start here.
+func NodeClaimFromTemplate(np *v1.NodePool, extraLabels map[string]string) *v1.NodeClaim {
 	t := np.Spec.Template
 	labels := map[string]string{}
 	for k, v := range t.LabelMap() {
 		labels[k] = v
 	}
-	for k, v := range planned.Labels {
+	for k, v := range extraLabels {
 		labels[k] = v
 	}
 	labels[v1.NodePoolLabelKey] = np.Name
@@ -38,10 +54,6 @@ func buildNodeClaim(np *v1.NodePool, planned *scheduling.NewNodeClaim) *v1.NodeC
 	}
 	annotations[v1.NodePoolHashAnnotationKey] = hash.NodePool(np)
 	annotations[v1.NodePoolHashVersionAnnotationKey] = v1.NodePoolHashVersion
-	requirements := toAPIRequirements(planned.Requirements)
-	if hasMinValues(requirements) {
-		annotations[v1.NodeClaimMinValuesRelaxedAnnotationKey] = strconv.FormatBool(planned.MinValuesRelaxed)
-	}
 
 	return &v1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{
@@ -59,8 +71,7 @@ func buildNodeClaim(np *v1.NodePool, planned *scheduling.NewNodeClaim) *v1.NodeC
 		Spec: v1.NodeClaimSpec{
 			Taints:                 t.Spec.Taints,
 			StartupTaints:          t.Spec.StartupTaints,
-			Requirements:           requirements,
-			Resources:              v1.ResourceRequirements{Requests: planned.Requests},
+			Requirements:           t.Spec.Requirements,
 			NodeClassRef:           t.Spec.NodeClassRef,
 			TerminationGracePeriod: t.Spec.TerminationGracePeriod,
 			ExpireAfter:            t.Spec.ExpireAfter,
