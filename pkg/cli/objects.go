@@ -25,17 +25,17 @@ import (
 type Objects struct {
 	// Time is when the objects were listed; offline answers judge budget
 	// schedules and do-not-disrupt durations against it.
-	Time                   metav1.Time                       `json:"time"`
-	NodePools              []v1.NodePool                     `json:"nodePools,omitempty"`
-	NodeClaims             []v1.NodeClaim                    `json:"nodeClaims,omitempty"`
-	Nodes                  []corev1.Node                     `json:"nodes,omitempty"`
-	Pods                   []corev1.Pod                      `json:"pods,omitempty"`
-	DaemonSets             []appsv1.DaemonSet                `json:"daemonSets,omitempty"`
-	Namespaces             []corev1.Namespace                `json:"namespaces,omitempty"`
-	PodDisruptionBudgets   []policyv1.PodDisruptionBudget    `json:"podDisruptionBudgets,omitempty"`
-	PersistentVolumeClaims []corev1.PersistentVolumeClaim    `json:"persistentVolumeClaims,omitempty"`
-	PersistentVolumes      []corev1.PersistentVolume         `json:"persistentVolumes,omitempty"`
-	StorageClasses         []storagev1.StorageClass          `json:"storageClasses,omitempty"`
+	Time                   metav1.Time                    `json:"time"`
+	NodePools              []v1.NodePool                  `json:"nodePools,omitempty"`
+	NodeClaims             []v1.NodeClaim                 `json:"nodeClaims,omitempty"`
+	Nodes                  []corev1.Node                  `json:"nodes,omitempty"`
+	Pods                   []corev1.Pod                   `json:"pods,omitempty"`
+	DaemonSets             []appsv1.DaemonSet             `json:"daemonSets,omitempty"`
+	Namespaces             []corev1.Namespace             `json:"namespaces,omitempty"`
+	PodDisruptionBudgets   []policyv1.PodDisruptionBudget `json:"podDisruptionBudgets,omitempty"`
+	PersistentVolumeClaims []corev1.PersistentVolumeClaim `json:"persistentVolumeClaims,omitempty"`
+	PersistentVolumes      []corev1.PersistentVolume      `json:"persistentVolumes,omitempty"`
+	StorageClasses         []storagev1.StorageClass       `json:"storageClasses,omitempty"`
 }
 
 // Load lists every object the answers need. It only lists: the CLI never
@@ -201,4 +201,3 @@ func (o *Objects) podByName(nn types.NamespacedName) *corev1.Pod {
 	}
 	return nil
 }
-

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cli"
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
+}
+
+// karpenter runs the CLI in-process against the control plane.
+func karpenter(t *testing.T, args ...string) []byte {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), append([]string{"--kubeconfig", cp.KubeconfigPath}, args...), &out, &errOut)
+	require.Equal(t, 0, code, "karpenter %s: %s", strings.Join(args, " "), errOut.String())
+	return out.Bytes()
+}
+
+func decode[T any](t *testing.T, raw []byte) *T {
+	t.Helper()
+	v := new(T)
+	require.NoError(t, json.Unmarshal(raw, v), string(raw))
+	return v
+}
+
+func createNodePool(t *testing.T, name string, mutate func(*v1.NodePool)) {
+	t.Helper()
+	ctx := context.Background()
+	np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	np.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: kwokv1alpha1.Group, Kind: "KWOKNodeClass", Name: "default"}
+	np.Spec.Template.Spec.Requirements = []v1.NodeSelectorRequirementWithMinValues{
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
+	}
+	if mutate != nil {
+		mutate(np)
+	}
+	require.NoError(t, cp.Client.Create(ctx, np))
+	now := metav1.Now()
+	np.Status.Conditions = []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: now},
+		{Type: v1.ConditionTypeValidationSucceeded, Status: metav1.ConditionTrue, Reason: v1.ConditionTypeValidationSucceeded, LastTransitionTime: now},
+		{Type: v1.ConditionTypeNodeClassReady, Status: metav1.ConditionTrue, Reason: v1.ConditionTypeNodeClassReady, LastTransitionTime: now},
+	}
+	require.NoError(t, cp.Client.Status().Update(ctx, np))
+}
+
+func pod(name string, cpu string, selector map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeSelector: selector,
+			Containers: []corev1.Container{{Name: "c", Image: "pause", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
+			}}},
+		},
+	}
+}
+
+// createNode makes a launched, registered, initialized Karpenter node of
+// pool with its NodeClaim, as the controller and kwok would have left it.
+func createNode(t *testing.T, name, pool string) {
+	t.Helper()
+	ctx := context.Background()
+	providerID := "kwok://" + name
+	labels := map[string]string{
+		v1.NodePoolLabelKey: pool, v1.NodeInitializedLabelKey: "true", v1.NodeRegisteredLabelKey: "true",
+		corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", corev1.LabelInstanceTypeStable: "m5.large",
+		corev1.LabelHostname: name, "example.io/node": "kept", v1.CapacityTypeLabelKey: "on-demand", corev1.LabelTopologyZone: "test-zone-a",
+	}
+	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	nc.Spec.NodeClassRef = &v1.NodeClassReference{Group: kwokv1alpha1.Group, Kind: "KWOKNodeClass", Name: "default"}
+	nc.Spec.Requirements = []v1.NodeSelectorRequirementWithMinValues{
+		{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}},
+	}
+	require.NoError(t, cp.Client.Create(ctx, nc))
+	now := metav1.Now()
+	nc.Status.ProviderID = providerID
+	nc.Status.NodeName = name
+	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("29")}
+	nc.Status.Capacity, nc.Status.Allocatable = alloc, alloc
+	for _, c := range []string{v1.ConditionTypeLaunched, v1.ConditionTypeRegistered, v1.ConditionTypeInitialized, v1.ConditionTypeReady} {
+		nc.Status.Conditions = append(nc.Status.Conditions, v1.Condition{Type: c, Status: "True", Reason: c, LastTransitionTime: now})
+	}
+	require.NoError(t, cp.Client.Status().Update(ctx, nc))
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{ProviderID: providerID}}
+	require.NoError(t, cp.Client.Create(ctx, node))
+	node.Status.Capacity, node.Status.Allocatable = alloc, alloc
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
+	require.NoError(t, cp.Client.Status().Update(ctx, node))
+	// The API server's admission taints new Nodes not-ready; kwok's
+	// kubelet and the node lifecycle controller would lift it.
+	node.Spec.Taints = nil
+	require.NoError(t, cp.Client.Update(ctx, node))
+}
+
+// TestCLI builds one cluster (the seeds' negative experiment, a pool
+// blocked by its limit, a node kept by a do-not-disrupt pod) and checks
+// every answer online, then the same answers from a saved snapshot.
+func TestCLI(t *testing.T) {
+	ctx := context.Background()
+	require.NoError(t, cp.Client.Create(ctx, &kwokv1alpha1.KWOKNodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}}))
+	createNodePool(t, "amd64-only", nil)
+	createNodePool(t, "limited", func(np *v1.NodePool) {
+		np.Spec.Template.SetLabelMap(map[string]string{"team": "limited"})
+		np.Spec.Limits = v1.Limits{corev1.ResourceCPU: resource.MustParse("1")}
+	})
+	createNode(t, "kept-node", "amd64-only")
+	kept := pod("kept", "100m", nil)
+	kept.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"}
+	kept.Spec.NodeName = "kept-node"
+	require.NoError(t, cp.Client.Create(ctx, kept))
+	require.NoError(t, cp.Client.Create(ctx, pod("arm", "100m", map[string]string{corev1.LabelArchStable: "arm64"})))
+	require.NoError(t, cp.Client.Create(ctx, pod("big", "2", map[string]string{"team": "limited"})))
+	require.NoError(t, cp.Client.Create(ctx, pod("fits", "100m", nil)))
+	require.NoError(t, cp.Client.Create(ctx, pod("pinned", "100m", map[string]string{"example.io/node": "kept"})))
+
+	online := map[string][]byte{}
+	answer := func(args ...string) []byte {
+		raw := karpenter(t, append([]string{"-o", "json"}, args...)...)
+		online[strings.Join(args, " ")] = raw
+		return raw
+	}
+
+	t.Run("why pod names the arch requirement with both sides", func(t *testing.T) {
+		a := decode[cli.PodAnswer](t, answer("why", "pod", "default/arm"))
+		assert.Equal(t, "Unschedulable", a.Phase)
+		v := verdictFor(t, a, "amd64-only")
+		assert.Equal(t, "RequirementMismatch", v.Kind)
+		assert.Equal(t, corev1.LabelArchStable, v.Key)
+		assert.Contains(t, v.NodePoolValues, "amd64")
+		assert.Contains(t, v.PodValues, "arm64")
+		table := string(karpenter(t, "why", "pod", "default/arm"))
+		assert.Contains(t, table, corev1.LabelArchStable)
+		assert.Contains(t, table, "amd64")
+		assert.Contains(t, table, "arm64")
+	})
+	t.Run("why pod names the limit and the figures", func(t *testing.T) {
+		a := decode[cli.PodAnswer](t, answer("why", "pod", "default/big"))
+		assert.Equal(t, "Unschedulable", a.Phase)
+		v := verdictFor(t, a, "limited")
+		assert.Equal(t, "LimitExceeded", v.Kind)
+		assert.Equal(t, corev1.ResourceCPU, v.Resource)
+		assert.Equal(t, "1", v.Limit)
+		assert.NotEmpty(t, v.Needed)
+		needed := resource.MustParse(v.Needed)
+		assert.Equal(t, 1, needed.Cmp(resource.MustParse("1")), "needed %s must exceed the limit", v.Needed)
+		table := string(karpenter(t, "why", "pod", "default/big"))
+		assert.Contains(t, table, "LimitExceeded")
+		assert.Contains(t, table, "limit 1")
+	})
+	t.Run("why pod says where a placeable pod goes", func(t *testing.T) {
+		a := decode[cli.PodAnswer](t, answer("why", "pod", "default/fits"))
+		assert.Equal(t, "Placeable", a.Phase)
+		assert.Equal(t, "kept-node", a.Node, "the existing node has room: %+v", a)
+		p := decode[cli.PodAnswer](t, answer("why", "pod", "default/pinned"))
+		assert.Equal(t, "Placeable", p.Phase)
+		assert.Equal(t, "kept-node", p.Node, "only the existing node has the label: %+v", p)
+		r := decode[cli.PodAnswer](t, answer("why", "pod", "default/kept"))
+		assert.Equal(t, "Running", r.Phase)
+		assert.Equal(t, "kept-node", r.Node)
+		assert.Equal(t, "amd64-only", r.NodePool)
+	})
+	t.Run("why node names the do-not-disrupt pod", func(t *testing.T) {
+		a := decode[cli.NodeAnswer](t, answer("why", "node", "kept-node"))
+		require.NotEmpty(t, a.Verdicts, a.Message)
+		assert.Equal(t, "PodDoNotDisrupt", a.Verdicts[0].Kind)
+		assert.Equal(t, "default/kept", a.Verdicts[0].Pod)
+		assert.Contains(t, string(karpenter(t, "why", "node", "kept-node")), "default/kept")
+	})
+	t.Run("status", func(t *testing.T) {
+		a := decode[cli.StatusAnswer](t, answer("status"))
+		require.Len(t, a.NodePools, 2)
+		assert.Equal(t, "amd64-only", a.NodePools[0].Name)
+		assert.Equal(t, 1, a.NodePools[0].Nodes)
+		assert.Equal(t, "2", a.NodePools[0].Usage["cpu"])
+		// The default budget is 10% of 1 node, rounded up: 1.
+		assert.Equal(t, 1, a.NodePools[0].AllowedDisruptions[string(v1.DisruptionReasonDrifted)])
+		assert.Equal(t, "1", a.NodePools[1].Limits["cpu"])
+	})
+	t.Run("snapshot then --snapshot answers the same offline", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "snap.yaml")
+		require.NoError(t, os.WriteFile(file, karpenter(t, "snapshot", "-o", "yaml"), 0o600))
+		require.NotEmpty(t, online)
+		for args, want := range online {
+			var out, errOut bytes.Buffer
+			// No kubeconfig: the answer must come from the file alone.
+			code := run(ctx, append([]string{"--kubeconfig", "/nonexistent", "--snapshot", file, "-o", "json"}, strings.Fields(args)...), &out, &errOut)
+			require.Equal(t, 0, code, errOut.String())
+			assert.JSONEq(t, string(want), out.String(), args)
+		}
+	})
+}
+
+func verdictFor(t *testing.T, a *cli.PodAnswer, pool string) cli.PoolVerdict {
+	t.Helper()
+	for _, v := range a.NodePools {
+		if v.NodePool == pool {
+			return v
+		}
+	}
+	t.Fatalf("no verdict for nodepool %s in %+v", pool, a)
+	return cli.PoolVerdict{}
+}
