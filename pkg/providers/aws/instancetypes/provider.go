@@ -35,6 +35,7 @@ import (
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/internal/interval"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -112,13 +113,14 @@ type Provider struct {
 	// instead of each fetching every instance type.
 	loadMu sync.Mutex
 
-	mu          sync.RWMutex
-	infos       []ec2types.InstanceTypeInfo // sorted by name
-	offered     map[string]map[string]bool  // type -> zone -> offered
-	infoHash    uint64
-	offerHash   uint64
-	loaded      bool
-	lastRefresh time.Time
+	mu        sync.RWMutex
+	infos     []ec2types.InstanceTypeInfo // sorted by name
+	offered   map[string]map[string]bool  // type -> zone -> offered
+	infoHash  uint64
+	offerHash uint64
+	loaded    bool
+	// ticks gates Tick; it has its own lock.
+	ticks interval.Gate
 
 	// cacheMu also serializes computing lists, so NodePools asking at once
 	// for the same class wait for one computation instead of each doing it.
@@ -148,14 +150,7 @@ func NewProvider(api EC2API, prices Pricing, opts Options) *Provider {
 // passed since the last refresh (or none ran). Failures keep the previous
 // data and are retried on the next tick after the interval.
 func (p *Provider) Tick(ctx context.Context) error {
-	now := p.opts.Clock.Now()
-	p.mu.Lock()
-	due := p.lastRefresh.IsZero() || now.Sub(p.lastRefresh) >= RefreshInterval
-	if due {
-		p.lastRefresh = now
-	}
-	p.mu.Unlock()
-	if !due {
+	if !p.ticks.Due(p.opts.Clock.Now(), RefreshInterval) {
 		return nil
 	}
 	return p.Refresh(ctx)

@@ -29,6 +29,8 @@ import (
 	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/internal/interval"
 )
 
 // RefreshInterval is how often Tick refreshes prices (upstream's pricing
@@ -65,7 +67,8 @@ type Provider struct {
 	spot        map[string]map[string]float64 // instance type -> zone -> USD
 	spotUpdated bool
 	seq         uint64
-	lastTick    time.Time
+	// ticks gates Tick; it has its own lock.
+	ticks interval.Gate
 }
 
 // Options configure NewProvider.
@@ -164,14 +167,7 @@ func (p *Provider) SeqNum() uint64 {
 // likes; failed refreshes keep the previous prices and are retried on the
 // next tick after the interval.
 func (p *Provider) Tick(ctx context.Context) error {
-	now := p.clock.Now()
-	p.mu.Lock()
-	due := p.lastTick.IsZero() || now.Sub(p.lastTick) >= RefreshInterval
-	if due {
-		p.lastTick = now
-	}
-	p.mu.Unlock()
-	if !due {
+	if !p.ticks.Due(p.clock.Now(), RefreshInterval) {
 		return nil
 	}
 	return p.Refresh(ctx)
