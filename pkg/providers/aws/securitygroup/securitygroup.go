@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +15,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/internal/selector"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/internal/ttl"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/subnet"
 )
@@ -53,27 +53,18 @@ func (p *Provider) List(ctx context.Context, nodeClass *awsv1.EC2NodeClass) ([]e
 	if len(filterSets) == 0 {
 		return nil, nil
 	}
-	key := cacheKey(filterSets)
+	key := selector.Key(filterSets)
 	if groups, ok := p.cache.Get(key); ok {
 		return groups, nil
 	}
-	seen := map[string]bool{}
-	var out []ec2types.SecurityGroup
-	for _, filters := range filterSets {
-		pages := ec2.NewDescribeSecurityGroupsPaginator(p.ec2, &ec2.DescribeSecurityGroupsInput{Filters: filters, MaxResults: aws.Int32(PageSize)})
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("describing security groups %s: %w", key, err)
-			}
-			for _, g := range page.SecurityGroups {
-				id := aws.ToString(g.GroupId)
-				if !seen[id] {
-					seen[id] = true
-					out = append(out, g)
-				}
-			}
-		}
+	out, err := selector.Union(ctx, filterSets,
+		func(filters []ec2types.Filter) selector.Pager[*ec2.DescribeSecurityGroupsOutput] {
+			return ec2.NewDescribeSecurityGroupsPaginator(p.ec2, &ec2.DescribeSecurityGroupsInput{Filters: filters, MaxResults: aws.Int32(PageSize)})
+		},
+		func(page *ec2.DescribeSecurityGroupsOutput) []ec2types.SecurityGroup { return page.SecurityGroups },
+		func(g ec2types.SecurityGroup) string { return aws.ToString(g.GroupId) })
+	if err != nil {
+		return nil, fmt.Errorf("describing security groups %w", err)
 	}
 	p.cache.Set(key, out, p.ttl)
 	return out, nil
@@ -99,19 +90,6 @@ func FilterSets(terms []awsv1.SecurityGroupSelectorTerm) [][]ec2types.Filter {
 		sets = append(sets, []ec2types.Filter{{Name: aws.String("group-id"), Values: ids}})
 	}
 	return sets
-}
-
-func cacheKey(sets [][]ec2types.Filter) string {
-	parts := make([]string, 0, len(sets))
-	for _, fs := range sets {
-		var p []string
-		for _, f := range fs {
-			p = append(p, aws.ToString(f.Name)+"="+strings.Join(f.Values, ","))
-		}
-		parts = append(parts, strings.Join(p, " "))
-	}
-	sort.Strings(parts)
-	return "[" + strings.Join(parts, "|") + "]"
 }
 
 // Status converts groups to EC2NodeClass status entries sorted by id, as

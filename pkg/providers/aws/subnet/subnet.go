@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +15,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/internal/selector"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/internal/ttl"
 )
 
@@ -47,27 +47,18 @@ func (p *Provider) List(ctx context.Context, nodeClass *awsv1.EC2NodeClass) ([]e
 	if len(filterSets) == 0 {
 		return nil, nil
 	}
-	key := cacheKey(filterSets)
+	key := selector.Key(filterSets)
 	if subnets, ok := p.cache.Get(key); ok {
 		return subnets, nil
 	}
-	seen := map[string]bool{}
-	var out []ec2types.Subnet
-	for _, filters := range filterSets {
-		pages := ec2.NewDescribeSubnetsPaginator(p.ec2, &ec2.DescribeSubnetsInput{Filters: filters, MaxResults: aws.Int32(PageSize)})
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("describing subnets %s: %w", describe(filters), err)
-			}
-			for _, s := range page.Subnets {
-				id := aws.ToString(s.SubnetId)
-				if !seen[id] {
-					seen[id] = true
-					out = append(out, s)
-				}
-			}
-		}
+	out, err := selector.Union(ctx, filterSets,
+		func(filters []ec2types.Filter) selector.Pager[*ec2.DescribeSubnetsOutput] {
+			return ec2.NewDescribeSubnetsPaginator(p.ec2, &ec2.DescribeSubnetsInput{Filters: filters, MaxResults: aws.Int32(PageSize)})
+		},
+		func(page *ec2.DescribeSubnetsOutput) []ec2types.Subnet { return page.Subnets },
+		func(s ec2types.Subnet) string { return aws.ToString(s.SubnetId) })
+	if err != nil {
+		return nil, fmt.Errorf("describing subnets %w", err)
 	}
 	p.cache.Set(key, out, p.ttl)
 	return out, nil
@@ -114,23 +105,6 @@ func TagFilters(tags map[string]string) []ec2types.Filter {
 		}
 	}
 	return out
-}
-
-func describe(filters []ec2types.Filter) string {
-	parts := make([]string, 0, len(filters))
-	for _, f := range filters {
-		parts = append(parts, aws.ToString(f.Name)+"="+strings.Join(f.Values, ","))
-	}
-	return "[" + strings.Join(parts, " ") + "]"
-}
-
-func cacheKey(sets [][]ec2types.Filter) string {
-	parts := make([]string, 0, len(sets))
-	for _, fs := range sets {
-		parts = append(parts, describe(fs))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, "|")
 }
 
 // Status converts subnets to EC2NodeClass status entries, sorted as
