@@ -473,4 +473,3 @@ func nonZero(in corev1.ResourceList) corev1.ResourceList {
 	}
 	return out
 }
-

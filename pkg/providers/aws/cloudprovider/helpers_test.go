@@ -1,0 +1,61 @@
+package cloudprovider_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
+	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetypes"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/launchtemplate"
+)
+
+func resourceMilli(m int64) *resource.Quantity {
+	return resource.NewMilliQuantity(m, resource.DecimalSI)
+}
+
+// newEnvSharingClass is a second, freshly built provider on e's class: a
+// controller that restarted and lost its in-memory state.
+func newEnvSharingClass(t *testing.T, e *env) *env {
+	unavailable := lifecycle.NewUnavailableOfferings(nil, 0)
+	types := instancetypes.NewProvider(ec2API, prices, instancetypes.Options{Region: "us-east-1", Settings: instancetype.DefaultSettings(), Unavailable: unavailable})
+	return &env{unavailable: unavailable, types: types, nodeClass: e.nodeClass, cp: awscloudprovider.New(awscloudprovider.Options{
+		Kube: kube, InstanceTypes: types,
+		LaunchTemplates: launchtemplate.NewProvider(ec2API, clusterName, launchtemplate.ProviderOptions{}),
+		Instances:       instance.NewProvider(ec2API, clusterName, unavailable),
+		Cluster:         launchtemplate.Cluster{Name: clusterName, Endpoint: "https://cluster.example.com", CABundle: "Y2E=", CIDR: "10.100.0.0/16", DNS: "10.100.0.10"},
+	})}
+}
+
+// deleteUntilGone repeats Delete, as the lifecycle does, until it reports
+// the instance gone.
+func deleteUntilGone(t *testing.T, e *env, nc *v1.NodeClaim) error {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		err := e.cp.Delete(context.Background(), nc)
+		if cloudprovider.IsNodeClaimNotFoundError(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("instance %s not gone after 30s", nc.Status.ProviderID)
+	return nil
+}
+
+func cleanup(t *testing.T, e *env, got *v1.NodeClaim) {
+	t.Helper()
+	nc := got.DeepCopy()
+	require.NoError(t, deleteUntilGone(t, e, nc))
+}
