@@ -2,9 +2,11 @@ package cloudprovider_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -58,4 +60,26 @@ func cleanup(t *testing.T, e *env, got *v1.NodeClaim) {
 	t.Helper()
 	nc := got.DeepCopy()
 	require.NoError(t, deleteUntilGone(t, e, nc))
+}
+
+// recordingEC2 is the real EC2 client that keeps every CreateFleet request.
+type recordingEC2 struct {
+	*ec2.Client
+	mu     sync.Mutex
+	fleets []*ec2.CreateFleetInput
+}
+
+func (r *recordingEC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, opts ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
+	r.mu.Lock()
+	r.fleets = append(r.fleets, in)
+	r.mu.Unlock()
+	return r.Client.CreateFleet(ctx, in, opts...)
+}
+
+func (r *recordingEC2) last(t *testing.T) *ec2.CreateFleetInput {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.NotEmpty(t, r.fleets)
+	return r.fleets[len(r.fleets)-1]
 }

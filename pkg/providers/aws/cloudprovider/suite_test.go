@@ -87,7 +87,11 @@ type env struct {
 	nodeClass   *awsv1.EC2NodeClass
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, ec2API) }
+
+// newEnvWith builds the env with instanceAPI as the instance provider's EC2
+// client (to record the requests it sends).
+func newEnvWith(t *testing.T, instanceAPI instance.EC2API) *env {
 	t.Helper()
 	ctx := context.Background()
 	tag := uuid.NewString()[:8]
@@ -134,7 +138,7 @@ func newEnv(t *testing.T) *env {
 			Kube:            kube,
 			InstanceTypes:   types,
 			LaunchTemplates: launchtemplate.NewProvider(ec2API, clusterName, launchtemplate.ProviderOptions{}),
-			Instances:       instance.NewProvider(ec2API, clusterName, unavailable),
+			Instances:       instance.NewProvider(instanceAPI, clusterName, unavailable),
 			Cluster: launchtemplate.Cluster{Name: clusterName, Endpoint: "https://cluster.example.com", CABundle: "Y2E=",
 				CIDR: "10.100.0.0/16", DNS: "10.100.0.10"},
 		}),

@@ -1,0 +1,4 @@
+package instance
+
+// CapOverrides exposes capOverrides to the tests.
+var CapOverrides = capOverrides
