@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -16,7 +15,6 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
-	"github.com/karpenter-go/karpenter/pkg/state"
 )
 
 // Options configure a Session.
@@ -32,7 +30,7 @@ type Options struct {
 // them; every answer is computed from it.
 type Session struct {
 	Objects *Objects
-	cluster *state.Cluster
+	cluster *listedCluster
 	types   *instanceTypes
 	builder *snapshot.Builder
 }
@@ -52,41 +50,20 @@ func NewSession(o *Objects, opts Options) (*Session, error) {
 		}
 	}
 	s := &Session{Objects: o, types: &instanceTypes{kwok: its}}
-	s.cluster = state.NewCluster(clock.RealClock{}, nil, state.Options{
-		InstanceTypes: func(pool string) []*scheduling.InstanceType {
-			for i := range o.NodePools {
-				if o.NodePools[i].Name == pool {
-					its, _ := s.types.GetInstanceTypes(context.Background(), &o.NodePools[i])
-					return its
-				}
+	s.cluster = newListedCluster(o, func(pool string) []*scheduling.InstanceType {
+		for i := range o.NodePools {
+			if o.NodePools[i].Name == pool {
+				its, _ := s.types.GetInstanceTypes(context.Background(), &o.NodePools[i])
+				return its
 			}
-			return nil
-		},
+		}
+		return nil
 	})
-	for i := range o.DaemonSets {
-		s.cluster.UpdateDaemonSet(&o.DaemonSets[i])
-	}
-	for i := range o.Nodes {
-		s.cluster.UpdateNode(&o.Nodes[i])
-	}
-	for i := range o.NodeClaims {
-		s.cluster.UpdateNodeClaim(&o.NodeClaims[i])
-	}
-	for i := range o.Pods {
-		s.cluster.UpdatePod(&o.Pods[i])
-	}
-	s.builder = snapshot.New(reader{o}, s.types, listedCluster{s.cluster}, snapshot.Options{
+	s.builder = snapshot.New(reader{o}, s.types, s.cluster, snapshot.Options{
 		WellKnownLabels: kwok.WellKnownLabels(),
 	})
 	return s, nil
 }
-
-// listedCluster is the cluster state of a one-off listing: it holds every
-// Node and NodeClaim listed, so it is synced by construction (the state's
-// own check would list the API server again).
-type listedCluster struct{ *state.Cluster }
-
-func (listedCluster) Synced(context.Context) bool { return true }
 
 // instanceTypes resolves instance types without cloud credentials: only
 // KWOKNodeClass pools can be answered, from the kwok catalog.
