@@ -145,4 +145,3 @@ func (c *listedCluster) Node(name string) (*state.StateNode, bool) {
 
 // DaemonSets are the listed DaemonSets, sorted by namespace/name.
 func (c *listedCluster) DaemonSets() []*appsv1.DaemonSet { return c.daemonSets }
-
