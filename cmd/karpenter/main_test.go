@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -172,6 +173,8 @@ func TestCLI(t *testing.T) {
 		a := decode[cli.PodAnswer](t, answer("why", "pod", "default/fits"))
 		assert.Equal(t, "Placeable", a.Phase)
 		assert.Equal(t, "kept-node", a.Node, "the existing node has room: %+v", a)
+		assert.Equal(t, "m5.large", a.InstanceType)
+		assert.Contains(t, a.Message, "nodepool amd64-only")
 		p := decode[cli.PodAnswer](t, answer("why", "pod", "default/pinned"))
 		assert.Equal(t, "Placeable", p.Phase)
 		assert.Equal(t, "kept-node", p.Node, "only the existing node has the label: %+v", p)
@@ -196,6 +199,19 @@ func TestCLI(t *testing.T) {
 		// The default budget is 10% of 1 node, rounded up: 1.
 		assert.Equal(t, 1, a.NodePools[0].AllowedDisruptions[string(v1.DisruptionReasonDrifted)])
 		assert.Equal(t, "1", a.NodePools[1].Limits["cpu"])
+	})
+	t.Run("tables and yaml", func(t *testing.T) {
+		for _, args := range [][]string{{"status"}, {"why", "pod", "default/big"}, {"why", "pod", "default/fits"}, {"why", "node", "kept-node"}} {
+			t.Logf("$ karpenter %s\n%s", strings.Join(args, " "), karpenter(t, args...))
+		}
+		st := &cli.StatusAnswer{}
+		require.NoError(t, yaml.Unmarshal(karpenter(t, "-o", "yaml", "status"), st))
+		assert.Len(t, st.NodePools, 2)
+		var out, errOut bytes.Buffer
+		assert.Equal(t, 1, run(ctx, []string{"--kubeconfig", cp.KubeconfigPath, "-o", "xml", "status"}, &out, &errOut))
+		assert.Contains(t, errOut.String(), "unknown output format")
+		assert.Equal(t, 1, run(ctx, []string{"--kubeconfig", cp.KubeconfigPath, "why", "pod", "default/missing"}, &out, &errOut))
+		assert.Contains(t, errOut.String(), "not found")
 	})
 	t.Run("snapshot then --snapshot answers the same offline", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "snap.yaml")

@@ -121,7 +121,11 @@ func (s *Session) WhyPod(ctx context.Context, nn types.NamespacedName) (*PodAnsw
 			ans.NodePool = sn.NodePoolName()
 			ans.InstanceType = sn.Labels()[corev1.LabelInstanceTypeStable]
 		}
-		ans.Message = joinMsg(ans.Message, "fits existing node "+pl.Node)
+		msg := "fits existing node " + pl.Node
+		if ans.NodePool != "" {
+			msg += fmt.Sprintf(" (nodepool %s, %s)", ans.NodePool, ans.InstanceType)
+		}
+		ans.Message = joinMsg(ans.Message, msg)
 	case pl.NodeClaim >= 0:
 		nc := res.NewNodeClaims[pl.NodeClaim]
 		ans.Phase = "Placeable"
