@@ -19,6 +19,7 @@ import (
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cli"
+	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
 
@@ -85,13 +86,13 @@ func createNode(t *testing.T, name, pool string) {
 	providerID := "kwok://" + name
 	labels := map[string]string{
 		v1.NodePoolLabelKey: pool, v1.NodeInitializedLabelKey: "true", v1.NodeRegisteredLabelKey: "true",
-		corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", corev1.LabelInstanceTypeStable: "m5.large",
+		corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", corev1.LabelInstanceTypeStable: "c7a.large",
 		corev1.LabelHostname: name, "example.io/node": "kept", v1.CapacityTypeLabelKey: "on-demand", corev1.LabelTopologyZone: "test-zone-a",
 	}
 	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	nc.Spec.NodeClassRef = &v1.NodeClassReference{Group: kwokv1alpha1.Group, Kind: "KWOKNodeClass", Name: "default"}
 	nc.Spec.Requirements = []v1.NodeSelectorRequirementWithMinValues{
-		{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}},
+		{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"c7a.large"}},
 	}
 	require.NoError(t, cp.Client.Create(ctx, nc))
 	now := metav1.Now()
@@ -173,7 +174,7 @@ func TestCLI(t *testing.T) {
 		a := decode[cli.PodAnswer](t, answer("why", "pod", "default/fits"))
 		assert.Equal(t, "Placeable", a.Phase)
 		assert.Equal(t, "kept-node", a.Node, "the existing node has room: %+v", a)
-		assert.Equal(t, "m5.large", a.InstanceType)
+		assert.Equal(t, "c7a.large", a.InstanceType)
 		assert.Contains(t, a.Message, "nodepool amd64-only")
 		p := decode[cli.PodAnswer](t, answer("why", "pod", "default/pinned"))
 		assert.Equal(t, "Placeable", p.Phase)
@@ -199,6 +200,19 @@ func TestCLI(t *testing.T) {
 		// The default budget is 10% of 1 node, rounded up: 1.
 		assert.Equal(t, 1, a.NodePools[0].AllowedDisruptions[string(v1.DisruptionReasonDrifted)])
 		assert.Equal(t, "1", a.NodePools[1].Limits["cpu"])
+		its, err := kwok.LoadCatalog(kwok.CatalogDefault)
+		require.NoError(t, err)
+		var price float64
+		for _, it := range its {
+			for _, o := range it.Offerings {
+				if it.Name == "c7a.large" && o.Zone == "test-zone-a" && o.CapacityType == "on-demand" {
+					price = o.Price
+				}
+			}
+		}
+		require.NotZero(t, price)
+		assert.InDelta(t, price, a.NodePools[0].CostPerHour, 1e-9)
+		assert.Zero(t, a.NodePools[0].Unpriced)
 	})
 	t.Run("tables and yaml", func(t *testing.T) {
 		for _, args := range [][]string{{"status"}, {"why", "pod", "default/big"}, {"why", "pod", "default/fits"}, {"why", "node", "kept-node"}} {

@@ -62,9 +62,13 @@ func Render(w io.Writer, format string, answer any) error {
 }
 
 func renderStatus(w io.Writer, a *StatusAnswer) {
-	fmt.Fprintln(w, "NODEPOOL\tNODES\tUSAGE/LIMITS\tALLOWED DISRUPTIONS")
+	fmt.Fprintln(w, "NODEPOOL\tNODES\tUSAGE/LIMITS\t$/H\tALLOWED DISRUPTIONS")
 	for _, p := range a.NodePools {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", p.Name, p.Nodes, usageVsLimits(p), allowed(p.AllowedDisruptions))
+		cost := fmt.Sprintf("%.4f", p.CostPerHour)
+		if p.Unpriced > 0 {
+			cost += fmt.Sprintf(" (+%d unpriced)", p.Unpriced)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", p.Name, p.Nodes, usageVsLimits(p), cost, allowed(p.AllowedDisruptions))
 		for _, e := range p.BudgetErrors {
 			fmt.Fprintf(w, "\t\t\tbudget error: %s\n", e)
 		}

@@ -8,6 +8,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // StatusAnswer is `status`.
@@ -27,6 +28,11 @@ type PoolStatus struct {
 	// AllowedDisruptions per reason: what the active budgets allow now
 	// minus the nodes already disrupting (Unlimited is -1).
 	AllowedDisruptions map[string]int `json:"allowedDisruptions"`
+	// CostPerHour is the price of the pool's nodes ($/h), from the offering
+	// each node's instance type, zone and capacity type labels name;
+	// Unpriced counts the nodes whose offering is not known.
+	CostPerHour float64 `json:"costPerHour"`
+	Unpriced    int     `json:"unpricedNodes,omitempty"`
 	// BudgetErrors are misconfigured budgets (they allow nothing).
 	BudgetErrors []string `json:"budgetErrors,omitempty"`
 }
@@ -68,6 +74,7 @@ func (s *Session) Status(ctx context.Context) *StatusAnswer {
 		}
 		ans.NodePools = append(ans.NodePools, ps)
 	}
+	s.addCosts(snap, ans.NodePools)
 	sort.Slice(ans.NodePools, func(i, j int) bool { return ans.NodePools[i].Name < ans.NodePools[j].Name })
 	for i := range s.Objects.NodeClaims {
 		nc := &s.Objects.NodeClaims[i]
@@ -112,4 +119,39 @@ func quantities(l corev1.ResourceList) map[string]string {
 		out[string(k)] = q.String()
 	}
 	return out
+}
+
+// addCosts prices each pool's nodes from its instance types' offerings.
+func (s *Session) addCosts(snap *disruption.Snapshot, pools []PoolStatus) {
+	byName := map[string]*PoolStatus{}
+	for i := range pools {
+		byName[pools[i].Name] = &pools[i]
+	}
+	for _, n := range snap.Nodes {
+		ps := byName[n.NodePool]
+		if ps == nil || n.Node == nil || n.Deleting {
+			continue
+		}
+		price, ok := nodePrice(snap.InstanceTypes[n.NodePool], n.Node.Labels)
+		if !ok {
+			ps.Unpriced++
+			continue
+		}
+		ps.CostPerHour += price
+	}
+}
+
+func nodePrice(its []*scheduling.InstanceType, labels map[string]string) (float64, bool) {
+	name := labels[corev1.LabelInstanceTypeStable]
+	for _, it := range its {
+		if it.Name != name {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Zone == labels[corev1.LabelTopologyZone] && o.CapacityType == labels[v1.CapacityTypeLabelKey] {
+				return o.Price, true
+			}
+		}
+	}
+	return 0, false
 }
