@@ -126,6 +126,9 @@ func TestCLI(t *testing.T) {
 		np.Spec.Template.SetLabelMap(map[string]string{"team": "limited"})
 		np.Spec.Limits = v1.Limits{corev1.ResourceCPU: resource.MustParse("1")}
 	})
+	createNodePool(t, "on-aws", func(np *v1.NodePool) {
+		np.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}
+	})
 	createNode(t, "kept-node", "amd64-only")
 	kept := pod("kept", "100m", nil)
 	kept.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"}
@@ -151,6 +154,9 @@ func TestCLI(t *testing.T) {
 		assert.Equal(t, corev1.LabelArchStable, v.Key)
 		assert.Contains(t, v.NodePoolValues, "amd64")
 		assert.Contains(t, v.PodValues, "arm64")
+		aws := verdictFor(t, a, "on-aws")
+		assert.Equal(t, "Skipped", aws.Kind)
+		assert.Contains(t, aws.Message, "cannot resolve instance types of EC2NodeClass")
 		table := string(karpenter(t, "why", "pod", "default/arm"))
 		assert.Contains(t, table, corev1.LabelArchStable)
 		assert.Contains(t, table, "amd64")
@@ -193,12 +199,13 @@ func TestCLI(t *testing.T) {
 	})
 	t.Run("status", func(t *testing.T) {
 		a := decode[cli.StatusAnswer](t, answer("status"))
-		require.Len(t, a.NodePools, 2)
+		require.Len(t, a.NodePools, 3)
 		assert.Equal(t, "amd64-only", a.NodePools[0].Name)
 		assert.Equal(t, 1, a.NodePools[0].Nodes)
 		assert.Equal(t, "2", a.NodePools[0].Usage["cpu"])
 		// The default budget is 10% of 1 node, rounded up: 1.
 		assert.Equal(t, 1, a.NodePools[0].AllowedDisruptions[string(v1.DisruptionReasonDrifted)])
+		assert.Equal(t, "limited", a.NodePools[1].Name)
 		assert.Equal(t, "1", a.NodePools[1].Limits["cpu"])
 		its, err := kwok.LoadCatalog(kwok.CatalogDefault)
 		require.NoError(t, err)
@@ -220,7 +227,7 @@ func TestCLI(t *testing.T) {
 		}
 		st := &cli.StatusAnswer{}
 		require.NoError(t, yaml.Unmarshal(karpenter(t, "-o", "yaml", "status"), st))
-		assert.Len(t, st.NodePools, 2)
+		assert.Len(t, st.NodePools, 3)
 		var out, errOut bytes.Buffer
 		assert.Equal(t, 1, run(ctx, []string{"--kubeconfig", cp.KubeconfigPath, "-o", "xml", "status"}, &out, &errOut))
 		assert.Contains(t, errOut.String(), "unknown output format")
