@@ -258,3 +258,34 @@ func verdictFor(t *testing.T, a *cli.PodAnswer, pool string) cli.PoolVerdict {
 	t.Fatalf("no verdict for nodepool %s in %+v", pool, a)
 	return cli.PoolVerdict{}
 }
+
+// TestStatusNotReady checks that a NodeClaim that has not launched is
+// listed with the first condition it is waiting for.
+func TestStatusNotReady(t *testing.T) {
+	ctx := context.Background()
+	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "launching", Labels: map[string]string{v1.NodePoolLabelKey: "amd64-only"}}}
+	nc.Spec.NodeClassRef = &v1.NodeClassReference{Group: kwokv1alpha1.Group, Kind: "KWOKNodeClass", Name: "default"}
+	nc.Spec.Requirements = []v1.NodeSelectorRequirementWithMinValues{
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
+	}
+	require.NoError(t, cp.Client.Create(ctx, nc))
+	t.Cleanup(func() { _ = cp.Client.Delete(ctx, nc) })
+	nc.Status.Conditions = []v1.Condition{{Type: v1.ConditionTypeLaunched, Status: "False", Reason: "InsufficientCapacity",
+		Message: "all offerings are unavailable", LastTransitionTime: metav1.Now()}}
+	require.NoError(t, cp.Client.Status().Update(ctx, nc))
+	a := decode[cli.StatusAnswer](t, karpenter(t, "-o", "json", "status"))
+	var found *cli.ClaimStatus
+	for i := range a.NotReady {
+		if a.NotReady[i].Name == "launching" {
+			found = &a.NotReady[i]
+		}
+	}
+	require.NotNil(t, found, "%+v", a.NotReady)
+	assert.Equal(t, v1.ConditionTypeLaunched, found.Condition)
+	assert.Equal(t, "InsufficientCapacity", found.Reason)
+	assert.Equal(t, "amd64-only", found.NodePool)
+	for _, c := range a.NotReady {
+		assert.NotEqual(t, "kept-node", c.Name, "a Ready NodeClaim is not listed")
+	}
+	assert.Contains(t, string(karpenter(t, "status")), "all offerings are unavailable")
+}
