@@ -60,6 +60,13 @@ type Cluster struct {
 	// reported once rather than on every provisioning round.
 	parseWarnMu sync.Mutex
 	parseWarned map[types.UID]int64
+	// dirtyPools are the NodePools whose usage gauges are stale. Summing a
+	// pool's usage walks every node, so doing it on each node update made
+	// loading N nodes cost N²; the gauges are refreshed instead whenever
+	// usage is next computed (every provisioning round and every 5s by the
+	// NodePool counter, which writes the same gauges).
+	dirtyMu    sync.Mutex
+	dirtyPools map[string]struct{}
 }
 
 // Options tune a Cluster.
@@ -532,19 +539,37 @@ func (c *Cluster) usageLocked() map[string]NodePoolUsage {
 		u.Nodes++
 		out[pool] = u
 	}
+	c.flushUsageGauges(out)
 	return out
 }
 
-// nodesChangedLocked refreshes the node-count and pool-usage gauges.
+// nodesChangedLocked refreshes the node-count gauge and marks the pool's
+// usage gauges stale.
 func (c *Cluster) nodesChangedLocked(pool string) {
 	metrics.ClusterStateNodeCount.Set(float64(len(c.nodes)))
 	if pool == "" {
 		return
 	}
-	usage := c.usageLocked()[pool]
-	metrics.NodePoolUsage.DeletePartialMatch(map[string]string{metrics.NodePoolLabel: pool})
-	for name, q := range usage.Resources {
-		metrics.NodePoolUsage.WithLabelValues(pool, string(name)).Set(quantityValue(q))
+	c.dirtyMu.Lock()
+	if c.dirtyPools == nil {
+		c.dirtyPools = map[string]struct{}{}
+	}
+	c.dirtyPools[pool] = struct{}{}
+	c.dirtyMu.Unlock()
+}
+
+// flushUsageGauges writes the usage gauges of the stale pools from usage,
+// which covers every pool. Readers hold only the read lock, hence the
+// separate mutex.
+func (c *Cluster) flushUsageGauges(usage map[string]NodePoolUsage) {
+	c.dirtyMu.Lock()
+	defer c.dirtyMu.Unlock()
+	for pool := range c.dirtyPools {
+		metrics.NodePoolUsage.DeletePartialMatch(map[string]string{metrics.NodePoolLabel: pool})
+		for name, q := range usage[pool].Resources {
+			metrics.NodePoolUsage.WithLabelValues(pool, string(name)).Set(quantityValue(q))
+		}
+		delete(c.dirtyPools, pool)
 	}
 }
 
