@@ -518,8 +518,44 @@ func (k *consolidation) compute(cs []*Candidate) (*Command, *Verdict, error) {
 	if ct.Has(v1.CapacityTypeSpot) && ct.Has(v1.CapacityTypeOnDemand) {
 		r.Requirements.Add(scheduling.NewRequirement(v1.CapacityTypeLabelKey, scheduling.OpIn, v1.CapacityTypeSpot))
 	}
+	// Multi-node applies upstream's same-type filter to the whole prefix
+	// first (MultiNodeConsolidation), then this guard.
+	if k.ctype != ConsolidationTypeMulti {
+		if its = withoutCandidateOfferings(its, r.Requirements, cs); len(its) == 0 {
+			return refuse(KindNotCheaper, &ConsolidationDetail{Price: price, ReplacementPrice: simPrice})
+		}
+	}
 	setInstanceTypes(r, its)
 	return k.score(&Command{Candidates: cs, Replacements: []*scheduling.NewNodeClaim{r}, Simulation: sim}, price, replacementPrice(r))
+}
+
+// withoutCandidateOfferings drops the instance types that would relaunch a
+// candidate as it is: its instance type when the replacement can only use
+// the candidate's capacity type. Such a move evicts pods to buy the same
+// machine; the price rules should already refuse it, and this holds even
+// where a price lookup could not (a type missing from the pool's list).
+func withoutCandidateOfferings(its []*scheduling.InstanceType, reqs scheduling.Requirements, cs []*Candidate) []*scheduling.InstanceType {
+	ct := reqs.Get(v1.CapacityTypeLabelKey)
+	same := map[string]bool{}
+	for _, c := range cs {
+		if c.Node == nil || c.Node.Node == nil {
+			continue
+		}
+		labels := c.Node.Node.Labels
+		if have := labels[v1.CapacityTypeLabelKey]; have != "" && ct.Has(have) && len(ct.Values()) == 1 {
+			same[labels[corev1.LabelInstanceTypeStable]] = true
+		}
+	}
+	if len(same) == 0 {
+		return its
+	}
+	out := make([]*scheduling.InstanceType, 0, len(its))
+	for _, it := range its {
+		if !same[it.Name] {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // spotToSpot replaces spot candidates with cheaper spot capacity, behind

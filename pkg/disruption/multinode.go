@@ -59,6 +59,7 @@ func (m MultiNodeConsolidation) ComputeCommands(env *Env, budgets map[string]*Bu
 		ok := cmd != nil
 		if ok && len(cmd.Replacements) > 0 {
 			its := filterOutSameInstanceType(env.Snapshot, cmd.Replacements[0], prefix)
+			its = withoutCandidateOfferings(its, cmd.Replacements[0].Requirements, prefix)
 			ok = len(its) > 0
 			if ok {
 				setInstanceTypes(cmd.Replacements[0], its)

@@ -139,7 +139,11 @@ func TestDisruptionDrift(t *testing.T) {
 		require.Equal(t, 2, w.maxDisrupted, "15%% of 10 nodes rounds up to 2 disrupted at once: %v", w.maxDisruptedNodes)
 		require.Empty(t, w.violations)
 		requireNoReplacementDisrupted(t, w)
-		requireAllowed(t, w, v1.DisruptionReasonDrifted, func(v float64) bool { return v == 2 }, "2")
+		// The gauge is the budget's share of the pool's initialized nodes,
+		// so a pass that samples the pool mid-replacement can read lower;
+		// it must never allow more than 2, and must reach 2.
+		requireAllowed(t, w, v1.DisruptionReasonDrifted, func(v float64) bool { return v <= 2 }, "≤ 2")
+		require.Contains(t, w.allowed[string(v1.DisruptionReasonDrifted)], 2.0, "15%% of 10 nodes should allow 2")
 	})
 	t.Run("ScheduleClosedDoesNotBlock", func(t *testing.T) {
 		w := watches["sched-closed"]
