@@ -269,11 +269,51 @@ func StopKubelet(ctx context.Context, kube client.Client, nodeName string, ready
 	if ready == corev1.ConditionUnknown {
 		reason, message = "NodeStatusUnknown", "Kubelet stopped posting node status."
 	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	// The kwok binary learns of the label change through its own watch, so
+	// a heartbeat already on its way can put Ready back to True after the
+	// write below. Write until the status has held for a settle period.
+	for held := 0; held < stopSettleChecks; {
+		changed, err := markNotReady(ctx, kube, key, ready, reason, message)
+		if err != nil {
+			return err
+		}
+		if changed {
+			held = 0
+		} else {
+			held++
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(stopSettleInterval):
+		}
+	}
+	return nil
+}
+
+// stopSettleChecks × stopSettleInterval is how long StopKubelet watches for
+// the kwok binary undoing its status write.
+const (
+	stopSettleChecks   = 4
+	stopSettleInterval = 250 * time.Millisecond
+)
+
+// markNotReady writes Ready=ready on the node unless it already says so,
+// and reports whether it wrote.
+func markNotReady(ctx context.Context, kube client.Client, key types.NamespacedName, ready corev1.ConditionStatus, reason, message string) (bool, error) {
+	wrote := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		wrote = false
 		node := &corev1.Node{}
 		if err := kube.Get(ctx, key, node); err != nil {
 			return err
 		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == ready {
+				return nil
+			}
+		}
+		wrote = true
 		now := metav1.Now()
 		found := false
 		for i := range node.Status.Conditions {
@@ -296,7 +336,7 @@ func StopKubelet(ctx context.Context, kube client.Client, nodeName string, ready
 		return kube.Status().Update(ctx, node)
 	})
 	if err != nil {
-		return fmt.Errorf("marking node %s not ready: %w", nodeName, err)
+		return false, fmt.Errorf("marking node %s not ready: %w", key.Name, err)
 	}
-	return nil
+	return wrote, nil
 }
