@@ -31,18 +31,7 @@ import (
 // API server's instance clean-up, which under load can lag for minutes, and
 // the karpenter chart's test must not start on CRDs still terminating.
 func TestCRDChart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{SkipCRDs: true})
-	if err != nil {
-		t.Fatalf("starting control plane: %v", err)
-	}
-	t.Cleanup(cp.Stop)
-	kube := []string{"KUBECONFIG=" + cp.KubeconfigPath}
-	crds, err := apis.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cp, kube, crds := chartCluster(t)
 	helm(t, kube, "install", "karpenter-crd", chartDir(t, "karpenter-crd"), "--namespace", "kube-system")
 	for _, crd := range crds {
 		got := establishedCRD(ctx, t, cp, crd.Name)
@@ -74,18 +63,7 @@ func TestCRDChart(t *testing.T) {
 // checked for escalation and the API validates every object), then runs the
 // controller as the chart's ServiceAccount.
 func TestInstall(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{SkipCRDs: true})
-	if err != nil {
-		t.Fatalf("starting control plane: %v", err)
-	}
-	t.Cleanup(cp.Stop)
-	kube := []string{"KUBECONFIG=" + cp.KubeconfigPath}
-	crds, err := apis.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cp, kube, crds := chartCluster(t)
 
 	const ns = "karpenter"
 	var manifest []*unstructured.Unstructured
@@ -319,6 +297,25 @@ func waitGone(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, 
 	if err != nil {
 		t.Errorf("%T %s still there: %v (last get: %v)", obj, key, err, last)
 	}
+}
+
+// chartCluster starts a control plane without CRDs (the charts install
+// them) for one test, and returns a context bounding the test, the helm
+// environment that points at it, and the CRDs the charts must install.
+func chartCluster(t *testing.T) (context.Context, *controlplane.ControlPlane, []string, []*apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	cp, err := controlplane.Start(ctx, controlplane.Options{SkipCRDs: true})
+	if err != nil {
+		t.Fatalf("starting control plane: %v", err)
+	}
+	t.Cleanup(cp.Stop)
+	crds, err := apis.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, cp, []string{"KUBECONFIG=" + cp.KubeconfigPath}, crds
 }
 
 // waitDeleted checks that helm's uninstall deleted the CRD: it is gone, or
