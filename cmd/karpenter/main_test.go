@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
@@ -125,6 +127,10 @@ func TestCLI(t *testing.T) {
 	createNodePool(t, "limited", func(np *v1.NodePool) {
 		np.Spec.Template.SetLabelMap(map[string]string{"team": "limited"})
 		np.Spec.Limits = v1.Limits{corev1.ResourceCPU: resource.MustParse("1")}
+		// Maintenance at 03:00 UTC for an hour: status says when it next
+		// opens or closes.
+		np.Spec.Disruption.ConsolidateAfter = v1.NewNillableDuration(0)
+		np.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "0", Schedule: ptr.To("0 3 * * *"), Duration: &metav1.Duration{Duration: time.Hour}}}
 	})
 	createNodePool(t, "on-aws", func(np *v1.NodePool) {
 		np.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}
@@ -207,6 +213,18 @@ func TestCLI(t *testing.T) {
 		assert.Equal(t, 1, a.NodePools[0].AllowedDisruptions[string(v1.DisruptionReasonDrifted)])
 		assert.Equal(t, "limited", a.NodePools[1].Name)
 		assert.Equal(t, "1", a.NodePools[1].Limits["cpu"])
+		// The window [03:00, 04:00) UTC closes at 04:00 while open, and
+		// otherwise opens at the next 03:00.
+		now := time.Now().UTC()
+		want := time.Date(now.Year(), now.Month(), now.Day(), 3, 0, 0, 0, time.UTC)
+		if now.Hour() == 3 {
+			want = want.Add(time.Hour)
+		} else if !want.After(now) {
+			want = want.AddDate(0, 0, 1)
+		}
+		require.NotNil(t, a.NodePools[1].NextBudgetChange, "a scheduled budget changes")
+		assert.True(t, want.Equal(*a.NodePools[1].NextBudgetChange), "next budget change %s, want %s", a.NodePools[1].NextBudgetChange, want)
+		assert.Nil(t, a.NodePools[0].NextBudgetChange, "the default budget never changes")
 		its, err := kwok.LoadCatalog(kwok.CatalogDefault)
 		require.NoError(t, err)
 		var price float64

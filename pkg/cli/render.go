@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -62,13 +63,17 @@ func Render(w io.Writer, format string, answer any) error {
 }
 
 func renderStatus(w io.Writer, a *StatusAnswer) {
-	fmt.Fprintln(w, "NODEPOOL\tNODES\tUSAGE/LIMITS\t$/H\tALLOWED DISRUPTIONS")
+	fmt.Fprintln(w, "NODEPOOL\tNODES\tUSAGE/LIMITS\t$/H\tALLOWED DISRUPTIONS\tNEXT BUDGET CHANGE")
 	for _, p := range a.NodePools {
 		cost := fmt.Sprintf("%.4f", p.CostPerHour)
 		if p.Unpriced > 0 {
 			cost += fmt.Sprintf(" (+%d unpriced)", p.Unpriced)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", p.Name, p.Nodes, usageVsLimits(p), cost, allowed(p.AllowedDisruptions))
+		next := "-"
+		if p.NextBudgetChange != nil {
+			next = p.NextBudgetChange.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", p.Name, p.Nodes, usageVsLimits(p), cost, allowed(p.AllowedDisruptions), next)
 		for _, e := range p.BudgetErrors {
 			fmt.Fprintf(w, "\t\t\tbudget error: %s\n", e)
 		}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -35,6 +36,9 @@ type PoolStatus struct {
 	Unpriced    int     `json:"unpricedNodes,omitempty"`
 	// BudgetErrors are misconfigured budgets (they allow nothing).
 	BudgetErrors []string `json:"budgetErrors,omitempty"`
+	// NextBudgetChange is when a scheduled budget's window next opens or
+	// closes, so what AllowedDisruptions says may change (absent: never).
+	NextBudgetChange *time.Time `json:"nextBudgetChange,omitempty"`
 }
 
 // ClaimStatus is a NodeClaim that is not Ready.
@@ -71,6 +75,9 @@ func (s *Session) Status(ctx context.Context) *StatusAnswer {
 			if b.Err != nil {
 				ps.BudgetErrors = append(ps.BudgetErrors, string(reason)+": "+b.Err.Error())
 			}
+		}
+		if at, ok := disruption.NextBudgetChange(np, snap.Now); ok {
+			ps.NextBudgetChange = &at
 		}
 		ans.NodePools = append(ans.NodePools, ps)
 	}

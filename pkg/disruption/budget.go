@@ -62,6 +62,70 @@ func BudgetActive(b v1.Budget, now time.Time) (bool, error) {
 	return !next.IsZero() && !next.After(now), nil
 }
 
+// maxWindowSteps bounds the schedule hits BudgetWindowChange walks through
+// when windows overlap (a budget that fires every minute for an hour is
+// always open: its window never closes).
+const maxWindowSteps = 10000
+
+// BudgetWindowChange is the next time after now at which the budget's
+// schedule window opens or closes, so "status" can say when what a pool
+// allows will change. A budget without a schedule never changes; nor does
+// one whose overlapping windows keep it open. Schedules are in UTC.
+func BudgetWindowChange(b v1.Budget, now time.Time) (time.Time, bool, error) {
+	if b.Schedule == nil && b.Duration == nil {
+		return time.Time{}, false, nil
+	}
+	if b.Schedule == nil || b.Duration == nil {
+		return time.Time{}, false, fmt.Errorf("budget schedule and duration must be set together")
+	}
+	sched, err := cron.ParseStandard(*b.Schedule)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("invalid schedule %q: %w", *b.Schedule, err)
+	}
+	now = now.UTC()
+	d := b.Duration.Duration
+	hit := sched.Next(now.Add(-d))
+	if hit.IsZero() {
+		return time.Time{}, false, nil
+	}
+	if hit.After(now) {
+		// Closed now: it opens at the next hit.
+		return hit, true, nil
+	}
+	// Open now: it closes at the end of the last window that overlaps the
+	// one open now. A zero duration never opens a window.
+	if d <= 0 {
+		return time.Time{}, false, nil
+	}
+	end := hit.Add(d)
+	for i := 0; i < maxWindowSteps; i++ {
+		next := sched.Next(hit)
+		if next.IsZero() || next.After(end) {
+			return end, true, nil
+		}
+		hit, end = next, next.Add(d)
+	}
+	return time.Time{}, false, nil
+}
+
+// NextBudgetChange is the earliest BudgetWindowChange over the pool's
+// budgets (misconfigured budgets are skipped: they allow nothing at any
+// time).
+func NextBudgetChange(np *v1.NodePool, now time.Time) (time.Time, bool) {
+	var first time.Time
+	found := false
+	for _, b := range np.Spec.Disruption.Budgets {
+		at, ok, err := BudgetWindowChange(b, now)
+		if err != nil || !ok {
+			continue
+		}
+		if !found || at.Before(first) {
+			first, found = at, true
+		}
+	}
+	return first, found
+}
+
 // BudgetAllowed is how many of numNodes the budget lets be disrupted at
 // now: Unlimited while inactive, the count, or the percentage rounded up
 // (10 nodes at 15% allow 2, as PDB maxUnavailable rounds).

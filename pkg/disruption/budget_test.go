@@ -123,3 +123,61 @@ func TestBudgetsCountDisruptingNodes(t *testing.T) {
 		})
 	}
 }
+
+func TestBudgetWindowChange(t *testing.T) {
+	at := func(h, m int) time.Time { return time.Date(2026, 3, 4, h, m, 0, 0, time.UTC) }
+	tests := []struct {
+		name    string
+		budget  v1.Budget
+		want    time.Time
+		ok      bool
+		wantErr bool
+	}{
+		{"no schedule never changes", budget("0"), time.Time{}, false, false},
+		{"open now (daily at 11:00 for 2h) closes at 13:00", scheduled("0", "0 11 * * *", 2*time.Hour), at(13, 0), true, false},
+		{"closed now (daily at 13:00) opens at 13:00", scheduled("0", "0 13 * * *", time.Hour), at(13, 0), true, false},
+		{"just closed (daily at 10:00 for 2h) opens tomorrow", scheduled("0", "0 10 * * *", 2*time.Hour), at(10, 0).AddDate(0, 0, 1), true, false},
+		{"window starting now closes after its duration", scheduled("1", "0 12 * * *", time.Hour), at(13, 0), true, false},
+		{"overlapping windows close after the last one", scheduled("0", "*/30 * * * *", 45*time.Minute), time.Time{}, false, false},
+		{"hourly for 30m, open now, closes at 12:30", scheduled("0", "0 * * * *", 30*time.Minute), at(12, 30), true, false},
+		{"weekend window opens on Saturday", scheduled("0", "0 0 * * sat", 48*time.Hour), time.Date(2026, 3, 7, 0, 0, 0, 0, time.UTC), true, false},
+		{"invalid schedule", scheduled("0", "not a cron", time.Hour), time.Time{}, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, err := BudgetWindowChange(tt.budget, now)
+			if tt.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.ok, ok)
+			assert.True(t, tt.want.Equal(got), "got %s, want %s", got, tt.want)
+			if ok {
+				// The answer is a real change: the budget's state differs
+				// just before and at it.
+				before, err := BudgetActive(tt.budget, got.Add(-time.Second))
+				require.NoError(t, err)
+				after, err := BudgetActive(tt.budget, got)
+				require.NoError(t, err)
+				assert.NotEqual(t, before, after, "active state should flip at %s", got)
+			}
+		})
+	}
+}
+
+func TestNextBudgetChange(t *testing.T) {
+	np := &v1.NodePool{}
+	np.Spec.Disruption.Budgets = []v1.Budget{
+		budget("10%"),
+		scheduled("0", "0 18 * * *", time.Hour),
+		scheduled("0", "0 11 * * *", 2*time.Hour), // open now, closes at 13:00
+		scheduled("0", "bad", time.Hour),
+	}
+	got, ok := NextBudgetChange(np, now)
+	require.True(t, ok)
+	assert.Equal(t, time.Date(2026, 3, 4, 13, 0, 0, 0, time.UTC), got)
+	np.Spec.Disruption.Budgets = []v1.Budget{budget("10%")}
+	_, ok = NextBudgetChange(np, now)
+	assert.False(t, ok)
+}
