@@ -21,6 +21,7 @@ import (
 
 	"github.com/karpenter-go/karpenter/pkg/apis"
 	"github.com/karpenter-go/karpenter/pkg/cli"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 )
 
@@ -44,6 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	snapshotFile := fs.String("snapshot", "", "answer offline from a file written by `karpenter snapshot`")
 	output := fs.StringP("output", "o", cli.FormatTable, "output format: table, json or yaml")
 	catalog := fs.String(kwok.FlagCatalog, kwok.CatalogDefault, "kwok catalog KWOKNodeClass pools launch from (as the controller's)")
+	algorithm := fs.String("consolidation-algorithm", repack.AlgorithmUpstream, "the consolidation 'why node' runs: upstream or planner (as the controller's --consolidation-algorithm)")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -78,7 +80,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return o.Write(stdout, *output == cli.FormatYAML)
 		}
-		s, err := cli.NewSession(o, cli.Options{KwokCatalog: *catalog})
+		if *algorithm != repack.AlgorithmUpstream && *algorithm != repack.AlgorithmPlanner {
+			return fmt.Errorf("consolidation-algorithm must be %q or %q, got %q", repack.AlgorithmUpstream, repack.AlgorithmPlanner, *algorithm)
+		}
+		s, err := cli.NewSession(o, cli.Options{KwokCatalog: *catalog, ConsolidationAlgorithm: *algorithm})
 		if err != nil {
 			return err
 		}

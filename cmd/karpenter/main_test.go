@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,29 +81,42 @@ func pod(name string, cpu string, selector map[string]string) *corev1.Pod {
 	}
 }
 
-// createNode makes a launched, registered, initialized Karpenter node of
-// pool with its NodeClaim, as the controller and kwok would have left it.
+// createNode makes a launched, registered, initialized Karpenter c7a.large
+// node of pool with its NodeClaim, as the controller and kwok would have
+// left it.
 func createNode(t *testing.T, name, pool string) {
+	t.Helper()
+	createNodeOf(t, name, pool, "c7a.large", "2", false)
+}
+
+// createNodeOf is createNode for an instance type of cpu CPUs;
+// consolidatable also marks the NodeClaim Consolidatable, as the
+// controller does once consolidateAfter has passed.
+func createNodeOf(t *testing.T, name, pool, instanceType, cpu string, consolidatable bool) {
 	t.Helper()
 	ctx := context.Background()
 	providerID := "kwok://" + name
 	labels := map[string]string{
 		v1.NodePoolLabelKey: pool, v1.NodeInitializedLabelKey: "true", v1.NodeRegisteredLabelKey: "true",
-		corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", corev1.LabelInstanceTypeStable: "c7a.large",
+		corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", corev1.LabelInstanceTypeStable: instanceType,
 		corev1.LabelHostname: name, "example.io/node": "kept", v1.CapacityTypeLabelKey: "on-demand", corev1.LabelTopologyZone: "test-zone-a",
 	}
 	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	nc.Spec.NodeClassRef = &v1.NodeClassReference{Group: kwokv1alpha1.Group, Kind: "KWOKNodeClass", Name: "default"}
 	nc.Spec.Requirements = []v1.NodeSelectorRequirementWithMinValues{
-		{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"c7a.large"}},
+		{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{instanceType}},
 	}
 	require.NoError(t, cp.Client.Create(ctx, nc))
 	now := metav1.Now()
 	nc.Status.ProviderID = providerID
 	nc.Status.NodeName = name
-	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("29")}
+	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("29")}
 	nc.Status.Capacity, nc.Status.Allocatable = alloc, alloc
-	for _, c := range []string{v1.ConditionTypeLaunched, v1.ConditionTypeRegistered, v1.ConditionTypeInitialized, v1.ConditionTypeReady} {
+	conditions := []string{v1.ConditionTypeLaunched, v1.ConditionTypeRegistered, v1.ConditionTypeInitialized, v1.ConditionTypeReady}
+	if consolidatable {
+		conditions = append(conditions, v1.ConditionTypeConsolidatable)
+	}
+	for _, c := range conditions {
 		nc.Status.Conditions = append(nc.Status.Conditions, v1.Condition{Type: c, Status: "True", Reason: c, LastTransitionTime: now})
 	}
 	require.NoError(t, cp.Client.Status().Update(ctx, nc))
@@ -136,6 +150,19 @@ func TestCLI(t *testing.T) {
 		np.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}
 	})
 	createNode(t, "kept-node", "amd64-only")
+	// A c7a.xlarge whose four small pods would fit a node a quarter of its
+	// price, but each pod has the highest deletion cost: restarting them
+	// costs more than the move saves in the planner's 1 h horizon.
+	createNodePool(t, "payback", func(np *v1.NodePool) {
+		np.Spec.Template.SetLabelMap(map[string]string{"team": "payback"})
+	})
+	createNodeOf(t, "payback-node", "payback", "c7a.xlarge", "4", true)
+	for i := 0; i < 4; i++ {
+		p := pod(fmt.Sprintf("costly-%d", i), "100m", nil)
+		p.Annotations = map[string]string{v1.PodDeletionCostAnnotationKey: "2147483647"}
+		p.Spec.NodeName = "payback-node"
+		require.NoError(t, cp.Client.Create(ctx, p))
+	}
 	kept := pod("kept", "100m", nil)
 	kept.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"}
 	kept.Spec.NodeName = "kept-node"
@@ -203,9 +230,41 @@ func TestCLI(t *testing.T) {
 		assert.Equal(t, "default/kept", a.Verdicts[0].Pod)
 		assert.Contains(t, string(karpenter(t, "why", "node", "kept-node")), "default/kept")
 	})
+	t.Run("why node gives the payback gate's saving and cost", func(t *testing.T) {
+		// Not compared offline byte for byte: the disruption cost scales
+		// with the NodeClaim's lifetime left, which shrinks between the two
+		// reads (checked with a tolerance in the snapshot test).
+		a := decode[cli.NodeAnswer](t, karpenter(t, "-o", "json", "--consolidation-algorithm", "planner", "why", "node", "payback-node"))
+		require.Empty(t, a.Disrupting, a.Message)
+		var gate *cli.NodeVerdict
+		for i := range a.Verdicts {
+			if a.Verdicts[i].Payback != nil {
+				gate = &a.Verdicts[i]
+			}
+		}
+		require.NotNil(t, gate, "a payback verdict in %+v", a.Verdicts)
+		assert.Equal(t, "SavingBelowPayback", gate.Kind)
+		pb := gate.Payback
+		assert.InDelta(t, 0.0977, pb.PricePerHour, 0.001, "the c7a.xlarge's on-demand price")
+		assert.Less(t, pb.ReplacementPricePerHour, pb.PricePerHour)
+		assert.Equal(t, "1h0m0s", pb.Horizon)
+		assert.InDelta(t, pb.PricePerHour-pb.ReplacementPricePerHour, pb.Saving, 1e-6, "the saving is an hour of the price difference")
+		// Four pods of eviction cost 10 (the clamp) at $0.005 each.
+		assert.InDelta(t, 0.2, pb.DisruptionCost, 0.01)
+		assert.Equal(t, 4, pb.Evictions)
+		assert.Less(t, pb.Saving, pb.DisruptionCost)
+		table := string(karpenter(t, "--consolidation-algorithm", "planner", "why", "node", "payback-node"))
+		assert.Contains(t, table, "below the disruption cost")
+		// Upstream's single-node consolidation takes any saving.
+		up := decode[cli.NodeAnswer](t, answer("why", "node", "payback-node"))
+		assert.Equal(t, string(v1.DisruptionReasonUnderutilized), up.Disrupting, up.Message)
+		var out, errOut bytes.Buffer
+		assert.Equal(t, 1, run(ctx, []string{"--kubeconfig", cp.KubeconfigPath, "--consolidation-algorithm", "greedy", "status"}, &out, &errOut))
+		assert.Contains(t, errOut.String(), "consolidation-algorithm")
+	})
 	t.Run("status", func(t *testing.T) {
 		a := decode[cli.StatusAnswer](t, answer("status"))
-		require.Len(t, a.NodePools, 3)
+		require.Len(t, a.NodePools, 4)
 		assert.Equal(t, "amd64-only", a.NodePools[0].Name)
 		assert.Equal(t, 1, a.NodePools[0].Nodes)
 		assert.Equal(t, "2", a.NodePools[0].Usage["cpu"])
@@ -245,7 +304,7 @@ func TestCLI(t *testing.T) {
 		}
 		st := &cli.StatusAnswer{}
 		require.NoError(t, yaml.Unmarshal(karpenter(t, "-o", "yaml", "status"), st))
-		assert.Len(t, st.NodePools, 3)
+		assert.Len(t, st.NodePools, 4)
 		var out, errOut bytes.Buffer
 		assert.Equal(t, 1, run(ctx, []string{"--kubeconfig", cp.KubeconfigPath, "-o", "xml", "status"}, &out, &errOut))
 		assert.Contains(t, errOut.String(), "unknown output format")
@@ -263,6 +322,13 @@ func TestCLI(t *testing.T) {
 			require.Equal(t, 0, code, errOut.String())
 			assert.JSONEq(t, string(want), out.String(), args)
 		}
+		var out, errOut bytes.Buffer
+		code := run(ctx, []string{"--kubeconfig", "/nonexistent", "--snapshot", file, "-o", "json", "--consolidation-algorithm", "planner", "why", "node", "payback-node"}, &out, &errOut)
+		require.Equal(t, 0, code, errOut.String())
+		a := decode[cli.NodeAnswer](t, out.Bytes())
+		require.Len(t, a.Verdicts, 2)
+		require.NotNil(t, a.Verdicts[1].Payback)
+		assert.InDelta(t, 0.2, a.Verdicts[1].Payback.DisruptionCost, 0.01)
 	})
 }
 

@@ -24,12 +24,17 @@ type Options struct {
 	KwokCatalog string
 	// KwokInstanceTypes, when set, is used instead of a catalog (tests).
 	KwokInstanceTypes []*scheduling.InstanceType
+	// ConsolidationAlgorithm is the controller's --consolidation-algorithm
+	// ("upstream" when empty, or "planner"): which consolidation `why node`
+	// runs.
+	ConsolidationAlgorithm string
 }
 
 // Session holds one set of listed objects and the cluster state built from
 // them; every answer is computed from it.
 type Session struct {
 	Objects *Objects
+	opts    Options
 	cluster *listedCluster
 	types   *instanceTypes
 	builder *snapshot.Builder
@@ -49,7 +54,7 @@ func NewSession(o *Objects, opts Options) (*Session, error) {
 			return nil, err
 		}
 	}
-	s := &Session{Objects: o, types: &instanceTypes{kwok: its}}
+	s := &Session{Objects: o, opts: opts, types: &instanceTypes{kwok: its}}
 	s.cluster = newListedCluster(o, func(pool string) []*scheduling.InstanceType {
 		for i := range o.NodePools {
 			if o.NodePools[i].Name == pool {

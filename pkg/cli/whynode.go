@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
+	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -32,6 +34,21 @@ type NodeVerdict struct {
 	Pod     string `json:"pod,omitempty"`
 	PDB     string `json:"pdb,omitempty"`
 	Message string `json:"message"`
+	// Payback is what the move the planner's payback gate refused would
+	// save and cost (planner only).
+	Payback *PaybackFigures `json:"payback,omitempty"`
+}
+
+// PaybackFigures are a refused move's forecast: the node's price and its
+// replacements', the saving over the horizon and the disruption cost of
+// the evicted pods, both in dollars.
+type PaybackFigures struct {
+	PricePerHour            float64 `json:"pricePerHour"`
+	ReplacementPricePerHour float64 `json:"replacementPricePerHour"`
+	Horizon                 string  `json:"horizon"`
+	Saving                  float64 `json:"saving"`
+	DisruptionCost          float64 `json:"disruptionCost"`
+	Evictions               int     `json:"evictions"`
 }
 
 // WhyNode runs one disruption pass over the listed cluster, with the
@@ -59,7 +76,10 @@ func (s *Session) WhyNode(ctx context.Context, name string) (*NodeAnswer, error)
 		in.Pods = append(append([]*corev1.Pod(nil), in.Pods...), pending...)
 		in.DaemonSets = daemonSets
 	}}
-	d, err := disruption.Disrupt(snap, disruption.DefaultMethods(), sim)
+	// The controller's choice of consolidation, without its history: the
+	// CLI cannot see which moves the controller made in its cool-down.
+	methods := repack.Select(s.opts.ConsolidationAlgorithm, disruption.DefaultMethods(), repack.Options{WellKnownLabels: kwok.WellKnownLabels()})
+	d, err := disruption.Disrupt(snap, methods, sim)
 	if d == nil {
 		return nil, fmt.Errorf("running the disruption pass: %w", err)
 	}
@@ -77,7 +97,13 @@ func (s *Session) WhyNode(ctx context.Context, name string) (*NodeAnswer, error)
 			continue
 		}
 		for _, v := range e.Verdicts {
-			ans.Verdicts = append(ans.Verdicts, NodeVerdict{Kind: string(v.Kind), Method: string(v.Method), Pod: v.Pod, PDB: v.PDB, Message: v.Message()})
+			nv := NodeVerdict{Kind: string(v.Kind), Method: string(v.Method), Pod: v.Pod, PDB: v.PDB, Message: v.Message()}
+			if c := v.Consolidation; c != nil && c.Payback != nil {
+				pb := c.Payback
+				nv.Payback = &PaybackFigures{PricePerHour: pb.PriceBefore, ReplacementPricePerHour: pb.PriceAfter,
+					Horizon: pb.Horizon.String(), Saving: pb.Saving, DisruptionCost: pb.Cost, Evictions: pb.Evictions}
+			}
+			ans.Verdicts = append(ans.Verdicts, nv)
 		}
 		ans.Message = e.Message()
 		if ans.Message == "" {

@@ -115,6 +115,9 @@ type ConsolidationDetail struct {
 	// Label is the missing label (MissingLabel), InstanceType the
 	// candidate's type, Err a filtering error.
 	Label, InstanceType, Err string
+	// Payback is the forecast of a move the repacking planner's payback
+	// gate refused: the saving over the horizon and the disruption cost.
+	Payback *Payback
 }
 
 // Destination reasons.

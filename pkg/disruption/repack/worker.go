@@ -307,7 +307,8 @@ func (w *worker) pays(pb disruption.Payback) bool {
 
 func (w *worker) gateVerdict(cands []*mnode, pb disruption.Payback) {
 	for _, m := range cands {
-		v := verdict(m.cand, KindPaybackGate, &disruption.ConsolidationDetail{Price: pb.PriceBefore, ReplacementPrice: pb.PriceAfter})
+		figures := pb
+		v := verdict(m.cand, KindPaybackGate, &disruption.ConsolidationDetail{Price: pb.PriceBefore, ReplacementPrice: pb.PriceAfter, Payback: &figures})
 		v.Detail = fmt.Sprintf("Saving $%.4f over %s ($%.4f/h → $%.4f/h) is below the disruption cost $%.4f of %d pod(s)",
 			pb.Saving, pb.Horizon.Round(time.Second), pb.PriceBefore, pb.PriceAfter, pb.Cost, pb.Evictions)
 		w.verdicts[m.name] = v
