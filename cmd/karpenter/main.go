@@ -1,7 +1,8 @@
 // Command karpenter is the read-only Karpenter CLI (also usable as the
 // kubectl plugin kubectl-karpenter): `status`, `why pod NS/NAME`, `why node
-// NAME` and `snapshot`. It needs only a kubeconfig, or a snapshot file saved
-// earlier with `karpenter snapshot > FILE` and passed with --snapshot.
+// NAME`, `simulate -f CHANGES.yaml` and `snapshot`. It needs only a
+// kubeconfig, or a snapshot file saved earlier with `karpenter snapshot >
+// FILE` and passed with --snapshot.
 package main
 
 import (
@@ -29,6 +30,8 @@ const usage = `usage: karpenter [flags] COMMAND
   status              NodePools: nodes, usage vs limits, allowed disruptions; NodeClaims not Ready
   why pod NS/NAME     where a pod runs or would run, or each NodePool's refusal
   why node NAME       why the disruption pass keeps (or would disrupt) a node
+  simulate -f FILE    what NodePool edits and Deployment replicas in FILE would do: new NodeClaims,
+                      drifted nodes, the next disruption commands, evictions, $/h before and after
   snapshot            write the listed objects (JSON, or YAML with -o yaml) to stdout
 flags:
 `
@@ -45,6 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	snapshotFile := fs.String("snapshot", "", "answer offline from a file written by `karpenter snapshot`")
 	output := fs.StringP("output", "o", cli.FormatTable, "output format: table, json or yaml")
 	catalog := fs.String(kwok.FlagCatalog, kwok.CatalogDefault, "kwok catalog KWOKNodeClass pools launch from (as the controller's)")
+	changesFile := fs.StringP("filename", "f", "", "simulate: the NodePools and Deployments (spec.replicas) to apply to the snapshot")
 	algorithm := fs.String("consolidation-algorithm", repack.AlgorithmUpstream, "the consolidation 'why node' runs: upstream or planner (as the controller's --consolidation-algorithm)")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -99,6 +103,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			answer, err = s.WhyPod(ctx, types.NamespacedName{Namespace: ns, Name: name})
 		case rest[0] == "why" && len(rest) == 3 && rest[1] == "node":
 			answer, err = s.WhyNode(ctx, rest[2])
+		case rest[0] == "simulate" && len(rest) == 1:
+			if *changesFile == "" {
+				return fmt.Errorf("simulate needs -f CHANGES.yaml")
+			}
+			raw, rerr := os.ReadFile(*changesFile)
+			if rerr != nil {
+				return fmt.Errorf("reading changes: %w", rerr)
+			}
+			changes, perr := cli.ReadChanges(raw)
+			if perr != nil {
+				return fmt.Errorf("%s: %w", *changesFile, perr)
+			}
+			answer, err = s.Simulate(ctx, changes)
 		default:
 			fs.Usage()
 			return fmt.Errorf("unknown command %q", strings.Join(rest, " "))

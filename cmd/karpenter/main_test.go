@@ -262,6 +262,55 @@ func TestCLI(t *testing.T) {
 		assert.Equal(t, 1, run(ctx, []string{"--kubeconfig", cp.KubeconfigPath, "--consolidation-algorithm", "greedy", "status"}, &out, &errOut))
 		assert.Contains(t, errOut.String(), "consolidation-algorithm")
 	})
+	t.Run("simulate a new pool with a Deployment, and a requirement change", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "changes.yaml")
+		require.NoError(t, os.WriteFile(file, []byte(simulateChanges), 0o600))
+		a := decode[cli.SimulateAnswer](t, karpenter(t, "-o", "json", "simulate", "-f", file))
+		assert.Equal(t, 3, a.PodsAdded)
+		// 1.5-CPU pods on c7a.xlarge (4 vCPU, a little less allocatable):
+		// two per node, so two NodeClaims for three pods.
+		var sim []cli.SimulatedNodeClaim
+		for _, nc := range a.NodeClaims {
+			if nc.NodePool == "sim" {
+				sim = append(sim, nc)
+			}
+		}
+		require.Len(t, sim, 2, "%+v", a.NodeClaims)
+		pods := 0
+		for _, nc := range sim {
+			assert.Equal(t, "c7a.xlarge", nc.InstanceType)
+			assert.Equal(t, 1, nc.InstanceTypes)
+			assert.InDelta(t, 0.0977, nc.Price, 0.001)
+			pods += nc.Pods
+		}
+		assert.Equal(t, 3, pods)
+		// amd64-only now allows only c7a.xlarge: its c7a.large drifts.
+		require.Len(t, a.Drifted, 1, "%+v", a.Drifted)
+		assert.Equal(t, "kept-node", a.Drifted[0].Node)
+		assert.Equal(t, "RequirementsDrifted", a.Drifted[0].Reason)
+		// The cost after adds the new NodeClaims (and whatever the next
+		// disruption pass replaces or removes).
+		delta := 0.0
+		for _, nc := range a.NodeClaims {
+			delta += nc.Price
+		}
+		assert.Greater(t, a.CostAfter, a.CostBefore)
+		if len(a.Disruptions) == 0 {
+			assert.InDelta(t, a.CostBefore+delta, a.CostAfter, 1e-9)
+		}
+		table := string(karpenter(t, "simulate", "-f", file))
+		t.Logf("$ karpenter simulate -f changes.yaml\n%s", table)
+		assert.Contains(t, table, "RequirementsDrifted")
+		assert.Contains(t, table, "c7a.xlarge")
+
+		var out, errOut bytes.Buffer
+		bad := filepath.Join(t.TempDir(), "bad.yaml")
+		require.NoError(t, os.WriteFile(bad, []byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: x\n"), 0o600))
+		assert.Equal(t, 1, run(ctx, []string{"--kubeconfig", cp.KubeconfigPath, "simulate", "-f", bad}, &out, &errOut))
+		assert.Contains(t, errOut.String(), "Service cannot be simulated")
+		assert.Equal(t, 1, run(ctx, []string{"--kubeconfig", cp.KubeconfigPath, "simulate"}, &out, &errOut))
+		assert.Contains(t, errOut.String(), "-f")
+	})
 	t.Run("status", func(t *testing.T) {
 		a := decode[cli.StatusAnswer](t, answer("status"))
 		require.Len(t, a.NodePools, 4)
@@ -373,3 +422,56 @@ func TestStatusNotReady(t *testing.T) {
 	}
 	assert.Contains(t, string(karpenter(t, "status")), "all offerings are unavailable")
 }
+
+// simulateChanges adds a pool "sim" of on-demand c7a.xlarge (written
+// without its disruption block, which the schema defaults fill in) with a
+// three-replica Deployment of 1.5-CPU pods for it, and narrows amd64-only
+// to c7a.xlarge.
+const simulateChanges = `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: sim
+spec:
+  template:
+    metadata:
+      labels:
+        team: sim
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [c7a.xlarge]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: amd64-only
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      requirements:
+        - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [c7a.xlarge]}
+  disruption:
+    consolidateAfter: 0s
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      nodeSelector: {team: sim}
+      containers:
+        - name: c
+          image: pause
+          resources:
+            requests: {cpu: 1500m}
+`

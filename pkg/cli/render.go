@@ -27,7 +27,8 @@ func jsonIndent(v any) ([]byte, error) {
 	return append(raw, '\n'), nil
 }
 
-// Render writes an answer (*StatusAnswer, *PodAnswer, *NodeAnswer) in format.
+// Render writes an answer (*StatusAnswer, *PodAnswer, *NodeAnswer,
+// *SimulateAnswer) in format.
 func Render(w io.Writer, format string, answer any) error {
 	switch format {
 	case FormatJSON:
@@ -56,6 +57,8 @@ func Render(w io.Writer, format string, answer any) error {
 		renderPod(tw, a)
 	case *NodeAnswer:
 		renderNode(tw, a)
+	case *SimulateAnswer:
+		renderSimulate(tw, a)
 	default:
 		return fmt.Errorf("no table for %T", answer)
 	}
@@ -209,4 +212,32 @@ func sorted(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+func renderSimulate(w io.Writer, a *SimulateAnswer) {
+	fmt.Fprintf(w, "$/h %.4f -> %.4f; pods added %d, removed %d; %d evictions\n", a.CostBefore, a.CostAfter, a.PodsAdded, a.PodsRemoved, a.Evictions)
+	if len(a.NodeClaims) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "NEW NODECLAIM NODEPOOL\tINSTANCE TYPE\tTYPES\t$/H\tPODS")
+		for _, nc := range a.NodeClaims {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%.4f\t%d\n", nc.NodePool, nc.InstanceType, nc.InstanceTypes, nc.Price, nc.Pods)
+		}
+	}
+	if a.Unschedulable > 0 {
+		fmt.Fprintf(w, "%d pending pod(s) no NodePool can take: `karpenter why pod` says why\n", a.Unschedulable)
+	}
+	if len(a.Drifted) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "DRIFTED NODE\tNODECLAIM\tNODEPOOL\tREASON")
+		for _, d := range a.Drifted {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", dash(d.Node), d.NodeClaim, d.NodePool, d.Reason)
+		}
+	}
+	if len(a.Disruptions) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "NEXT DISRUPTION\tDECISION\tNODES\tREPLACEMENTS\tEVICTIONS")
+		for _, d := range a.Disruptions {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\n", d.Reason, d.Decision, strings.Join(d.Nodes, ","), d.Replacements, d.Evictions)
+		}
+	}
 }

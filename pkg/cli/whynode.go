@@ -70,16 +70,7 @@ func (s *Session) WhyNode(ctx context.Context, name string) (*NodeAnswer, error)
 	for _, p := range node.Pods {
 		ans.Pods = append(ans.Pods, p.Namespace+"/"+p.Name)
 	}
-	pending := s.pendingPods()
-	var daemonSets = s.cluster.DaemonSets()
-	sim := disruption.SolverSimulator{Snapshot: snap, Extra: func(in *scheduling.Input) {
-		in.Pods = append(append([]*corev1.Pod(nil), in.Pods...), pending...)
-		in.DaemonSets = daemonSets
-	}}
-	// The controller's choice of consolidation, without its history: the
-	// CLI cannot see which moves the controller made in its cool-down.
-	methods := repack.Select(s.opts.ConsolidationAlgorithm, disruption.DefaultMethods(), repack.Options{WellKnownLabels: kwok.WellKnownLabels()})
-	d, err := disruption.Disrupt(snap, methods, sim)
+	d, err := s.disruptionPass(snap)
 	if d == nil {
 		return nil, fmt.Errorf("running the disruption pass: %w", err)
 	}
@@ -116,4 +107,20 @@ func (s *Session) WhyNode(ctx context.Context, name string) (*NodeAnswer, error)
 		ans.Message += ": " + err.Error()
 	}
 	return ans, nil
+}
+
+// disruptionPass runs one pass of the controller's methods over snap, with
+// a solver-backed simulator that also plans the pending pods, as the
+// disruption controller's does. The choice of consolidation is the
+// controller's, without its history: the CLI cannot see which moves the
+// controller made within its cool-down.
+func (s *Session) disruptionPass(snap *disruption.Snapshot) (*disruption.Decision, error) {
+	pending := s.pendingPods()
+	daemonSets := s.cluster.DaemonSets()
+	sim := disruption.SolverSimulator{Snapshot: snap, Extra: func(in *scheduling.Input) {
+		in.Pods = append(append([]*corev1.Pod(nil), in.Pods...), pending...)
+		in.DaemonSets = daemonSets
+	}}
+	methods := repack.Select(s.opts.ConsolidationAlgorithm, disruption.DefaultMethods(), repack.Options{WellKnownLabels: kwok.WellKnownLabels()})
+	return disruption.Disrupt(snap, methods, sim)
 }

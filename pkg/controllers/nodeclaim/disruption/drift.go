@@ -15,14 +15,15 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // Drift reasons found by the core, as upstream names them. Provider drift
 // carries the provider's own reason.
 const (
-	NodePoolDrifted      cloudprovider.DriftReason = "NodePoolDrifted"
-	RequirementsDrifted  cloudprovider.DriftReason = "RequirementsDrifted"
+	NodePoolDrifted                                = cloudprovider.DriftReason(disruption.NodePoolDrifted)
+	RequirementsDrifted                            = cloudprovider.DriftReason(disruption.RequirementsDrifted)
 	InstanceTypeNotFound cloudprovider.DriftReason = "InstanceTypeNotFound"
 )
 
@@ -90,11 +91,8 @@ func (d *drift) reconcile(ctx context.Context, np *v1.NodePool, nc *v1.NodeClaim
 // isDrifted checks, in upstream's order, the cheap local causes first and
 // the provider last, returning the first reason found.
 func (d *drift) isDrifted(ctx context.Context, np *v1.NodePool, nc *v1.NodeClaim) (cloudprovider.DriftReason, error) {
-	if reason := staticFieldsDrifted(np, nc); reason != "" {
-		return reason, nil
-	}
-	if reason := requirementsDrifted(np, nc); reason != "" {
-		return reason, nil
+	if reason := disruption.TemplateDrift(np, nc); reason != "" {
+		return cloudprovider.DriftReason(reason), nil
 	}
 	reason, err := d.instanceTypeNotFound(ctx, np, nc)
 	if err != nil || reason != "" {
@@ -105,46 +103,6 @@ func (d *drift) isDrifted(ctx context.Context, np *v1.NodePool, nc *v1.NodeClaim
 		return "", fmt.Errorf("asking the cloud provider: %w", err)
 	}
 	return reason, nil
-}
-
-// staticFieldsDrifted compares the template hash the NodeClaim was created
-// with against the NodePool's current one. Hashes of different versions
-// were computed differently, so they are not compared at all (the hash
-// controller re-stamps NodeClaims on a version change).
-func staticFieldsDrifted(np *v1.NodePool, nc *v1.NodeClaim) cloudprovider.DriftReason {
-	poolHash, ok1 := np.Annotations[v1.NodePoolHashAnnotationKey]
-	poolVersion, ok2 := np.Annotations[v1.NodePoolHashVersionAnnotationKey]
-	claimHash, ok3 := nc.Annotations[v1.NodePoolHashAnnotationKey]
-	claimVersion, ok4 := nc.Annotations[v1.NodePoolHashVersionAnnotationKey]
-	if !ok1 || !ok2 || !ok3 || !ok4 || poolVersion != claimVersion {
-		return ""
-	}
-	if poolHash != claimHash {
-		return NodePoolDrifted
-	}
-	return ""
-}
-
-// requirementsDrifted reports whether the NodeClaim's labels no longer
-// satisfy every requirement of the NodePool. Requirements are not hashed
-// because widening them (adding a zone) must not replace nodes that still
-// fit; only a node outside the new bounds has drifted. A label the NodeClaim
-// lacks fails every requirement except NotIn and DoesNotExist.
-func requirementsDrifted(np *v1.NodePool, nc *v1.NodeClaim) cloudprovider.DriftReason {
-	in := make([]scheduling.RequirementWithMinValues, 0, len(np.Spec.Template.Spec.Requirements))
-	for _, r := range np.Spec.Template.Spec.Requirements {
-		in = append(in, scheduling.RequirementWithMinValues{Key: r.Key, Operator: string(r.Operator), Values: r.Values, MinValues: r.MinValues})
-	}
-	poolReqs, err := scheduling.RequirementsFromMinValues(in)
-	if err != nil {
-		// The NodePool's validation controller reports malformed
-		// requirements; they say nothing about this node.
-		return ""
-	}
-	if scheduling.RequirementsFromLabels(nc.Labels).Compatible(poolReqs, "NodeClaim", false) != nil {
-		return RequirementsDrifted
-	}
-	return ""
 }
 
 // instanceTypeNotFound reports NodeClaims whose instance type the provider
