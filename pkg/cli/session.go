@@ -65,6 +65,9 @@ func NewSession(o *Objects, opts Options) (*Session, error) {
 		return nil
 	})
 	s.builder = snapshot.New(reader{o}, s.types, s.cluster, snapshot.Options{
+		// As the provisioner plans, so that `why pod` and `simulate` name
+		// the NodeClaims it would create.
+		Solver:          scheduling.Options{Robust: true},
 		WellKnownLabels: kwok.WellKnownLabels(),
 	})
 	return s, nil
