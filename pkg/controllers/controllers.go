@@ -114,7 +114,7 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		validation.NewController(kube),
 		readiness.NewController(kube),
 		registrationhealth.NewController(kube, cloud, registrationHealth),
-		counter.NewController(kube, cluster),
+		counter.NewController(kube, cluster, cloud),
 		disruption.NewController(kube, cluster, provisioner, simulator, disruption.Options{
 			Clock: op.Clock, Recorder: op.EventRecorder, InstanceTypes: cloud,
 			Methods: repack.Select(op.Options.ConsolidationAlgorithm, disruption.UpstreamMethods(op.Clock, op.Options.FeatureGates.SpotToSpotConsolidation), repack.Options{SpotToSpot: op.Options.FeatureGates.SpotToSpotConsolidation, WellKnownLabels: shared.WellKnownLabels}),

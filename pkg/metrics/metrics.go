@@ -127,6 +127,20 @@ var (
 		Namespace: Namespace, Subsystem: "nodepools", Name: "limit",
 		Help: "A NodePool's spec.limits, by resource type.",
 	}, []string{NodePoolLabel, ResourceTypeLabel})
+
+	// NodePoolCostPerHour is ours (upstream has no cost metric): the price
+	// of a pool's launched nodes from their offerings.
+	NodePoolCostPerHour = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "nodepools", Name: "cost_per_hour",
+		Help: "Price per hour of a NodePool's launched nodes, from the offering (instance type, zone, capacity type) each runs on. Nodes whose offering has no known price are left out and counted in karpenter_nodepools_unpriced_nodes.",
+	}, []string{NodePoolLabel})
+
+	// NodePoolUnpricedNodes is ours: the nodes NodePoolCostPerHour could not
+	// price.
+	NodePoolUnpricedNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "nodepools", Name: "unpriced_nodes",
+		Help: "A NodePool's launched nodes whose offering has no known price.",
+	}, []string{NodePoolLabel})
 )
 
 // PodStateLabels are the labels of karpenter_pods_state, in order.
@@ -139,6 +153,7 @@ func Collectors() []prometheus.Collector {
 		PodState, SchedulingDurationSeconds, UnschedulablePodsCount, IgnoredPodsCount,
 		CloudProviderDurationSeconds, CloudProviderErrorsTotal,
 		ClusterStateSynced, ClusterStateNodeCount, ClusterStateUnsyncedTimeSeconds, NodePoolUsage, NodePoolLimit,
+		NodePoolCostPerHour, NodePoolUnpricedNodes,
 	}
 }
 

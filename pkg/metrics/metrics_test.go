@@ -30,6 +30,8 @@ func TestRegistry(t *testing.T) {
 	ClusterStateNodeCount.Set(3)
 	NodePoolUsage.WithLabelValues("default", "cpu").Set(4)
 	NodePoolLimit.WithLabelValues("default", "cpu").Set(100)
+	NodePoolCostPerHour.WithLabelValues("default").Set(1.5)
+	NodePoolUnpricedNodes.WithLabelValues("default").Set(0)
 
 	families, err := crmetrics.Registry.Gather()
 	require.NoError(t, err)
@@ -58,6 +60,8 @@ func TestRegistry(t *testing.T) {
 		{"karpenter_cluster_state_unsynced_time_seconds", dto.MetricType_GAUGE, nil},
 		{"karpenter_nodepools_usage", dto.MetricType_GAUGE, []string{"nodepool", "resource_type"}},
 		{"karpenter_nodepools_limit", dto.MetricType_GAUGE, []string{"nodepool", "resource_type"}},
+		{"karpenter_nodepools_cost_per_hour", dto.MetricType_GAUGE, []string{"nodepool"}},
+		{"karpenter_nodepools_unpriced_nodes", dto.MetricType_GAUGE, []string{"nodepool"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -514,6 +514,27 @@ func (c *Cluster) NodePoolResources(nodePool string) corev1.ResourceList {
 	return out
 }
 
+// NodePoolOfferings are the offerings the pool's launched nodes run on
+// (instance type, zone and capacity type from their labels), one per node,
+// leaving out nodes being deleted and NodeClaims that have not launched.
+func (c *Cluster) NodePoolOfferings(nodePool string) []scheduling.OfferingKey {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []scheduling.OfferingKey
+	for _, n := range c.nodes {
+		if n.NodePoolName() != nodePool || n.Deleting() {
+			continue
+		}
+		l := n.Labels()
+		key := scheduling.OfferingKey{InstanceType: l[corev1.LabelInstanceTypeStable], Zone: l[corev1.LabelTopologyZone], CapacityType: l[v1.CapacityTypeLabelKey]}
+		if key.InstanceType == "" {
+			continue
+		}
+		out = append(out, key)
+	}
+	return out
+}
+
 // ResourceNodes is the pseudo-resource that counts a pool's nodes.
 const ResourceNodes corev1.ResourceName = "nodes"
 

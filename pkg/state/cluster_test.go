@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"context"
+	"sort"
 	"testing"
 	"time"
 
@@ -329,4 +330,37 @@ func TestSynced(t *testing.T) {
 	assert.False(t, c.Synced(ctx))
 	c.UpdateNodeClaim(nc)
 	assert.True(t, c.Synced(ctx))
+}
+
+// TestNodePoolOfferings lists one offering per launched node of the pool,
+// from its labels; unlaunched and deleting NodeClaims and other pools are
+// left out.
+func TestNodePoolOfferings(t *testing.T) {
+	c := newCluster(clocktesting.NewFakeClock(time.Now()))
+	launched := func(name, pool, it, ct string) *corev1.Node {
+		n := node(name, pool, "kwok://"+name, true)
+		n.Labels[corev1.LabelInstanceTypeStable] = it
+		n.Labels[corev1.LabelTopologyZone] = "zone-a"
+		n.Labels[v1.CapacityTypeLabelKey] = ct
+		return n
+	}
+	c.UpdateNodeClaim(nodeClaim("a", "default", "kwok://a"))
+	c.UpdateNode(launched("a", "default", "c7a.large", "spot"))
+	c.UpdateNodeClaim(nodeClaim("b", "default", "kwok://b"))
+	c.UpdateNode(launched("b", "default", "c7a.xlarge", "on-demand"))
+	c.UpdateNodeClaim(nodeClaim("pending", "default", "")) // not launched: no instance type
+	gone := nodeClaim("gone", "default", "kwok://gone")
+	gone.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	c.UpdateNodeClaim(gone)
+	c.UpdateNode(launched("gone", "default", "c7a.large", "on-demand"))
+	c.UpdateNodeClaim(nodeClaim("o", "other", "kwok://o"))
+	c.UpdateNode(launched("o", "other", "c7a.large", "on-demand"))
+
+	got := c.NodePoolOfferings("default")
+	sort.Slice(got, func(i, j int) bool { return got[i].InstanceType < got[j].InstanceType })
+	assert.Equal(t, []scheduling.OfferingKey{
+		{InstanceType: "c7a.large", Zone: "zone-a", CapacityType: "spot"},
+		{InstanceType: "c7a.xlarge", Zone: "zone-a", CapacityType: "on-demand"},
+	}, got)
+	assert.Empty(t, c.NodePoolOfferings("missing"))
 }

@@ -2,10 +2,12 @@ package nodepool_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -18,10 +20,13 @@ import (
 
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/counter"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/readiness"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/validation"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
 
@@ -225,20 +230,39 @@ func TestHashOfStoredNodePool(t *testing.T) {
 }
 
 type fakeCluster struct {
-	synced bool
-	usage  map[string]corev1.ResourceList
+	synced    bool
+	usage     map[string]corev1.ResourceList
+	offerings map[string][]scheduling.OfferingKey
 }
 
 func (f *fakeCluster) Synced(context.Context) bool { return f.synced }
 func (f *fakeCluster) NodePoolResources(name string) corev1.ResourceList {
 	return f.usage[name]
 }
+func (f *fakeCluster) NodePoolOfferings(name string) []scheduling.OfferingKey {
+	return f.offerings[name]
+}
+
+// catalog prices two offerings of one type; GetInstanceTypes fails when
+// broken is set.
+type catalog struct{ broken bool }
+
+func (c *catalog) GetInstanceTypes(context.Context, *v1.NodePool) ([]*cloudprovider.InstanceType, error) {
+	if c.broken {
+		return nil, errors.New("catalog unavailable")
+	}
+	return []*cloudprovider.InstanceType{{Name: "c7a.large", Offerings: []scheduling.Offering{
+		{Zone: "zone-a", CapacityType: "on-demand", Price: 0.10, Available: true},
+		{Zone: "zone-a", CapacityType: "spot", Price: 0.04, Available: true},
+	}}}, nil
+}
 
 func TestCounter(t *testing.T) {
 	cleanup(t)
 	createNodePool(t, "pool", "cls")
 	cluster := &fakeCluster{}
-	c := counter.NewController(cp.Client, cluster)
+	prices := &catalog{}
+	c := counter.NewController(cp.Client, cluster, prices)
 
 	res := reconcileOnce(t, c, "pool")
 	assert.Equal(t, time.Second, res.RequeueAfter, "waits for the state to sync")
@@ -266,4 +290,24 @@ func TestCounter(t *testing.T) {
 	assert.Equal(t, "48Gi", np.Status.Resources.Memory().String())
 	nodes := np.Status.Resources[v1.ResourceNodes]
 	assert.Equal(t, "2", nodes.String())
+
+	// Cost: two on-demand nodes and a spot one priced, one offering unknown.
+	cluster.offerings = map[string][]scheduling.OfferingKey{"pool": {
+		{InstanceType: "c7a.large", Zone: "zone-a", CapacityType: "on-demand"},
+		{InstanceType: "c7a.large", Zone: "zone-a", CapacityType: "on-demand"},
+		{InstanceType: "c7a.large", Zone: "zone-a", CapacityType: "spot"},
+		{InstanceType: "m7a.large", Zone: "zone-a", CapacityType: "on-demand"},
+	}}
+	reconcileOnce(t, c, "pool")
+	assert.InDelta(t, 0.24, testutil.ToFloat64(metrics.NodePoolCostPerHour.WithLabelValues("pool")), 1e-9)
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.NodePoolUnpricedNodes.WithLabelValues("pool")))
+	// A catalog that cannot be read keeps the last cost.
+	prices.broken = true
+	cluster.offerings["pool"] = cluster.offerings["pool"][:1]
+	reconcileOnce(t, c, "pool")
+	assert.InDelta(t, 0.24, testutil.ToFloat64(metrics.NodePoolCostPerHour.WithLabelValues("pool")), 1e-9)
+	prices.broken = false
+	reconcileOnce(t, c, "pool")
+	assert.InDelta(t, 0.10, testutil.ToFloat64(metrics.NodePoolCostPerHour.WithLabelValues("pool")), 1e-9)
+	assert.Zero(t, testutil.ToFloat64(metrics.NodePoolUnpricedNodes.WithLabelValues("pool")))
 }

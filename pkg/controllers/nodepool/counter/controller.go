@@ -19,7 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // Resync is how often each NodePool's counts are refreshed.
@@ -33,17 +35,28 @@ type Cluster interface {
 	// NodeClaims (those not being deleted), plus the "nodes" pseudo-resource
 	// counting them.
 	NodePoolResources(nodePool string) corev1.ResourceList
+	// NodePoolOfferings are the offerings the pool's launched nodes run on,
+	// one per node.
+	NodePoolOfferings(nodePool string) []scheduling.OfferingKey
 }
 
-// Controller writes status.resources and status.nodes.
+// InstanceTypes prices offerings (the cloud provider).
+type InstanceTypes interface {
+	GetInstanceTypes(ctx context.Context, nodePool *v1.NodePool) ([]*cloudprovider.InstanceType, error)
+}
+
+// Controller writes status.resources and status.nodes, and the pool's
+// usage, limit and cost metrics.
 type Controller struct {
 	kube    client.Client
 	cluster Cluster
+	types   InstanceTypes
 }
 
-// NewController returns the counter controller.
-func NewController(kube client.Client, cluster Cluster) *Controller {
-	return &Controller{kube: kube, cluster: cluster}
+// NewController returns the counter controller; types prices the pools'
+// nodes for karpenter_nodepools_cost_per_hour (nil: no cost metric).
+func NewController(kube client.Client, cluster Cluster, types InstanceTypes) *Controller {
+	return &Controller{kube: kube, cluster: cluster, types: types}
 }
 
 // Register adds the controller to mgr. NodePool status changes are ignored
@@ -65,12 +78,15 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if client.IgnoreNotFound(err) == nil {
 			metrics.NodePoolUsage.DeletePartialMatch(map[string]string{metrics.NodePoolLabel: req.Name})
 			metrics.NodePoolLimit.DeletePartialMatch(map[string]string{metrics.NodePoolLabel: req.Name})
+			metrics.NodePoolCostPerHour.DeleteLabelValues(req.Name)
+			metrics.NodePoolUnpricedNodes.DeleteLabelValues(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	usage := Usage(c.cluster.NodePoolResources(np.Name))
 	nodes := usage[v1.ResourceNodes]
 	recordMetrics(np, usage)
+	c.recordCost(ctx, np)
 
 	stored := np.DeepCopy()
 	np.Status.Resources = usage
@@ -108,6 +124,42 @@ func recordMetrics(np *v1.NodePool, usage corev1.ResourceList) {
 	for name, q := range np.Spec.Limits {
 		metrics.NodePoolLimit.WithLabelValues(np.Name, string(name)).Set(q.AsApproximateFloat64())
 	}
+}
+
+// recordCost prices the pool's launched nodes. A failed instance-type
+// lookup leaves the last value: the cost of nodes that exist does not
+// change because the catalog could not be read.
+func (c *Controller) recordCost(ctx context.Context, np *v1.NodePool) {
+	if c.types == nil {
+		return
+	}
+	its, err := c.types.GetInstanceTypes(ctx, np)
+	if err != nil {
+		return
+	}
+	cost, unpriced := Cost(c.cluster.NodePoolOfferings(np.Name), its)
+	metrics.NodePoolCostPerHour.WithLabelValues(np.Name).Set(cost)
+	metrics.NodePoolUnpricedNodes.WithLabelValues(np.Name).Set(float64(unpriced))
+}
+
+// Cost sums the price of each offering among the instance types' offerings
+// and counts the offerings it found no price for.
+func Cost(offerings []scheduling.OfferingKey, its []*cloudprovider.InstanceType) (cost float64, unpriced int) {
+	prices := map[scheduling.OfferingKey]float64{}
+	for _, it := range its {
+		for _, o := range it.Offerings {
+			prices[scheduling.OfferingKey{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType}] = o.Price
+		}
+	}
+	for _, k := range offerings {
+		p, ok := prices[k]
+		if !ok {
+			unpriced++
+			continue
+		}
+		cost += p
+	}
+	return cost, unpriced
 }
 
 func ptr[T any](v T) *T { return &v }
