@@ -173,3 +173,14 @@ func Measure(o prometheus.Observer) func() {
 	start := time.Now()
 	return func() { o.Observe(time.Since(start).Seconds()) }
 }
+
+// All lists every metric the controller exports under the karpenter_
+// prefix, for the generated reference (docs/metrics.md) and the dashboards'
+// check. A metric registered but missing here fails that reference's test.
+func All() []prometheus.Collector {
+	out := append([]prometheus.Collector{}, Collectors()...)
+	out = append(out, DisruptionCollectors()...)
+	out = append(out, ConsolidationCollectors()...)
+	out = append(out, InterruptionCollectors()...)
+	return append(out, NodeClaimsUnhealthyDisruptedTotal)
+}
