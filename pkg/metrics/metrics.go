@@ -135,6 +135,13 @@ var (
 		Help: "Price per hour of a NodePool's launched nodes, from the offering (instance type, zone, capacity type) each runs on. Nodes whose offering has no known price are left out and counted in karpenter_nodepools_unpriced_nodes.",
 	}, []string{NodePoolLabel})
 
+	// NodePoolIdleCostPerHour is ours: the part of NodePoolCostPerHour that
+	// pods leave unrequested.
+	NodePoolIdleCostPerHour = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "nodepools", Name: "idle_cost_per_hour",
+		Help: "Price per hour of the capacity a NodePool's launched nodes leave unrequested: each node's price times one minus its utilization (the larger of the cpu and memory shares of its allocatable that its pods request).",
+	}, []string{NodePoolLabel})
+
 	// NodePoolUnpricedNodes is ours: the nodes NodePoolCostPerHour could not
 	// price.
 	NodePoolUnpricedNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -153,7 +160,7 @@ func Collectors() []prometheus.Collector {
 		PodState, SchedulingDurationSeconds, UnschedulablePodsCount, IgnoredPodsCount,
 		CloudProviderDurationSeconds, CloudProviderErrorsTotal,
 		ClusterStateSynced, ClusterStateNodeCount, ClusterStateUnsyncedTimeSeconds, NodePoolUsage, NodePoolLimit,
-		NodePoolCostPerHour, NodePoolUnpricedNodes,
+		NodePoolCostPerHour, NodePoolIdleCostPerHour, NodePoolUnpricedNodes,
 	}
 }
 

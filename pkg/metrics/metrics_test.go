@@ -32,6 +32,7 @@ func TestRegistry(t *testing.T) {
 	NodePoolLimit.WithLabelValues("default", "cpu").Set(100)
 	NodePoolCostPerHour.WithLabelValues("default").Set(1.5)
 	NodePoolUnpricedNodes.WithLabelValues("default").Set(0)
+	NodePoolIdleCostPerHour.WithLabelValues("default").Set(0.5)
 
 	families, err := crmetrics.Registry.Gather()
 	require.NoError(t, err)
@@ -62,6 +63,7 @@ func TestRegistry(t *testing.T) {
 		{"karpenter_nodepools_limit", dto.MetricType_GAUGE, []string{"nodepool", "resource_type"}},
 		{"karpenter_nodepools_cost_per_hour", dto.MetricType_GAUGE, []string{"nodepool"}},
 		{"karpenter_nodepools_unpriced_nodes", dto.MetricType_GAUGE, []string{"nodepool"}},
+		{"karpenter_nodepools_idle_cost_per_hour", dto.MetricType_GAUGE, []string{"nodepool"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -514,13 +514,22 @@ func (c *Cluster) NodePoolResources(nodePool string) corev1.ResourceList {
 	return out
 }
 
+// NodeOffering is a launched node's offering and how much of it its pods
+// request.
+type NodeOffering struct {
+	scheduling.OfferingKey
+	// Utilization is the larger of the cpu and memory shares of the node's
+	// allocatable that its pods (DaemonSet pods included) request, at most 1.
+	Utilization float64
+}
+
 // NodePoolOfferings are the offerings the pool's launched nodes run on
 // (instance type, zone and capacity type from their labels), one per node,
 // leaving out nodes being deleted and NodeClaims that have not launched.
-func (c *Cluster) NodePoolOfferings(nodePool string) []scheduling.OfferingKey {
+func (c *Cluster) NodePoolOfferings(nodePool string) []NodeOffering {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var out []scheduling.OfferingKey
+	var out []NodeOffering
 	for _, n := range c.nodes {
 		if n.NodePoolName() != nodePool || n.Deleting() {
 			continue
@@ -530,9 +539,24 @@ func (c *Cluster) NodePoolOfferings(nodePool string) []scheduling.OfferingKey {
 		if key.InstanceType == "" {
 			continue
 		}
-		out = append(out, key)
+		out = append(out, NodeOffering{OfferingKey: key, Utilization: utilization(c.snapshotLocked(n))})
 	}
 	return out
+}
+
+func utilization(n *StateNode) float64 {
+	alloc := n.Allocatable()
+	requested := n.sumRequests(func(*corev1.Pod) bool { return true })
+	u := 0.0
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		a, ok := alloc[r]
+		if !ok || a.IsZero() {
+			continue
+		}
+		q := requested[r]
+		u = max(u, q.AsApproximateFloat64()/a.AsApproximateFloat64())
+	}
+	return min(u, 1)
 }
 
 // ResourceNodes is the pseudo-resource that counts a pool's nodes.

@@ -356,11 +356,14 @@ func TestNodePoolOfferings(t *testing.T) {
 	c.UpdateNodeClaim(nodeClaim("o", "other", "kwok://o"))
 	c.UpdateNode(launched("o", "other", "c7a.large", "on-demand"))
 
+	c.UpdatePod(pod("default", "half", "a", "1500m")) // a has 3 cpu allocatable
+
 	got := c.NodePoolOfferings("default")
 	sort.Slice(got, func(i, j int) bool { return got[i].InstanceType < got[j].InstanceType })
-	assert.Equal(t, []scheduling.OfferingKey{
-		{InstanceType: "c7a.large", Zone: "zone-a", CapacityType: "spot"},
-		{InstanceType: "c7a.xlarge", Zone: "zone-a", CapacityType: "on-demand"},
-	}, got)
+	require.Len(t, got, 2)
+	assert.Equal(t, scheduling.OfferingKey{InstanceType: "c7a.large", Zone: "zone-a", CapacityType: "spot"}, got[0].OfferingKey)
+	assert.InDelta(t, 0.5, got[0].Utilization, 1e-9, "1.5 of 3 cpu")
+	assert.Equal(t, scheduling.OfferingKey{InstanceType: "c7a.xlarge", Zone: "zone-a", CapacityType: "on-demand"}, got[1].OfferingKey)
+	assert.Zero(t, got[1].Utilization)
 	assert.Empty(t, c.NodePoolOfferings("missing"))
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/validation"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/state"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
 
@@ -232,14 +233,14 @@ func TestHashOfStoredNodePool(t *testing.T) {
 type fakeCluster struct {
 	synced    bool
 	usage     map[string]corev1.ResourceList
-	offerings map[string][]scheduling.OfferingKey
+	offerings map[string][]state.NodeOffering
 }
 
 func (f *fakeCluster) Synced(context.Context) bool { return f.synced }
 func (f *fakeCluster) NodePoolResources(name string) corev1.ResourceList {
 	return f.usage[name]
 }
-func (f *fakeCluster) NodePoolOfferings(name string) []scheduling.OfferingKey {
+func (f *fakeCluster) NodePoolOfferings(name string) []state.NodeOffering {
 	return f.offerings[name]
 }
 
@@ -292,14 +293,17 @@ func TestCounter(t *testing.T) {
 	assert.Equal(t, "2", nodes.String())
 
 	// Cost: two on-demand nodes and a spot one priced, one offering unknown.
-	cluster.offerings = map[string][]scheduling.OfferingKey{"pool": {
-		{InstanceType: "c7a.large", Zone: "zone-a", CapacityType: "on-demand"},
-		{InstanceType: "c7a.large", Zone: "zone-a", CapacityType: "on-demand"},
-		{InstanceType: "c7a.large", Zone: "zone-a", CapacityType: "spot"},
-		{InstanceType: "m7a.large", Zone: "zone-a", CapacityType: "on-demand"},
+	off := func(ct, it string, used float64) state.NodeOffering {
+		return state.NodeOffering{OfferingKey: scheduling.OfferingKey{InstanceType: it, Zone: "zone-a", CapacityType: ct}, Utilization: used}
+	}
+	cluster.offerings = map[string][]state.NodeOffering{"pool": {
+		off("on-demand", "c7a.large", 1), off("on-demand", "c7a.large", 0.25), off("spot", "c7a.large", 0.5),
+		off("on-demand", "m7a.large", 0),
 	}}
 	reconcileOnce(t, c, "pool")
 	assert.InDelta(t, 0.24, testutil.ToFloat64(metrics.NodePoolCostPerHour.WithLabelValues("pool")), 1e-9)
+	// Idle: 0 + 0.10 × 0.75 + 0.04 × 0.5.
+	assert.InDelta(t, 0.095, testutil.ToFloat64(metrics.NodePoolIdleCostPerHour.WithLabelValues("pool")), 1e-9)
 	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.NodePoolUnpricedNodes.WithLabelValues("pool")))
 	// A catalog that cannot be read keeps the last cost.
 	prices.broken = true

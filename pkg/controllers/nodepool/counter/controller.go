@@ -22,6 +22,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/state"
 )
 
 // Resync is how often each NodePool's counts are refreshed.
@@ -36,8 +37,8 @@ type Cluster interface {
 	// counting them.
 	NodePoolResources(nodePool string) corev1.ResourceList
 	// NodePoolOfferings are the offerings the pool's launched nodes run on,
-	// one per node.
-	NodePoolOfferings(nodePool string) []scheduling.OfferingKey
+	// one per node, with how much of each its pods request.
+	NodePoolOfferings(nodePool string) []state.NodeOffering
 }
 
 // InstanceTypes prices offerings (the cloud provider).
@@ -80,6 +81,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			metrics.NodePoolLimit.DeletePartialMatch(map[string]string{metrics.NodePoolLabel: req.Name})
 			metrics.NodePoolCostPerHour.DeleteLabelValues(req.Name)
 			metrics.NodePoolUnpricedNodes.DeleteLabelValues(req.Name)
+			metrics.NodePoolIdleCostPerHour.DeleteLabelValues(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -137,29 +139,32 @@ func (c *Controller) recordCost(ctx context.Context, np *v1.NodePool) {
 	if err != nil {
 		return
 	}
-	cost, unpriced := Cost(c.cluster.NodePoolOfferings(np.Name), its)
+	cost, idle, unpriced := Cost(c.cluster.NodePoolOfferings(np.Name), its)
 	metrics.NodePoolCostPerHour.WithLabelValues(np.Name).Set(cost)
+	metrics.NodePoolIdleCostPerHour.WithLabelValues(np.Name).Set(idle)
 	metrics.NodePoolUnpricedNodes.WithLabelValues(np.Name).Set(float64(unpriced))
 }
 
-// Cost sums the price of each offering among the instance types' offerings
-// and counts the offerings it found no price for.
-func Cost(offerings []scheduling.OfferingKey, its []*cloudprovider.InstanceType) (cost float64, unpriced int) {
+// Cost sums the price of each node's offering among the instance types'
+// offerings, and the part of it its pods leave unrequested (price times one
+// minus utilization), and counts the nodes it found no price for.
+func Cost(nodes []state.NodeOffering, its []*cloudprovider.InstanceType) (cost, idle float64, unpriced int) {
 	prices := map[scheduling.OfferingKey]float64{}
 	for _, it := range its {
 		for _, o := range it.Offerings {
 			prices[scheduling.OfferingKey{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType}] = o.Price
 		}
 	}
-	for _, k := range offerings {
-		p, ok := prices[k]
+	for _, n := range nodes {
+		p, ok := prices[n.OfferingKey]
 		if !ok {
 			unpriced++
 			continue
 		}
 		cost += p
+		idle += p * (1 - n.Utilization)
 	}
-	return cost, unpriced
+	return cost, idle, unpriced
 }
 
 func ptr[T any](v T) *T { return &v }
