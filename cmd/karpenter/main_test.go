@@ -157,6 +157,15 @@ func TestCLI(t *testing.T) {
 		np.Spec.Template.SetLabelMap(map[string]string{"team": "payback"})
 	})
 	createNodeOf(t, "payback-node", "payback", "c7a.xlarge", "4", true)
+	// The provisioner's Nominated event says what payback-node was launched
+	// for; one for another NodeClaim does not count.
+	for i, target := range []string{"nodeclaim/payback-node", "nodeclaim/payback-node-2"} {
+		require.NoError(t, cp.Client.Create(ctx, &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("costly-%d.nominated", i), Namespace: "default"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: fmt.Sprintf("costly-%d", i)},
+			Reason:         "Nominated", Message: "Pod should schedule on: " + target, Type: corev1.EventTypeNormal,
+		}))
+	}
 	for i := 0; i < 4; i++ {
 		p := pod(fmt.Sprintf("costly-%d", i), "100m", nil)
 		p.Annotations = map[string]string{v1.PodDeletionCostAnnotationKey: "2147483647"}
@@ -243,6 +252,7 @@ func TestCLI(t *testing.T) {
 			}
 		}
 		require.NotNil(t, gate, "a payback verdict in %+v", a.Verdicts)
+		assert.Equal(t, []string{"default/costly-0"}, a.LaunchedFor, "from the Nominated event naming the NodeClaim")
 		assert.Equal(t, "SavingBelowPayback", gate.Kind)
 		pb := gate.Payback
 		assert.InDelta(t, 0.0977, pb.PricePerHour, 0.001, "the c7a.xlarge's on-demand price")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -36,6 +38,10 @@ type Objects struct {
 	PersistentVolumeClaims []corev1.PersistentVolumeClaim `json:"persistentVolumeClaims,omitempty"`
 	PersistentVolumes      []corev1.PersistentVolume      `json:"persistentVolumes,omitempty"`
 	StorageClasses         []storagev1.StorageClass       `json:"storageClasses,omitempty"`
+	// NominationEvents are the provisioner's Nominated events on pods
+	// ("Pod should schedule on: nodeclaim/…"): which pods each NodeClaim was
+	// launched for, while the API server keeps them (an hour by default).
+	NominationEvents []corev1.Event `json:"nominationEvents,omitempty"`
 }
 
 // Load lists every object the answers need. It only lists: the CLI never
@@ -68,6 +74,12 @@ func Load(ctx context.Context, kube client.Reader, now time.Time) (*Objects, err
 		}
 		l.take(l.list)
 	}
+	// Only "why node" reads these, to say which pods a node was launched
+	// for; a user who may not list events still gets every other answer.
+	events := &corev1.EventList{}
+	if err := kube.List(ctx, events, client.MatchingFields{"reason": nominatedReason}); err == nil {
+		o.NominationEvents = events.Items
+	}
 	o.stripManagedFields()
 	return o, nil
 }
@@ -90,6 +102,43 @@ func (o *Objects) stripManagedFields() {
 	for i := range o.DaemonSets {
 		o.DaemonSets[i].ManagedFields = nil
 	}
+	for i := range o.NominationEvents {
+		o.NominationEvents[i].ManagedFields = nil
+	}
+}
+
+// nominatedReason is the provisioner's event reason on a pod it planned
+// capacity for (upstream's).
+const nominatedReason = "Nominated"
+
+// launchedFor lists the pods (namespace/name) whose Nominated events name
+// the NodeClaim, sorted.
+func (o *Objects) launchedFor(nodeClaim string) []string {
+	if nodeClaim == "" {
+		return nil
+	}
+	target := "nodeclaim/" + nodeClaim
+	seen := map[string]bool{}
+	for _, e := range o.NominationEvents {
+		if e.Reason != nominatedReason || e.InvolvedObject.Kind != "Pod" {
+			continue
+		}
+		_, targets, ok := strings.Cut(e.Message, ": ")
+		if !ok {
+			continue
+		}
+		for _, t := range strings.Split(targets, ", ") {
+			if strings.TrimSpace(t) == target {
+				seen[e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Write saves the objects as JSON, or YAML when asYAML.

@@ -183,6 +183,9 @@ func limitFigures(v PoolVerdict) string {
 
 func renderNode(w io.Writer, a *NodeAnswer) {
 	fmt.Fprintf(w, "NODE %s (nodeclaim %s, nodepool %s)\n", a.Node, dash(a.NodeClaim), dash(a.NodePool))
+	if len(a.LaunchedFor) > 0 {
+		fmt.Fprintf(w, "launched for: %s\n", strings.Join(a.LaunchedFor, ", "))
+	}
 	fmt.Fprintln(w, a.Message)
 	if len(a.Verdicts) == 0 {
 		return

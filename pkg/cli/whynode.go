@@ -19,6 +19,9 @@ type NodeAnswer struct {
 	NodePool  string `json:"nodePool,omitempty"`
 	// Pods are the node's pods (namespace/name), DaemonSet pods included.
 	Pods []string `json:"pods,omitempty"`
+	// LaunchedFor are the pods the provisioner planned the NodeClaim for,
+	// from their Nominated events (which the API server keeps an hour).
+	LaunchedFor []string `json:"launchedFor,omitempty"`
 	// Disrupting names the method that would disrupt the node in this pass
 	// ("" when it is kept).
 	Disrupting string `json:"disrupting,omitempty"`
@@ -66,7 +69,8 @@ func (s *Session) WhyNode(ctx context.Context, name string) (*NodeAnswer, error)
 	if node == nil {
 		return nil, fmt.Errorf("node %s not found", name)
 	}
-	ans := &NodeAnswer{Node: node.Name(), NodeClaim: node.NodeClaimName(), NodePool: node.NodePool}
+	ans := &NodeAnswer{Node: node.Name(), NodeClaim: node.NodeClaimName(), NodePool: node.NodePool,
+		LaunchedFor: s.Objects.launchedFor(node.NodeClaimName())}
 	for _, p := range node.Pods {
 		ans.Pods = append(ans.Pods, p.Namespace+"/"+p.Name)
 	}
