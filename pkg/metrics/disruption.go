@@ -60,11 +60,26 @@ var (
 	}, []string{ReasonLabel, NodePoolLabel, CapacityTypeLabel, ConsolidationPolicyLabel, TerminationModeLabel})
 )
 
+// Values of DisruptionSavingsPerHourTotal's estimate label.
+const (
+	EstimatePredicted = "predicted"
+	EstimateRealized  = "realized"
+)
+
+// DisruptionSavingsPerHourTotal is ours: the $/h each completed disruption
+// command saves, as planned (the candidates' price minus the planned
+// replacements') and as realized (minus the replacements that launched).
+var DisruptionSavingsPerHourTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: Namespace, Subsystem: "voluntary_disruption", Name: "savings_per_hour_total",
+	Help: "Sum of the $/h that completed disruption commands save: predicted (candidates' price minus the planned replacements') and realized (minus the replacements that launched), by reason and the candidates' NodePool. A negative realized saving is a replacement that launched dearer than planned.",
+}, []string{ReasonLabel, NodePoolLabel, "estimate"})
+
 // DisruptionCollectors lists the metrics of this file.
 func DisruptionCollectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, DisruptionDecisionsTotal, DisruptionEligibleNodes,
 		DisruptionEvaluationDurationSeconds, DisruptionQueueFailuresTotal, NodeClaimsDisruptedTotal, PodsDisruptionInitiatedTotal,
+		DisruptionSavingsPerHourTotal,
 	}
 }
 

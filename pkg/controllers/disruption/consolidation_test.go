@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -223,12 +224,24 @@ func TestNodeIsReplacedByACheaperOne(t *testing.T) {
 	assert.ElementsMatch(t, []string{"c.2x", "c.4x", "c.8x"}, types, "only types cheaper than the c.16x")
 	assert.True(t, e.nodeClaim(old.Name).DeletionTimestamp.IsZero(), "the old node waits for its replacement")
 
+	// It launches as a c.4x, dearer than the c.2x the command planned.
+	replacement.Labels[corev1.LabelInstanceTypeStable] = "c.4x"
+	replacement.Labels[corev1.LabelTopologyZone] = zone
+	replacement.Labels[v1.CapacityTypeLabelKey] = v1.CapacityTypeOnDemand
+	require.NoError(t, cp.Client.Update(e.ctx, replacement))
 	replacement.Status.Conditions = []v1.Condition{{Type: v1.ConditionTypeInitialized, Status: "True", Reason: "Initialized", LastTransitionTime: metav1.Now()}}
 	require.NoError(t, cp.Client.Status().Update(e.ctx, replacement))
+	predicted := metrics.DisruptionSavingsPerHourTotal.WithLabelValues("underutilized", e.pool.Name, metrics.EstimatePredicted)
+	realized := metrics.DisruptionSavingsPerHourTotal.WithLabelValues("underutilized", e.pool.Name, metrics.EstimateRealized)
+	predictedBefore, realizedBefore := testutil.ToFloat64(predicted), testutil.ToFloat64(realized)
 	e.step(10 * time.Second)
 	got := &v1.NodeClaim{}
 	err := cp.Client.Get(e.ctx, client.ObjectKey{Name: old.Name}, got)
 	assert.True(t, isGoneOrDeleting(err, got), "once the replacement is initialized the old node is deleted")
+	// $0.80/h for the c.16x; the plan's c.2x costs $0.10/h, the c.4x that
+	// launched $0.20/h.
+	assert.InDelta(t, 0.70, testutil.ToFloat64(predicted)-predictedBefore, 1e-9, "predicted saving")
+	assert.InDelta(t, 0.60, testutil.ToFloat64(realized)-realizedBefore, 1e-9, "realized saving")
 }
 
 func TestUnconsolidatableEventNamesTheReason(t *testing.T) {

@@ -106,9 +106,11 @@ func NewController(kube client.Client, cluster Cluster, launcher Launcher, simul
 		opts.Methods = disruption.DefaultMethods()
 	}
 	ev := newEvents(opts.Recorder, opts.Clock)
+	q := NewQueue(kube, cluster, launcher, opts.Clock, ev)
+	q.types = opts.InstanceTypes
 	return &Controller{
 		kube: kube, cluster: cluster, launcher: launcher, simulator: simulator, clock: opts.Clock, events: ev, opts: opts,
-		queue: NewQueue(kube, cluster, launcher, opts.Clock, ev),
+		queue: q,
 	}
 }
 

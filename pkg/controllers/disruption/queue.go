@@ -42,6 +42,10 @@ type Queue struct {
 	clock    clock.Clock
 	events   *events
 
+	// types prices candidates and replacements for the saving each
+	// command predicts and realizes (nil: no saving recorded).
+	types InstanceTypes
+
 	mu       sync.Mutex
 	commands []*command
 	names    map[string]bool      // Node and NodeClaim names of queued candidates
@@ -60,6 +64,12 @@ type command struct {
 	created           time.Time
 	next              time.Time
 	delay             time.Duration
+	// pools are the candidates' and replacements' NodePools;
+	// predictedSaving is the candidates' price minus the planned
+	// replacements' ($/h), when every candidate could be priced.
+	pools           map[string]*v1.NodePool
+	predictedSaving float64
+	predicted       bool
 }
 
 // NewQueue returns an empty queue.
@@ -103,7 +113,14 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 	c := &command{
 		id: uuid.NewString(), reason: cmd.Method.Reason(), decision: cmd.Decision(),
 		consolidationType: cmd.Method.ConsolidationType(), class: cmd.Method.Class(),
-		candidates: cmd.Candidates, created: q.clock.Now(), delay: minRetryDelay,
+		candidates: cmd.Candidates, created: q.clock.Now(), delay: minRetryDelay, pools: pools,
+	}
+	if before, ok := q.candidatesPrice(ctx, c); ok {
+		after := 0.0
+		for _, r := range cmd.Replacements {
+			after += r.Price
+		}
+		c.predictedSaving, c.predicted = before-after, true
 	}
 	var names []string
 	for _, cand := range cmd.Candidates {
@@ -284,7 +301,76 @@ func (q *Queue) step(ctx context.Context, c *command, timeout time.Duration) (fi
 	if err := errors.Join(errs...); err != nil {
 		return false, err
 	}
+	q.recordSaving(ctx, c)
 	return true, nil
+}
+
+// recordSaving logs and counts what a command that deleted its candidates
+// predicted to save and what it saves with the replacements that actually
+// launched ($/h), when both can be priced.
+func (q *Queue) recordSaving(ctx context.Context, c *command) {
+	if !c.predicted || len(c.candidates) == 0 {
+		return
+	}
+	before, _ := q.candidatesPrice(ctx, c)
+	after := 0.0
+	for _, name := range c.replacements {
+		nc := &v1.NodeClaim{}
+		if err := q.kube.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
+			return
+		}
+		p, ok := q.price(ctx, c.pools[nc.Labels[v1.NodePoolLabelKey]], nc.Labels)
+		if !ok {
+			return
+		}
+		after += p
+	}
+	pool := c.candidates[0].NodePool.Name
+	reason := metricReason(c.reason)
+	metrics.DisruptionSavingsPerHourTotal.WithLabelValues(reason, pool, metrics.EstimatePredicted).Add(c.predictedSaving)
+	metrics.DisruptionSavingsPerHourTotal.WithLabelValues(reason, pool, metrics.EstimateRealized).Add(before - after)
+	log.FromContext(ctx).Info("disruption command saving", "command-id", c.id, "reason", reason,
+		"predicted-saving-per-hour", fmt.Sprintf("%.4f", c.predictedSaving), "realized-saving-per-hour", fmt.Sprintf("%.4f", before-after))
+}
+
+// candidatesPrice sums the candidates' offering prices; false when one
+// cannot be priced.
+func (q *Queue) candidatesPrice(ctx context.Context, c *command) (float64, bool) {
+	total := 0.0
+	for _, cand := range c.candidates {
+		if cand.Node == nil || cand.Node.Node == nil {
+			return 0, false
+		}
+		p, ok := q.price(ctx, cand.NodePool, cand.Node.Node.Labels)
+		if !ok {
+			return 0, false
+		}
+		total += p
+	}
+	return total, true
+}
+
+// price is the price of the offering labels name (instance type, zone,
+// capacity type) among the pool's instance types.
+func (q *Queue) price(ctx context.Context, pool *v1.NodePool, labels map[string]string) (float64, bool) {
+	if q.types == nil || pool == nil {
+		return 0, false
+	}
+	its, err := q.types.GetInstanceTypes(ctx, pool)
+	if err != nil {
+		return 0, false
+	}
+	for _, it := range its {
+		if it.Name != labels[corev1.LabelInstanceTypeStable] {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Zone == labels[corev1.LabelTopologyZone] && o.CapacityType == labels[v1.CapacityTypeLabelKey] {
+				return o.Price, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // finish drops a completed command; its candidates stay marked for
