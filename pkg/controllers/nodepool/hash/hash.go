@@ -67,12 +67,17 @@ type NillableDuration struct {
 
 // options are upstream's: taints are sets, and zero or nil fields are
 // skipped so that adding an optional API field does not move every hash.
-var options = &hashstructure.HashOptions{SlicesAsSets: true, IgnoreZeroValue: true, ZeroNil: true}
+// They are fresh for each call: Hash stores its hasher in the options it is
+// given, so options shared between goroutines would share one hasher and
+// mix concurrent hashes.
+func options() *hashstructure.HashOptions {
+	return &hashstructure.HashOptions{SlicesAsSets: true, IgnoreZeroValue: true, ZeroNil: true}
+}
 
 // NodePool returns the hash of np's template as a decimal string, the form
 // of the annotation value.
 func NodePool(np *v1.NodePool) string {
-	h, err := hashstructure.Hash(mirror(&np.Spec.Template), hashstructure.FormatV2, options)
+	h, err := hashstructure.Hash(mirror(&np.Spec.Template), hashstructure.FormatV2, options())
 	if err != nil {
 		// The mirror holds only strings, maps, slices, pointers and integers,
 		// which hashstructure always accepts.

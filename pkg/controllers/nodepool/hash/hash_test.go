@@ -3,6 +3,7 @@ package hash_test
 import (
 	"bytes"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,4 +132,38 @@ func TestUpstreamVectors(t *testing.T) {
 		})
 	}
 	assert.Len(t, seen, len(upstreamVectors), "every vector is decoded and checked")
+}
+
+// TestConcurrentHashes hashes every vector from many goroutines at once:
+// each answer must be the upstream value (hashstructure keeps its hasher in
+// the options it is given, so shared options once mixed concurrent hashes).
+func TestConcurrentHashes(t *testing.T) {
+	raw, err := os.ReadFile("testdata/vectors.yaml")
+	require.NoError(t, err)
+	var pools []*v1.NodePool
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		np := &v1.NodePool{}
+		require.NoError(t, yaml.UnmarshalStrict(doc, np))
+		pools = append(pools, np)
+	}
+	var wg sync.WaitGroup
+	got := make([][]string, 8)
+	for g := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				for _, np := range pools {
+					got[g] = append(got[g], hash.NodePool(np))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for g := range got {
+		for i, h := range got[g] {
+			np := pools[i%len(pools)]
+			require.Equal(t, upstreamVectors[np.Name], h, "goroutine %d, %s", g, np.Name)
+		}
+	}
 }

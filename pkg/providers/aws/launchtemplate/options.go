@@ -240,12 +240,17 @@ func GiB(q resource.Quantity) (int32, error) {
 }
 
 // hashOptions: security groups and devices are sets (their order changes
-// nothing in EC2).
-var hashOptions = &hashstructure.HashOptions{SlicesAsSets: true}
+// nothing in EC2). It returns fresh options for each call: Hash stores its
+// hasher in the options it is given, so options shared between goroutines
+// would share one hasher and give concurrent Ensure calls different names
+// for one template.
+func hashOptions() *hashstructure.HashOptions {
+	return &hashstructure.HashOptions{SlicesAsSets: true}
+}
 
 // Name is the launch template's name: the prefix and the options' hash.
 func Name(o *Options) (string, error) {
-	h, err := hashstructure.Hash(o, hashstructure.FormatV2, hashOptions)
+	h, err := hashstructure.Hash(o, hashstructure.FormatV2, hashOptions())
 	if err != nil {
 		return "", fmt.Errorf("hashing launch template options: %w", err)
 	}
