@@ -244,6 +244,7 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 	})
 
 	dsnap := after.disruptionSnapshot(ctx)
+	prices := poolPrices(dsnap)
 	d, err := after.disruptionPass(dsnap)
 	if d == nil {
 		return nil, fmt.Errorf("running the disruption pass: %w", err)
@@ -254,7 +255,7 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 			sd.Nodes = append(sd.Nodes, c.Name())
 			sd.Evictions += len(c.Reschedulable)
 			if c.Node.Node != nil {
-				if price, ok := nodePrice(dsnap.InstanceTypes[c.Node.NodePool], c.Node.Node.Labels); ok {
+				if price, ok := prices[c.Node.NodePool][scheduling.OfferingKeyOf(c.Node.Node.Labels)]; ok {
 					added -= price
 				}
 			}

@@ -134,12 +134,13 @@ func (s *Session) addCosts(snap *disruption.Snapshot, pools []PoolStatus) {
 	for i := range pools {
 		byName[pools[i].Name] = &pools[i]
 	}
+	prices := poolPrices(snap)
 	for _, n := range snap.Nodes {
 		ps := byName[n.NodePool]
 		if ps == nil || n.Node == nil || n.Deleting {
 			continue
 		}
-		price, ok := nodePrice(snap.InstanceTypes[n.NodePool], n.Node.Labels)
+		price, ok := prices[n.NodePool][scheduling.OfferingKeyOf(n.Node.Labels)]
 		if !ok {
 			ps.Unpriced++
 			continue
@@ -148,17 +149,11 @@ func (s *Session) addCosts(snap *disruption.Snapshot, pools []PoolStatus) {
 	}
 }
 
-func nodePrice(its []*scheduling.InstanceType, labels map[string]string) (float64, bool) {
-	name := labels[corev1.LabelInstanceTypeStable]
-	for _, it := range its {
-		if it.Name != name {
-			continue
-		}
-		for _, o := range it.Offerings {
-			if o.Zone == labels[corev1.LabelTopologyZone] && o.CapacityType == labels[v1.CapacityTypeLabelKey] {
-				return o.Price, true
-			}
-		}
+// poolPrices indexes each pool's offering prices.
+func poolPrices(snap *disruption.Snapshot) map[string]map[scheduling.OfferingKey]float64 {
+	out := make(map[string]map[scheduling.OfferingKey]float64, len(snap.InstanceTypes))
+	for pool, its := range snap.InstanceTypes {
+		out[pool] = scheduling.OfferingPrices(its)
 	}
-	return 0, false
+	return out
 }

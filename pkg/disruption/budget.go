@@ -41,19 +41,30 @@ type BudgetStatus struct {
 	Err error
 }
 
+// budgetSchedule parses the budget's schedule: nil without one (the budget
+// is always active), an error when only one of schedule and duration is set
+// or the schedule does not parse.
+func budgetSchedule(b v1.Budget) (cron.Schedule, error) {
+	if b.Schedule == nil && b.Duration == nil {
+		return nil, nil
+	}
+	if b.Schedule == nil || b.Duration == nil {
+		return nil, fmt.Errorf("budget schedule and duration must be set together")
+	}
+	sched, err := cron.ParseStandard(*b.Schedule)
+	if err != nil {
+		return nil, fmt.Errorf("invalid schedule %q: %w", *b.Schedule, err)
+	}
+	return sched, nil
+}
+
 // BudgetActive reports whether the budget applies at now: always without a
 // schedule, else when now lies in [a schedule hit, that hit + duration).
 // Schedules are cron expressions (or @daily and friends) in UTC.
 func BudgetActive(b v1.Budget, now time.Time) (bool, error) {
-	if b.Schedule == nil && b.Duration == nil {
-		return true, nil
-	}
-	if b.Schedule == nil || b.Duration == nil {
-		return false, fmt.Errorf("budget schedule and duration must be set together")
-	}
-	sched, err := cron.ParseStandard(*b.Schedule)
-	if err != nil {
-		return false, fmt.Errorf("invalid schedule %q: %w", *b.Schedule, err)
+	sched, err := budgetSchedule(b)
+	if sched == nil || err != nil {
+		return sched == nil && err == nil, err
 	}
 	now = now.UTC()
 	// The first hit after now-duration is the one whose window could still
@@ -72,15 +83,9 @@ const maxWindowSteps = 10000
 // allows will change. A budget without a schedule never changes; nor does
 // one whose overlapping windows keep it open. Schedules are in UTC.
 func BudgetWindowChange(b v1.Budget, now time.Time) (time.Time, bool, error) {
-	if b.Schedule == nil && b.Duration == nil {
-		return time.Time{}, false, nil
-	}
-	if b.Schedule == nil || b.Duration == nil {
-		return time.Time{}, false, fmt.Errorf("budget schedule and duration must be set together")
-	}
-	sched, err := cron.ParseStandard(*b.Schedule)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("invalid schedule %q: %w", *b.Schedule, err)
+	sched, err := budgetSchedule(b)
+	if sched == nil || err != nil {
+		return time.Time{}, false, err
 	}
 	now = now.UTC()
 	d := b.Duration.Duration

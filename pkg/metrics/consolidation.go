@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // PolicyLabel is the consolidation policy of the scored move's NodePool.
@@ -36,8 +35,4 @@ var (
 // ConsolidationCollectors lists the metrics of this file.
 func ConsolidationCollectors() []prometheus.Collector {
 	return []prometheus.Collector{ConsolidationTimeoutsTotal, FailedValidationsTotal, ConsolidationScore, ConsolidationMovesTotal}
-}
-
-func init() {
-	crmetrics.Registry.MustRegister(ConsolidationCollectors()...)
 }

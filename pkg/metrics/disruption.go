@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Labels of the disruption metrics.
@@ -81,8 +80,4 @@ func DisruptionCollectors() []prometheus.Collector {
 		DisruptionEvaluationDurationSeconds, DisruptionQueueFailuresTotal, NodeClaimsDisruptedTotal, PodsDisruptionInitiatedTotal,
 		DisruptionSavingsPerHourTotal,
 	}
-}
-
-func init() {
-	crmetrics.Registry.MustRegister(DisruptionCollectors()...)
 }

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // MessageTypeLabel is the kind of an interruption message (spot_interrupted,
@@ -35,8 +34,4 @@ func InterruptionCollectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		InterruptionReceivedMessagesTotal, InterruptionDeletedMessagesTotal, InterruptionMessageQueueDurationSeconds,
 	}
-}
-
-func init() {
-	crmetrics.Registry.MustRegister(InterruptionCollectors()...)
 }

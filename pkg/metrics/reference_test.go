@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // referencePath is the generated metrics reference.
@@ -29,29 +28,6 @@ func TestReference(t *testing.T) {
 	want, err := os.ReadFile(referencePath)
 	require.NoError(t, err)
 	require.Equal(t, string(want), got, "docs/metrics.md is stale: run UPDATE_METRICS_DOC=1 go test ./pkg/metrics -run TestReference")
-}
-
-// TestAllIsRegistered checks that All() is what the controller registers
-// under the karpenter_ prefix, so that the reference misses nothing.
-func TestAllIsRegistered(t *testing.T) {
-	documented := map[string]bool{}
-	for _, m := range describe(t) {
-		documented[m.name] = true
-	}
-	// Registering a collector of All() again must collide: it is in the
-	// controller's registry.
-	for _, c := range All() {
-		err := crmetrics.Registry.Register(c)
-		var already prometheus.AlreadyRegisteredError
-		require.ErrorAs(t, err, &already, "a metric of All() is not registered with controller-runtime's registry")
-	}
-	families, err := crmetrics.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if strings.HasPrefix(f.GetName(), Namespace+"_") {
-			require.Truef(t, documented[f.GetName()], "%s is registered but not in All()", f.GetName())
-		}
-	}
 }
 
 type described struct {

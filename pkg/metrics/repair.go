@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Labels of karpenter_nodeclaims_unhealthy_disrupted_total.
@@ -17,7 +16,3 @@ var NodeClaimsUnhealthyDisruptedTotal = prometheus.NewCounterVec(prometheus.Coun
 	Namespace: Namespace, Subsystem: "nodeclaims", Name: "unhealthy_disrupted_total",
 	Help: "NodeClaims deleted by node repair, by unhealthy condition, owning NodePool, capacity type and image ID.",
 }, []string{ConditionLabel, NodePoolLabel, CapacityTypeLabel, ImageIDLabel})
-
-func init() {
-	crmetrics.Registry.MustRegister(NodeClaimsUnhealthyDisruptedTotal)
-}

@@ -137,6 +137,24 @@ type OfferingKey struct {
 	InstanceType, Zone, CapacityType string
 }
 
+// OfferingKeyOf is the offering a node's (or NodeClaim's) labels name: its
+// instance type, zone and capacity type.
+func OfferingKeyOf(labels map[string]string) OfferingKey {
+	return OfferingKey{InstanceType: labels[LabelInstanceType], Zone: labels[LabelZone], CapacityType: labels[LabelCapacityType]}
+}
+
+// OfferingPrices indexes the instance types' offerings by key, for pricing
+// many nodes against one catalog.
+func OfferingPrices(its []*InstanceType) map[OfferingKey]float64 {
+	out := map[OfferingKey]float64{}
+	for _, it := range its {
+		for _, o := range it.Offerings {
+			out[OfferingKey{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType}] = o.Price
+		}
+	}
+	return out
+}
+
 // ExistingNode is a node, or an in-flight NodeClaim that has no node yet.
 type ExistingNode struct {
 	Name string

@@ -534,19 +534,25 @@ func (c *Cluster) NodePoolOfferings(nodePool string) []NodeOffering {
 		if n.NodePoolName() != nodePool || n.Deleting() {
 			continue
 		}
-		l := n.Labels()
-		key := scheduling.OfferingKey{InstanceType: l[corev1.LabelInstanceTypeStable], Zone: l[corev1.LabelTopologyZone], CapacityType: l[v1.CapacityTypeLabelKey]}
+		key := scheduling.OfferingKeyOf(n.Labels())
 		if key.InstanceType == "" {
 			continue
 		}
-		out = append(out, NodeOffering{OfferingKey: key, Utilization: utilization(c.snapshotLocked(n))})
+		out = append(out, NodeOffering{OfferingKey: key, Utilization: c.utilizationLocked(n)})
 	}
 	return out
 }
 
-func utilization(n *StateNode) float64 {
+// utilizationLocked is NodeOffering.Utilization, summed from the pods bound
+// to n without copying them.
+func (c *Cluster) utilizationLocked(n *StateNode) float64 {
 	alloc := n.Allocatable()
-	requested := n.sumRequests(func(*corev1.Pod) bool { return true })
+	requested := corev1.ResourceList{}
+	if n.Node != nil {
+		for nn := range c.podsByNode[n.Node.Name] {
+			addInto(requested, scheduling.PodRequests(c.pods[nn]))
+		}
+	}
 	u := 0.0
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		a, ok := alloc[r]

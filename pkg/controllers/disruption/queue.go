@@ -19,6 +19,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // Queue timing, as upstream: a command waits for its replacements at
@@ -64,12 +65,20 @@ type command struct {
 	created           time.Time
 	next              time.Time
 	delay             time.Duration
-	// pools are the candidates' and replacements' NodePools;
-	// predictedSaving is the candidates' price minus the planned
-	// replacements' ($/h), when every candidate could be priced.
-	pools           map[string]*v1.NodePool
-	predictedSaving float64
-	predicted       bool
+	// pools are the candidates' and replacements' NodePools. priceBefore
+	// is the candidates' price and plannedPrice the planned replacements'
+	// ($/h), set when every candidate could be priced; launched are the
+	// offerings the replacements launched on, by replacement.
+	pools        map[string]*v1.NodePool
+	priceBefore  float64
+	plannedPrice float64
+	priced       bool
+	launched     []launchedOffering
+}
+
+type launchedOffering struct {
+	pool string
+	key  scheduling.OfferingKey
 }
 
 // NewQueue returns an empty queue.
@@ -116,11 +125,10 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 		candidates: cmd.Candidates, created: q.clock.Now(), delay: minRetryDelay, pools: pools,
 	}
 	if before, ok := q.candidatesPrice(ctx, c); ok {
-		after := 0.0
+		c.priceBefore, c.priced = before, true
 		for _, r := range cmd.Replacements {
-			after += r.Price
+			c.plannedPrice += r.Price
 		}
-		c.predictedSaving, c.predicted = before-after, true
 	}
 	var names []string
 	for _, cand := range cmd.Candidates {
@@ -278,6 +286,7 @@ func (q *Queue) step(ctx context.Context, c *command, timeout time.Duration) (fi
 			continue
 		}
 		c.initialized[i] = true
+		c.launched = append(c.launched, launchedOffering{pool: nc.Labels[v1.NodePoolLabelKey], key: scheduling.OfferingKeyOf(nc.Labels)})
 	}
 	if len(waiting) > 0 {
 		return false, fmt.Errorf("waiting for replacement(s) %s to initialize", strings.Join(waiting, ", "))
@@ -309,28 +318,24 @@ func (q *Queue) step(ctx context.Context, c *command, timeout time.Duration) (fi
 // predicted to save and what it saves with the replacements that actually
 // launched ($/h), when both can be priced.
 func (q *Queue) recordSaving(ctx context.Context, c *command) {
-	if !c.predicted || len(c.candidates) == 0 {
+	if !c.priced || len(c.candidates) == 0 {
 		return
 	}
-	before, _ := q.candidatesPrice(ctx, c)
 	after := 0.0
-	for _, name := range c.replacements {
-		nc := &v1.NodeClaim{}
-		if err := q.kube.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
-			return
-		}
-		p, ok := q.price(ctx, c.pools[nc.Labels[v1.NodePoolLabelKey]], nc.Labels)
+	for _, l := range c.launched {
+		p, ok := q.price(ctx, c.pools[l.pool], l.key)
 		if !ok {
 			return
 		}
 		after += p
 	}
+	predicted, realized := c.priceBefore-c.plannedPrice, c.priceBefore-after
 	pool := c.candidates[0].NodePool.Name
 	reason := metricReason(c.reason)
-	metrics.DisruptionSavingsPerHourTotal.WithLabelValues(reason, pool, metrics.EstimatePredicted).Add(c.predictedSaving)
-	metrics.DisruptionSavingsPerHourTotal.WithLabelValues(reason, pool, metrics.EstimateRealized).Add(before - after)
+	metrics.DisruptionSavingsPerHourTotal.WithLabelValues(reason, pool, metrics.EstimatePredicted).Add(predicted)
+	metrics.DisruptionSavingsPerHourTotal.WithLabelValues(reason, pool, metrics.EstimateRealized).Add(realized)
 	log.FromContext(ctx).Info("disruption command saving", "command-id", c.id, "reason", reason,
-		"predicted-saving-per-hour", fmt.Sprintf("%.4f", c.predictedSaving), "realized-saving-per-hour", fmt.Sprintf("%.4f", before-after))
+		"predicted-saving-per-hour", fmt.Sprintf("%.4f", predicted), "realized-saving-per-hour", fmt.Sprintf("%.4f", realized))
 }
 
 // candidatesPrice sums the candidates' offering prices; false when one
@@ -341,7 +346,7 @@ func (q *Queue) candidatesPrice(ctx context.Context, c *command) (float64, bool)
 		if cand.Node == nil || cand.Node.Node == nil {
 			return 0, false
 		}
-		p, ok := q.price(ctx, cand.NodePool, cand.Node.Node.Labels)
+		p, ok := q.price(ctx, cand.NodePool, scheduling.OfferingKeyOf(cand.Node.Node.Labels))
 		if !ok {
 			return 0, false
 		}
@@ -350,9 +355,8 @@ func (q *Queue) candidatesPrice(ctx context.Context, c *command) (float64, bool)
 	return total, true
 }
 
-// price is the price of the offering labels name (instance type, zone,
-// capacity type) among the pool's instance types.
-func (q *Queue) price(ctx context.Context, pool *v1.NodePool, labels map[string]string) (float64, bool) {
+// price is the offering's price among the pool's instance types.
+func (q *Queue) price(ctx context.Context, pool *v1.NodePool, key scheduling.OfferingKey) (float64, bool) {
 	if q.types == nil || pool == nil {
 		return 0, false
 	}
@@ -360,17 +364,8 @@ func (q *Queue) price(ctx context.Context, pool *v1.NodePool, labels map[string]
 	if err != nil {
 		return 0, false
 	}
-	for _, it := range its {
-		if it.Name != labels[corev1.LabelInstanceTypeStable] {
-			continue
-		}
-		for _, o := range it.Offerings {
-			if o.Zone == labels[corev1.LabelTopologyZone] && o.CapacityType == labels[v1.CapacityTypeLabelKey] {
-				return o.Price, true
-			}
-		}
-	}
-	return 0, false
+	p, ok := scheduling.OfferingPrices(its)[key]
+	return p, ok
 }
 
 // finish drops a completed command; its candidates stay marked for

@@ -149,12 +149,7 @@ func (c *Controller) recordCost(ctx context.Context, np *v1.NodePool) {
 // offerings, and the part of it its pods leave unrequested (price times one
 // minus utilization), and counts the nodes it found no price for.
 func Cost(nodes []state.NodeOffering, its []*cloudprovider.InstanceType) (cost, idle float64, unpriced int) {
-	prices := map[scheduling.OfferingKey]float64{}
-	for _, it := range its {
-		for _, o := range it.Offerings {
-			prices[scheduling.OfferingKey{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType}] = o.Price
-		}
-	}
+	prices := scheduling.OfferingPrices(its)
 	for _, n := range nodes {
 		p, ok := prices[n.OfferingKey]
 		if !ok {
