@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +12,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -108,10 +110,11 @@ func TestCleanUp(t *testing.T) {
 
 func scale(t *testing.T, ctx context.Context, cp *controlplane.ControlPlane, name string, replicas int32) {
 	t.Helper()
-	deploy := &appsv1.Deployment{}
-	require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, deploy))
-	deploy.Spec.Replicas = ptr.To(replicas)
-	require.NoError(t, cp.Client.Update(ctx, deploy))
+	// A merge patch carries no resourceVersion, so the deployment
+	// controller's status writes cannot make it conflict.
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	require.NoError(t, cp.Client.Patch(ctx, deploy, client.RawPatch(types.MergePatchType, []byte(patch))))
 }
 
 // logEntry is the part of a controller JSON log line the tests read.

@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -41,10 +39,7 @@ func TestPositiveExperiment(t *testing.T) {
 	applyExamples(t, ctx, cp, "02-kwoknodeclass.yaml", "03-nodepool-lab.yaml", "04-inflate.yaml")
 	startController(t, cp, "controller")
 
-	deploy := &appsv1.Deployment{}
-	require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "inflate"}, deploy))
-	deploy.Spec.Replicas = ptr.To[int32](8)
-	require.NoError(t, cp.Client.Update(ctx, deploy))
+	scale(t, ctx, cp, "inflate", 8)
 
 	require.Eventually(t, func() bool {
 		return runningOnOurNodes(ctx, t, cp, "app=inflate") == 8
