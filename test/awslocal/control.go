@@ -36,6 +36,7 @@ type spotPriceBody struct {
 //	DELETE /_awslocal/spot-prices             drop the overrides
 //	GET    /_awslocal/images                  every published image
 //	POST   /_awslocal/images/publish          publish a newer release of a Series
+//	POST   /_awslocal/interruptions           put an EventBridge event on a queue
 func (f *front) control(w http.ResponseWriter, r *http.Request) {
 	l := &Local{front: f}
 	route := r.Method + " " + strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, controlPrefix), "/")
@@ -111,6 +112,17 @@ func (f *front) control(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		reply(w, http.StatusCreated, img)
+	case "POST interruptions":
+		var in Interruption
+		if !decode(w, r, &in) {
+			return
+		}
+		id, err := l.SendInterruption(r.Context(), in)
+		if err != nil {
+			reply(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		reply(w, http.StatusCreated, map[string]string{"messageId": id})
 	default:
 		if f.controlEC2(w, r, route) {
 			return
