@@ -55,7 +55,7 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:validation:XValidation:message="'id' is mutually exclusive, cannot be set with a combination of other fields in a subnet selector term",rule="!self.all(x, has(x.id) && has(x.tags))"
 	// +kubebuilder:validation:MaxItems:=30
 	// +required
-	SubnetSelectorTerms []SubnetSelectorTerm `json:"subnetSelectorTerms"`
+	SubnetSelectorTerms []SubnetSelectorTerm `json:"subnetSelectorTerms" hash:"ignore"`
 
 	// SecurityGroupSelectorTerms find the security groups attached to every
 	// instance. Same all() quirk as subnets for the id and name rules.
@@ -65,7 +65,7 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:validation:XValidation:message="'name' is mutually exclusive, cannot be set with a combination of other fields in a security group selector term",rule="!self.all(x, has(x.name) && (has(x.tags) || has(x.id)))"
 	// +kubebuilder:validation:MaxItems:=30
 	// +required
-	SecurityGroupSelectorTerms []SecurityGroupSelectorTerm `json:"securityGroupSelectorTerms"`
+	SecurityGroupSelectorTerms []SecurityGroupSelectorTerm `json:"securityGroupSelectorTerms" hash:"ignore"`
 
 	// CapacityReservationSelectorTerms find On-Demand Capacity Reservations
 	// and Capacity Blocks this class may launch into. Same all() quirk.
@@ -73,7 +73,7 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:validation:XValidation:message="'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term",rule="!self.all(x, has(x.id) && (has(x.tags) || has(x.ownerID) || has(x.instanceMatchCriteria)))"
 	// +kubebuilder:validation:MaxItems:=30
 	// +optional
-	CapacityReservationSelectorTerms []CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
+	CapacityReservationSelectorTerms []CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty" hash:"ignore"`
 
 	// PlacementGroupSelector names one existing placement group (by name or
 	// by id) that every instance of this class launches into.
@@ -89,7 +89,7 @@ type EC2NodeClassSpec struct {
 	// Karpenter creates (IPv4, or IPv6 in IPv6 clusters).
 	// +kubebuilder:validation:Minimum:=0
 	// +optional
-	IPPrefixCount *int32 `json:"ipPrefixCount,omitempty"`
+	IPPrefixCount *int32 `json:"ipPrefixCount,omitempty" hash:"ignore"`
 
 	// AMISelectorTerms choose the image. Unlike the other selectors these
 	// rules use exists(): any single offending term is rejected. An alias
@@ -101,13 +101,13 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:validation:MinItems:=1
 	// +kubebuilder:validation:MaxItems:=30
 	// +required
-	AMISelectorTerms []AMISelectorTerm `json:"amiSelectorTerms"`
+	AMISelectorTerms []AMISelectorTerm `json:"amiSelectorTerms" hash:"ignore"`
 
 	// AMIFamily picks the user-data format and default block devices. It can
 	// be inferred from an alias term; without one it is required.
 	// +kubebuilder:validation:Enum:={AL2,AL2023,Bottlerocket,Custom,Windows2019,Windows2022,Windows2025}
 	// +optional
-	AMIFamily *string `json:"amiFamily,omitempty"`
+	AMIFamily *string `json:"amiFamily,omitempty" hash:"ignore"`
 
 	// UserData is merged with the bootstrap configuration Karpenter
 	// generates; its format depends on the AMI family.
@@ -141,7 +141,7 @@ type EC2NodeClassSpec struct {
 	// open map: the API server keeps any field and the controller validates
 	// it, so new kubelet fields need no CRD change.
 	// +optional
-	Kubelet KubeletConfiguration `json:"kubelet,omitempty"`
+	Kubelet KubeletConfiguration `json:"kubelet,omitempty" hash:"ignore"`
 
 	// BlockDeviceMappings replace the AMI family's default volumes.
 	// +kubebuilder:validation:XValidation:message="must have only one blockDeviceMappings with rootVolume",rule="self.filter(x, has(x.rootVolume)?x.rootVolume==true:false).size() <= 1"
@@ -365,7 +365,7 @@ type BlockDevice struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type:=string
 	// +optional
-	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
+	VolumeSize *resource.Quantity `json:"volumeSize,omitempty" hash:"string"`
 	// VolumeType is the EBS volume type.
 	// +kubebuilder:validation:Enum:={standard,io1,io2,gp2,sc1,st1,gp3}
 	// +optional
