@@ -1,5 +1,6 @@
-// Command controller is the Karpenter controller with the simulated kwok
-// cloud provider: it parses flags and environment, builds the operator,
+// Command controller is the Karpenter controller: it parses flags and
+// environment, builds the operator and the cloud provider the
+// --cloud-provider flag (CLOUD_PROVIDER) names, aws or the simulated kwok,
 // registers the controllers and runs until SIGINT/SIGTERM.
 package main
 
@@ -19,7 +20,17 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/operator"
 	"github.com/karpenter-go/karpenter/pkg/operator/options"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	awsoperator "github.com/karpenter-go/karpenter/pkg/providers/aws/operator"
+	awsoptions "github.com/karpenter-go/karpenter/pkg/providers/aws/options"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/sdk"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
+)
+
+// Cloud providers --cloud-provider accepts.
+const (
+	ProviderAWS  = "aws"
+	ProviderKWOK = "kwok"
 )
 
 func main() {
@@ -36,12 +47,29 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	opts := options.New()
 	opts.AddFlags(fs)
 	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig; empty means $KUBECONFIG, in-cluster, then ~/.kube/config")
+	provider := fs.String("cloud-provider", ProviderKWOK, "the cloud provider: aws (EC2, with the AWS settings below) or kwok (simulated nodes); env CLOUD_PROVIDER")
 	var kwokOpts kwok.Options
 	if err := kwokOpts.AddFlags(fs); err != nil {
 		return fmt.Errorf("kwok options: %w", err)
 	}
+	awsOpts := awsoptions.New()
+	awsOpts.AddFlags(fs)
+	if v, ok := lookupEnv("CLOUD_PROVIDER"); ok {
+		*provider = v
+	}
 	if err := opts.Parse(fs, lookupEnv, args...); err != nil {
 		return err
+	}
+	switch *provider {
+	case ProviderKWOK:
+	case ProviderAWS:
+		// The AWS settings' environment and validation (CLUSTER_NAME is
+		// required) apply only when they are used.
+		if err := awsOpts.Parse(fs, lookupEnv, args...); err != nil {
+			return fmt.Errorf("aws settings: %w", err)
+		}
+	default:
+		return fmt.Errorf("unknown --cloud-provider %q (known: %s, %s)", *provider, ProviderAWS, ProviderKWOK)
 	}
 	cfg, err := restConfig(*kubeconfig)
 	if err != nil {
@@ -55,21 +83,44 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	// One insufficient-capacity cache for everyone: the lifecycle fills it
 	// on ICE, the provider and the provisioner skip what it holds.
 	unavailable := lifecycle.NewUnavailableOfferings(op.Clock, 0)
-	kwokOpts.Unavailable = unavailable.IsUnavailable
-	provider, err := kwok.New(ctx, op.Client, kwokOpts)
-	if err != nil {
-		return fmt.Errorf("building kwok cloud provider: %w", err)
+	var cloud cloudprovider.CloudProvider
+	var wellKnown []string
+	switch *provider {
+	case ProviderAWS:
+		awsCfg, err := sdk.Load(ctx, sdk.Settings{})
+		if err != nil {
+			return err
+		}
+		p, err := awsoperator.New(ctx, awsoperator.Options{
+			Kube: op.Client, RestConfig: cfg, AWS: awsCfg, Settings: awsOpts,
+			Unavailable: unavailable, Clock: op.Clock, Logger: op.Logger.WithName("aws"),
+		})
+		if err != nil {
+			return fmt.Errorf("building aws cloud provider: %w", err)
+		}
+		if err := p.Register(ctx, op.Manager); err != nil {
+			return err
+		}
+		op.Logger.Info("discovered cluster", "cluster", p.Cluster.Name, "endpoint", p.Cluster.Endpoint, "service-cidr", p.Cluster.CIDR, "region", awsCfg.Region)
+		cloud, wellKnown = p.CloudProvider, awsoperator.WellKnownLabels()
+	default:
+		kwokOpts.Unavailable = unavailable.IsUnavailable
+		p, err := kwok.New(ctx, op.Client, kwokOpts)
+		if err != nil {
+			return fmt.Errorf("building kwok cloud provider: %w", err)
+		}
+		cloud, wellKnown = p, kwok.WellKnownLabels()
 	}
 	if _, err := controllers.Register(ctx, op, controllers.Shared{
-		CloudProvider: cpmetrics.Decorate(provider),
+		CloudProvider: cpmetrics.Decorate(cloud),
 		Unavailable:   unavailable,
 		// The solver is pure: the provider's label keys reach it through
 		// the input, not through a global it registered at init.
-		WellKnownLabels: kwok.WellKnownLabels(),
+		WellKnownLabels: wellKnown,
 	}); err != nil {
 		return err
 	}
-	op.Logger.Info("starting controller", "version", operator.Version, "cloud-provider", provider.Name())
+	op.Logger.Info("starting controller", "version", operator.Version, "cloud-provider", cloud.Name())
 	return op.Start(ctx)
 }
 

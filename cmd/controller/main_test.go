@@ -114,15 +114,21 @@ func TestRunRejectsBadOptions(t *testing.T) {
 		name string
 		args []string
 		env  map[string]string
+		want string
 	}{
-		{"bad flag", []string{"--log-level=loud"}, nil},
-		{"bad env", nil, map[string]string{"BATCH_IDLE_DURATION": "soon"}},
-		{"unknown flag", []string{"--no-such-flag"}, nil},
+		{"bad flag", []string{"--log-level=loud"}, nil, "log-level"},
+		{"bad env", nil, map[string]string{"BATCH_IDLE_DURATION": "soon"}, "BATCH_IDLE_DURATION"},
+		{"unknown flag", []string{"--no-such-flag"}, nil, "parsing flags"},
+		{"unknown provider", []string{"--cloud-provider=gcp"}, nil, `unknown --cloud-provider "gcp"`},
+		{"unknown provider from env", nil, map[string]string{"CLOUD_PROVIDER": "gcp"}, `unknown --cloud-provider "gcp"`},
+		{"aws without a cluster name", []string{"--cloud-provider=aws"}, nil, "missing field, cluster-name"},
+		{"aws settings from env", nil, map[string]string{"CLOUD_PROVIDER": "aws", "CLUSTER_NAME": "c", "RESERVED_ENIS": "-1"}, "reserved-enis cannot be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := Run(context.Background(), tt.args, func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
-			assert.Error(t, err)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
 }

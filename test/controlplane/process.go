@@ -26,10 +26,10 @@ type process struct {
 }
 
 func (cp *ControlPlane) spawn(binDir, name string, args ...string) (*process, error) {
-	return cp.spawnAs(filepath.Join(binDir, name), name, args...)
+	return cp.spawnAs(filepath.Join(binDir, name), name, nil, args...)
 }
 
-func (cp *ControlPlane) spawnAs(path, name string, args ...string) (*process, error) {
+func (cp *ControlPlane) spawnAs(path, name string, env []string, args ...string) (*process, error) {
 	logPath := filepath.Join(cp.Dir, "logs", name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -38,6 +38,9 @@ func (cp *ControlPlane) spawnAs(path, name string, args ...string) (*process, er
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = cp.Dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	// The kernel kills the child when its parent dies, whatever the cause:
 	// a panic, a `go test` time-out or SIGKILL. That is what keeps a failed
 	// run from leaving an API server behind.
@@ -121,12 +124,18 @@ func Alive(pid int) bool {
 // goes to Dir/logs/<name>.log, it dies with its parent, and Stop stops it
 // first. It returns the PID.
 func (cp *ControlPlane) Spawn(path, name string, args ...string) (int, error) {
+	return cp.SpawnEnv(path, name, nil, args...)
+}
+
+// SpawnEnv is Spawn with env (KEY=VALUE) added to this process's
+// environment, as the controller reaches the local AWS through AWS_* .
+func (cp *ControlPlane) SpawnEnv(path, name string, env []string, args ...string) (int, error) {
 	// Children run in cp.Dir; resolve a relative path against ours first.
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return 0, fmt.Errorf("resolving %s: %w", path, err)
 	}
-	p, err := cp.spawnAs(abs, name, args...)
+	p, err := cp.spawnAs(abs, name, env, args...)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,276 @@
+// Package operator assembles the AWS provider for the controller binary:
+// from the AWS settings, an aws.Config and the cluster's API server it builds
+// the SDK clients, the resolvers (prices, instance types, subnets, security
+// groups, AMIs, instance profiles, launch templates, instances), the cloud
+// provider the core controllers consume, and the AWS controllers (EC2NodeClass
+// status and finalization, the periodic refresh of prices and instance
+// types). It owns no behaviour of its own beyond discovering the cluster
+// details nodes bootstrap with.
+package operator
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/amifamily"
+	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instanceprofile"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetypes"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/launchtemplate"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/options"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/pricing"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/sdk"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/securitygroup"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/subnet"
+)
+
+// RefreshPeriod is how often the refresher ticks the price and instance-type
+// providers; each refreshes only when its own interval has passed.
+const RefreshPeriod = time.Minute
+
+// Options are what New needs besides the AWS settings.
+type Options struct {
+	// Kube is the manager's client.
+	Kube client.Client
+	// RestConfig reaches the API server: its version picks the AMI alias
+	// parameters, and its CA is the nodes' CA when none is configured.
+	RestConfig *rest.Config
+	// AWS is the SDK configuration (region, credentials, endpoint).
+	AWS aws.Config
+	// Settings are the AWS provider's flags and environment.
+	Settings *options.Options
+	// Unavailable is the insufficient-capacity cache shared with the core
+	// controllers.
+	Unavailable *lifecycle.UnavailableOfferings
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+	// Logger reports refresh failures; logr.Discard when zero.
+	Logger logr.Logger
+}
+
+// Provider is the assembled AWS provider.
+type Provider struct {
+	// CloudProvider is what the core controllers consume.
+	CloudProvider *awscloudprovider.CloudProvider
+	// Cluster is what nodes bootstrap with, as discovered.
+	Cluster launchtemplate.Cluster
+
+	clients   *sdk.Clients
+	prices    *pricing.Provider
+	types     *instancetypes.Provider
+	nodeClass *nodeclass.Controller
+	log       logr.Logger
+}
+
+// WellKnownLabels are the label keys the AWS provider's instance types
+// carry, which the solver treats as well known.
+func WellKnownLabels() []string { return sets.List(awsv1.WellKnownLabels) }
+
+// New builds the provider. It calls AWS once, to discover what the settings
+// leave out of the cluster's details (EKS DescribeCluster).
+func New(ctx context.Context, o Options) (*Provider, error) {
+	if o.Settings == nil {
+		return nil, errors.New("aws provider: no settings")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	s := o.Settings
+	clients := sdk.New(o.AWS, 0)
+	cluster, err := discoverCluster(ctx, o, eks.NewFromConfig(o.AWS))
+	if err != nil {
+		return nil, err
+	}
+	var pricingAPI pricing.API
+	if !s.IsolatedVPC {
+		pricingAPI = pricing.NewAPI(o.AWS)
+	}
+	prices := pricing.NewProvider(pricingAPI, clients.EC2, pricing.Options{Region: clients.Region, IsolatedVPC: s.IsolatedVPC, Clock: o.Clock})
+	types := instancetypes.NewProvider(clients.EC2, prices, instancetypes.Options{
+		Region:      clients.Region,
+		Settings:    instancetype.Settings{VMMemoryOverheadPercent: s.VMMemoryOverheadPercent, ReservedENIs: s.ReservedENIs},
+		Unavailable: o.Unavailable,
+		Clock:       o.Clock,
+	})
+	launchTemplates := launchtemplate.NewProvider(clients.EC2, s.ClusterName, launchtemplate.ProviderOptions{})
+	version := kubernetesVersion(o.RestConfig)
+	amis := amifamily.NewProvider(clients.EC2, clients.SSM, amifamily.Options{KubernetesVersion: version})
+	p := &Provider{
+		Cluster: cluster,
+		clients: clients,
+		prices:  prices,
+		types:   types,
+		log:     o.Logger,
+		CloudProvider: awscloudprovider.New(awscloudprovider.Options{
+			Kube:            o.Kube,
+			InstanceTypes:   types,
+			LaunchTemplates: launchTemplates,
+			Instances:       instance.NewProvider(clients.EC2, s.ClusterName, o.Unavailable),
+			Cluster:         cluster,
+		}),
+		nodeClass: nodeclass.NewController(o.Kube, nodeclass.Options{
+			Subnets:          subnet.NewProvider(clients.EC2, s.SubnetRefreshInterval),
+			SecurityGroups:   securitygroup.NewProvider(clients.EC2, 0),
+			AMIs:             amis,
+			InstanceProfiles: instanceprofile.NewProvider(clients.IAM, clients.Region, s.ClusterName),
+			PlacementGroups:  clients.EC2,
+			LaunchTemplates:  launchTemplates,
+			ClusterName:      s.ClusterName,
+			DisableDryRun:    s.DisableDryRun,
+		}),
+	}
+	return p, nil
+}
+
+// Register adds the AWS controllers to mgr: EC2NodeClass status and
+// finalization, and the refresher of prices and instance types.
+func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
+	if err := p.nodeClass.Register(ctx, mgr); err != nil {
+		return fmt.Errorf("registering the nodeclass controller: %w", err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(p.refresh)); err != nil {
+		return fmt.Errorf("registering the aws refresher: %w", err)
+	}
+	return nil
+}
+
+// refresh keeps prices and instance types current until ctx ends. A
+// failure keeps the previous data (the static price table at first) and is
+// logged; the providers retry after their own intervals.
+func (p *Provider) refresh(ctx context.Context) error {
+	tick := func() {
+		if err := p.prices.Tick(ctx); err != nil && ctx.Err() == nil {
+			p.log.Error(err, "refreshing prices")
+		}
+		if err := p.types.Tick(ctx); err != nil && ctx.Err() == nil {
+			p.log.Error(err, "refreshing instance types")
+		}
+	}
+	tick()
+	// The wall clock paces the loop; the providers judge their intervals
+	// by p.clock.
+	t := time.NewTicker(RefreshPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			tick()
+		}
+	}
+}
+
+// EKSAPI is the EKS call cluster discovery makes.
+type EKSAPI interface {
+	DescribeCluster(ctx context.Context, in *eks.DescribeClusterInput, opts ...func(*eks.Options)) (*eks.DescribeClusterOutput, error)
+}
+
+// discoverCluster fills what nodes bootstrap with: the endpoint and CA from
+// the settings, else from EKS DescribeCluster (as upstream); the service
+// CIDR from DescribeCluster (AL2023's nodeadm needs it); the CA, last, from
+// the controller's own connection to the API server; and kube-dns's
+// ClusterIP as the cluster DNS when the Service exists.
+func discoverCluster(ctx context.Context, o Options, api EKSAPI) (launchtemplate.Cluster, error) {
+	s := o.Settings
+	c := launchtemplate.Cluster{Name: s.ClusterName, Endpoint: s.ClusterEndpoint, CABundle: s.ClusterCABundle}
+	out, err := api.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(s.ClusterName)})
+	switch {
+	case err == nil && out.Cluster != nil:
+		if c.Endpoint == "" {
+			c.Endpoint = aws.ToString(out.Cluster.Endpoint)
+		}
+		if c.CABundle == "" && out.Cluster.CertificateAuthority != nil {
+			c.CABundle = aws.ToString(out.Cluster.CertificateAuthority.Data)
+		}
+		if n := out.Cluster.KubernetesNetworkConfig; n != nil {
+			c.CIDR = aws.ToString(n.ServiceIpv4Cidr)
+			if c.CIDR == "" {
+				c.CIDR = aws.ToString(n.ServiceIpv6Cidr)
+			}
+		}
+	case c.Endpoint == "":
+		return c, fmt.Errorf("discovering the cluster endpoint of %s with DescribeCluster (set CLUSTER_ENDPOINT to skip it): %w", s.ClusterName, err)
+	default:
+		// Not EKS, or no permission: the settings say where the API
+		// server is; AL2023 launches will say that the CIDR is missing.
+		o.Logger.Info("cluster details not discovered through DescribeCluster", "cluster", s.ClusterName, "error", fmt.Sprint(err))
+	}
+	if c.CABundle == "" && o.RestConfig != nil {
+		ca := o.RestConfig.CAData
+		if len(ca) == 0 && o.RestConfig.CAFile != "" {
+			if ca, err = os.ReadFile(o.RestConfig.CAFile); err != nil {
+				return c, fmt.Errorf("reading the API server's CA %s: %w", o.RestConfig.CAFile, err)
+			}
+		}
+		c.CABundle = base64.StdEncoding.EncodeToString(ca)
+	}
+	dns := &corev1.Service{}
+	if err := o.Kube.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-dns"}, dns); err == nil {
+		c.DNS = dns.Spec.ClusterIP
+	}
+	return c, nil
+}
+
+// kubernetesVersion is the API server's minor version ("1.34"), asked once
+// and then remembered; a failure is retried on the next call.
+func kubernetesVersion(cfg *rest.Config) func(context.Context) (string, error) {
+	var mu sync.Mutex
+	var cached string
+	return func(context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if cached != "" {
+			return cached, nil
+		}
+		if cfg == nil {
+			return "", errors.New("no API server configuration to read the Kubernetes version from")
+		}
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return "", fmt.Errorf("building a discovery client: %w", err)
+		}
+		v, err := dc.ServerVersion()
+		if err != nil {
+			return "", fmt.Errorf("reading the Kubernetes version: %w", err)
+		}
+		minor := trimMinor(v.Minor)
+		cached = v.Major + "." + minor
+		return cached, nil
+	}
+}
+
+// trimMinor drops what some distributions append to the minor version
+// ("34+" on EKS).
+func trimMinor(m string) string {
+	for i, r := range m {
+		if r < '0' || r > '9' {
+			return m[:i]
+		}
+	}
+	return m
+}

@@ -1,0 +1,260 @@
+package e2e_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/test/awslocal"
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+// awsClusterName is the examples' discovery tag value and CLUSTER_NAME.
+const awsClusterName = "local"
+
+// awsEnv is a control plane, the local AWS seeded with the cluster's
+// subnets, security group, node role and EKS record, and the booter that
+// turns its running instances into Nodes from their user data.
+type awsEnv struct {
+	cp    *controlplane.ControlPlane
+	local *awslocal.Local
+	ec2   *ec2.Client
+}
+
+func newAWSEnv(t *testing.T, ctx context.Context) *awsEnv {
+	t.Helper()
+	cp := cluster(t)
+	local, err := awslocal.Start(ctx, awslocal.Options{Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("moto log (tail):\n%s", local.LogTail())
+		}
+		local.Stop()
+	})
+	// The control plane's service CIDR, which EKS reports to the
+	// controller and AL2023's nodeadm config carries.
+	_, err = local.SeedCluster(ctx, awslocal.ClusterOptions{Name: awsClusterName, ServiceCIDR: "10.0.0.0/24"})
+	require.NoError(t, err)
+	booter := local.Boot(context.Background(), cp.Client, awslocal.BootOptions{ClusterName: awsClusterName})
+	t.Cleanup(booter.Stop)
+	return &awsEnv{cp: cp, local: local, ec2: ec2.NewFromConfig(local.Config(ctx))}
+}
+
+// startAWSController runs the controller binary with the AWS provider,
+// pointed at the local AWS through the SDK's own environment.
+func (e *awsEnv) startAWSController(t *testing.T, name string, extra ...string) int {
+	t.Helper()
+	env := append(e.local.Env(), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+e.cp.Config.Host)
+	args := append([]string{
+		"--cloud-provider=aws",
+		"--kubeconfig=" + e.cp.KubeconfigPath,
+		"--metrics-port=" + strconv.Itoa(freePort(t)),
+		"--health-probe-port=" + strconv.Itoa(freePort(t)),
+		"--leader-election-namespace=kube-system",
+	}, extra...)
+	pid, err := e.cp.SpawnEnv(controllerBin, name, env, args...)
+	require.NoError(t, err)
+	return pid
+}
+
+// liveInstances are the pending and running instances the controller
+// launched, by NodeClaim tag.
+func (e *awsEnv) liveInstances(t *testing.T, ctx context.Context) map[string]ec2types.Instance {
+	t.Helper()
+	out := map[string]ec2types.Instance{}
+	p := ec2.NewDescribeInstancesPaginator(e.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag-key"), Values: []string{awsv1.NodeClaimTagKey}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		require.NoError(t, err)
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				out[aws.ToString(i.InstanceId)] = i
+			}
+		}
+	}
+	return out
+}
+
+const awsInflate = `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: inflate
+  namespace: default
+spec:
+  replicas: 0
+  selector:
+    matchLabels:
+      app: inflate
+  template:
+    metadata:
+      labels:
+        app: inflate
+    spec:
+      nodeSelector:
+        capacity.example.io/pool: general-purpose
+      terminationGracePeriodSeconds: 0
+      containers:
+        - name: pause
+          image: public.ecr.aws/eks-distro/kubernetes/pause:3.10
+          resources:
+            requests:
+              cpu: "1"
+              memory: 256Mi
+`
+
+// TestAWSExperiments are the seeds' experiments on the AWS provider: the
+// examples' EC2NodeClass resolves its subnets, security group, AMIs and
+// instance profile from the local AWS and goes Ready, and the NodePool on
+// it with it; inflate 0→8 launches through CreateFleet, each instance joins
+// as a Node from its user data, and every NodeClaim carries the AWS labels,
+// providerID and image; an arm64 pod against the amd64 pool stays Pending
+// with the reason; deleting the NodeClaims terminates every instance.
+func TestAWSExperiments(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	e := newAWSEnv(t, ctx)
+	cp := e.cp
+	applyExamples(t, ctx, cp, "00-ec2nodeclass.yaml", "01-nodepool.yaml")
+	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(awsInflate)))
+	e.startAWSController(t, "controller")
+
+	// The class resolves from the local AWS.
+	class := &awsv1.EC2NodeClass{}
+	require.Eventually(t, func() bool {
+		if err := cp.Client.Get(ctx, client.ObjectKey{Name: "default"}, class); err != nil {
+			return false
+		}
+		return metaTrue(class.Status.Conditions, awsv1.ConditionTypeReady)
+	}, 2*time.Minute, time.Second, "EC2NodeClass default should go Ready")
+	require.Len(t, class.Status.Subnets, 3, "the three discovery-tagged subnets")
+	require.Len(t, class.Status.SecurityGroups, 1)
+	require.NotEmpty(t, class.Status.AMIs)
+	require.True(t, strings.HasPrefix(class.Status.InstanceProfile, awsClusterName+"_"), "managed profile %q", class.Status.InstanceProfile)
+	require.Contains(t, class.Finalizers, awsv1.TerminationFinalizer)
+	require.Eventually(t, func() bool {
+		np := &v1.NodePool{}
+		return cp.Client.Get(ctx, client.ObjectKey{Name: "general-purpose"}, np) == nil && metaTrue(np.Status.Conditions, v1.ConditionTypeReady)
+	}, time.Minute, time.Second, "NodePool general-purpose should go Ready on a Ready class")
+
+	scale(t, ctx, cp, "inflate", 8)
+	require.Eventually(t, func() bool {
+		return runningOnOurNodes(ctx, t, cp, "app=inflate") == 8
+	}, 3*time.Minute, time.Second, "8 inflate pods should run on instances launched through CreateFleet")
+
+	var claims v1.NodeClaimList
+	require.NoError(t, cp.Client.List(ctx, &claims))
+	require.NotEmpty(t, claims.Items)
+	instances := e.liveInstances(t, ctx)
+	require.Len(t, instances, len(claims.Items), "one instance per NodeClaim: none leaked, none launched twice")
+	require.Equal(t, len(claims.Items), e.local.Calls("ec2", "CreateFleet"), "one CreateFleet per NodeClaim")
+	amis := map[string]bool{}
+	for _, a := range class.Status.AMIs {
+		amis[a.ID] = true
+	}
+	for _, nc := range claims.Items {
+		require.Equal(t, "general-purpose", nc.Labels[v1.NodePoolLabelKey])
+		zone, id, ok := parseAWSProviderID(nc.Status.ProviderID)
+		require.Truef(t, ok, "providerID %q", nc.Status.ProviderID)
+		inst, found := instances[id]
+		require.Truef(t, found, "instance %s of %s is live", id, nc.Name)
+		require.Equal(t, zone, aws.ToString(inst.Placement.AvailabilityZone))
+		require.Equal(t, string(inst.InstanceType), nc.Labels[corev1.LabelInstanceTypeStable])
+		require.True(t, amis[nc.Status.ImageID], "imageID %s is one of the class's AMIs", nc.Status.ImageID)
+		require.Equal(t, aws.ToString(inst.ImageId), nc.Status.ImageID)
+		for _, k := range []string{awsv1.LabelInstanceCategory, awsv1.LabelInstanceFamily, awsv1.LabelInstanceGeneration, awsv1.LabelInstanceSize, awsv1.LabelInstanceCPU, awsv1.LabelInstanceMemory} {
+			require.NotEmptyf(t, nc.Labels[k], "%s on %s", k, nc.Name)
+		}
+		require.Contains(t, []string{"c", "m", "r"}, nc.Labels[awsv1.LabelInstanceCategory])
+		require.Equal(t, "on-demand", nc.Labels[v1.CapacityTypeLabelKey])
+		for _, cond := range []string{v1.ConditionTypeLaunched, v1.ConditionTypeRegistered, v1.ConditionTypeInitialized, v1.ConditionTypeReady} {
+			require.Truef(t, conditionTrue(nc.Status.Conditions, cond), "%s %s not True: %+v", nc.Name, cond, nc.Status.Conditions)
+		}
+		// The node joined from the instance's own user data: its labels
+		// and providerID are what the kubelet registered with.
+		node := &corev1.Node{}
+		require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node))
+		require.Equal(t, nc.Status.ProviderID, node.Spec.ProviderID)
+		require.Equal(t, "general-purpose", node.Labels["capacity.example.io/pool"], "the template label reached the node through user data")
+		require.Equal(t, "general-purpose", node.Labels[v1.NodePoolLabelKey])
+	}
+	for _, nc := range claims.Items {
+		t.Logf("%s: %s %s %s %s", nc.Name, nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone], nc.Status.ProviderID, nc.Status.ImageID)
+	}
+	log := controllerLog(t, cp)
+	for _, msg := range []string{"discovered cluster", "launched nodeclaim", "registered nodeclaim", "initialized nodeclaim"} {
+		require.Contains(t, log, `"message":"`+msg+`"`)
+	}
+
+	// The negative experiment: arm64 against the amd64 pool.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "arm64-only"},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"capacity.example.io/pool": "general-purpose", corev1.LabelArchStable: "arm64"},
+			Containers: []corev1.Container{{Name: "pause", Image: "pause", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+			}}},
+		},
+	}
+	require.NoError(t, cp.Client.Create(ctx, pod))
+	require.Eventually(t, func() bool {
+		var events corev1.EventList
+		if err := cp.Client.List(ctx, &events, client.InNamespace("default")); err != nil {
+			return false
+		}
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.Name == pod.Name && ev.Reason == "FailedScheduling" && strings.Contains(ev.Message, corev1.LabelArchStable) &&
+				(ev.Source.Component == "karpenter" || ev.ReportingController == "karpenter") {
+				return true
+			}
+		}
+		return false
+	}, 90*time.Second, time.Second, "a karpenter FailedScheduling event should name kubernetes.io/arch")
+	require.NoError(t, cp.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod))
+	require.Empty(t, pod.Spec.NodeName)
+	require.NoError(t, cp.Client.Delete(ctx, pod))
+
+	// Deleting the NodeClaims terminates every instance.
+	scale(t, ctx, cp, "inflate", 0)
+	require.NoError(t, cp.Client.DeleteAllOf(ctx, &v1.NodeClaim{}))
+	require.Eventually(t, func() bool {
+		var left v1.NodeClaimList
+		return cp.Client.List(ctx, &left) == nil && len(left.Items) == 0 && len(e.liveInstances(t, ctx)) == 0
+	}, 2*time.Minute, time.Second, "every NodeClaim and instance should be gone")
+}
+
+// parseAWSProviderID splits aws:///<zone>/<instance-id>.
+func parseAWSProviderID(id string) (zone, instance string, ok bool) {
+	rest, found := strings.CutPrefix(id, "aws:///")
+	if !found {
+		return "", "", false
+	}
+	zone, instance, ok = strings.Cut(rest, "/")
+	return zone, instance, ok && strings.HasPrefix(instance, "i-")
+}
+
+func metaTrue(conds []metav1.Condition, t string) bool {
+	for _, c := range conds {
+		if c.Type == t {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
