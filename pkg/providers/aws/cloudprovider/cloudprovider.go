@@ -2,8 +2,9 @@
 // cloudprovider.CloudProvider, assembled from the AWS parts: it resolves a
 // NodeClaim's EC2NodeClass, lists its instance types (instancetypes),
 // resolves and ensures launch templates with the family's user data
-// (launchtemplate), launches through CreateFleet (instance), and maps
-// instances back to NodeClaims.
+// (launchtemplate), launches through CreateFleet (instance), maps
+// instances back to NodeClaims, and tells whether a launched instance still
+// matches its class (drift.go).
 package cloudprovider
 
 import (
@@ -91,12 +92,6 @@ func (c *CloudProvider) RepairPolicies() []cloudprovider.RepairPolicy {
 		{ConditionType: "KernelReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: 30 * time.Minute},
 		{ConditionType: "ContainerRuntimeReady", ConditionStatus: corev1.ConditionFalse, TolerationDuration: 30 * time.Minute},
 	}
-}
-
-// IsDrifted implements cloudprovider.CloudProvider. AMI, subnet, security
-// group and static-field drift are not implemented yet: nothing drifts.
-func (c *CloudProvider) IsDrifted(context.Context, *v1.NodeClaim) (cloudprovider.DriftReason, error) {
-	return "", nil
 }
 
 // GetInstanceTypes implements cloudprovider.CloudProvider: the instance
@@ -215,6 +210,15 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		}
 		res.Labels[k] = v
 	}
+	// The class hash the instance was launched with is the baseline of
+	// static drift; the profile name protects the profile from garbage
+	// collection while the instance uses it.
+	if res.Annotations == nil {
+		res.Annotations = map[string]string{}
+	}
+	res.Annotations[awsv1.AnnotationEC2NodeClassHash] = nodeClass.Hash()
+	res.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
+	res.Annotations[awsv1.AnnotationInstanceProfile] = nodeClass.Status.InstanceProfile
 	res.Status.ProviderID = out.Status.ProviderID
 	res.Status.ImageID = out.Status.ImageID
 	res.Status.Capacity = out.Status.Capacity

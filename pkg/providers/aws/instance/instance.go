@@ -78,6 +78,12 @@ type Instance struct {
 	State        string
 	LaunchTime   time.Time
 	Tags         map[string]string
+	// SecurityGroupIDs and CapacityReservationID are only known from
+	// DescribeInstances (Get, List), not from a CreateFleet answer; drift
+	// compares them with the class's resolved status.
+	SecurityGroupIDs []string
+	// CapacityReservationID is the reservation the instance runs in, or "".
+	CapacityReservationID string
 }
 
 // ProviderID is the instance's Kubernetes provider ID.
@@ -444,6 +450,10 @@ func fromEC2(i ec2types.Instance) *Instance {
 	if i.Placement != nil {
 		inst.Zone = aws.ToString(i.Placement.AvailabilityZone)
 	}
+	for _, g := range i.SecurityGroups {
+		inst.SecurityGroupIDs = append(inst.SecurityGroupIDs, aws.ToString(g.GroupId))
+	}
+	inst.CapacityReservationID = aws.ToString(i.CapacityReservationId)
 	if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
 		inst.CapacityType = CapacityTypeSpot
 	}
