@@ -37,10 +37,20 @@ test: tools verify
 	go test -count=1 $(GO_TEST_FLAGS) -timeout 40m ./...
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 10s ./pkg/providers/aws/interruption/messages
 
-## run: a local cluster with the examples applied; Ctrl-C stops every process.
-run: tools
+## run: a local cluster with the examples applied and the controller on the local AWS
+## (PROVIDER=aws, the default; needs moto_server) or the simulated provider
+## (PROVIDER=kwok); Ctrl-C stops every process.
+PROVIDER ?= aws
+run:
+	@case "$(PROVIDER)" in \
+	aws) command -v moto_server >/dev/null || { echo "make run: moto_server (the moto AWS emulator) is not on PATH; install it with: pip install 'moto[server]'"; echo "  or run the simulated provider, which needs nothing else: make run PROVIDER=kwok"; exit 1; } ;; \
+	kwok) ;; \
+	*) echo "make run: unknown PROVIDER=$(PROVIDER) (aws or kwok)"; exit 1 ;; \
+	esac
+	@$(MAKE) --no-print-directory tools
 	go build -o bin/controller ./cmd/controller
-	go run ./hack/localcluster --examples examples --controller bin/controller
+	go run ./hack/localcluster --provider $(PROVIDER) --examples examples$(if $(filter aws,$(PROVIDER)),$(comma)examples/aws) --controller bin/controller
+comma := ,
 
 ## bench: the benchmarks (not part of `make test`).
 bench:

@@ -1,8 +1,11 @@
 // Command localcluster is what `make run` starts: a real control plane on
 // loopback (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
 // kwok as the kubelets) with this project's CRDs installed and the manifests
-// of an examples directory applied. It runs until interrupted and then stops
-// every process it started.
+// of the examples directories applied, and the controller with the provider
+// --provider names. For aws it also starts the local AWS (moto behind the
+// awslocal front), seeds the cluster's subnets, security group, node role and
+// EKS record, and boots each instance into a Node from its user data. It runs
+// until interrupted and then stops every process it started.
 package main
 
 import (
@@ -13,9 +16,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/karpenter-go/karpenter/test/awslocal"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
 
@@ -27,7 +32,8 @@ func main() {
 }
 
 func run() error {
-	examples := flag.String("examples", "examples", "directory of manifests to apply, in file-name order")
+	examples := flag.String("examples", "examples", "comma-separated directories of manifests to apply in file-name order; a later directory's file replaces an earlier one of the same name")
+	provider := flag.String("provider", "aws", "the controller's cloud provider: aws (the local AWS; needs moto_server) or kwok (nothing else needed)")
 	dir := flag.String("dir", ".cache/local", "working directory for data, logs and the kubeconfig (recreated on start)")
 	controller := flag.String("controller", "", "path to the controller binary to run against the cluster; empty runs none")
 	live := flag.Duration("watch", 2*time.Second, "how often to refresh the live view of NodeClaims, nodes, pods and cost; 0 disables it")
@@ -35,6 +41,9 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *provider != "aws" && *provider != "kwok" {
+		return fmt.Errorf("unknown --provider %q (aws or kwok)", *provider)
+	}
 
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
@@ -62,11 +71,18 @@ func run() error {
 	}
 	defer cp.Stop()
 
-	files, err := filepath.Glob(filepath.Join(*examples, "*.yaml"))
-	if err != nil {
-		return fmt.Errorf("listing %s: %w", *examples, err)
+	var local *awslocal.Local
+	if *provider == "aws" {
+		if local, err = startAWS(startCtx, ctx, cp, filepath.Join(abs, "aws")); err != nil {
+			return err
+		}
+		defer local.Stop()
 	}
-	sort.Strings(files)
+
+	files, err := exampleFiles(strings.Split(*examples, ","))
+	if err != nil {
+		return err
+	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -83,10 +99,15 @@ func run() error {
 	if *controller != "" {
 		// The controller reads the same kubeconfig a user would; leader
 		// election stays on, as in a real deployment.
-		if _, err := cp.Spawn(*controller, "controller", "--kubeconfig="+cp.KubeconfigPath); err != nil {
+		args := []string{"--kubeconfig=" + cp.KubeconfigPath, "--cloud-provider=" + *provider}
+		var env []string
+		if local != nil {
+			env = append(local.Env(), "CLUSTER_NAME="+clusterName, "CLUSTER_ENDPOINT="+cp.Config.Host)
+		}
+		if _, err := cp.SpawnEnv(*controller, "controller", env, args...); err != nil {
 			return fmt.Errorf("starting controller: %w", err)
 		}
-		fmt.Printf("started controller %s (log: %s)\n", *controller, cp.LogPath("controller"))
+		fmt.Printf("started controller %s with the %s provider (log: %s)\n", *controller, *provider, cp.LogPath("controller"))
 	}
 
 	kubectl := "kubectl"
@@ -108,9 +129,60 @@ Press Ctrl-C to stop every process.
 		cp.KubeconfigPath, kubectl, kubectl)
 
 	if *live > 0 {
-		go watch(ctx, cp.Client, os.Stdout, *live)
+		go watch(ctx, cp.Client, os.Stdout, *live, nodePrice(local))
 	}
 	<-ctx.Done()
 	fmt.Println("\nstopping…")
 	return nil
+}
+
+// clusterName is the examples' discovery tag value and the controller's
+// CLUSTER_NAME.
+const clusterName = "local"
+
+// startAWS starts the local AWS, seeds the cluster's AWS resources and boots
+// running instances into Nodes of cp until runCtx ends.
+func startAWS(ctx, runCtx context.Context, cp *controlplane.ControlPlane, dir string) (*awslocal.Local, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	local, err := awslocal.Start(ctx, awslocal.Options{Dir: dir})
+	if err != nil {
+		return nil, fmt.Errorf("%w\n(`make run PROVIDER=kwok` runs the simulated provider and needs no moto)", err)
+	}
+	// The control plane's service CIDR (test/controlplane), which EKS
+	// DescribeCluster reports and AL2023 nodes bootstrap with.
+	if _, err := local.SeedCluster(ctx, awslocal.ClusterOptions{Name: clusterName, ServiceCIDR: "10.0.0.0/24"}); err != nil {
+		local.Stop()
+		return nil, err
+	}
+	local.Boot(runCtx, cp.Client, awslocal.BootOptions{ClusterName: clusterName})
+	fmt.Printf("started the local AWS at %s (moto log: %s)\n", local.Endpoint(), filepath.Join(dir, "moto.log"))
+	return local, nil
+}
+
+// exampleFiles are the YAML files of dirs in file-name order; a file of a
+// later directory replaces the one of the same name before it (examples/aws
+// overrides the kwok workload of examples/).
+func exampleFiles(dirs []string) ([]string, error) {
+	byName := map[string]string{}
+	for _, d := range dirs {
+		files, err := filepath.Glob(filepath.Join(d, "*.yaml"))
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", d, err)
+		}
+		for _, f := range files {
+			byName[filepath.Base(f)] = f
+		}
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = byName[n]
+	}
+	return out, nil
 }

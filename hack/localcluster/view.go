@@ -15,18 +15,19 @@ import (
 
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/test/awslocal"
 )
 
 // watch prints the cluster as a user of `make run` wants to see it: the
 // NodeClaims with their lifecycle conditions, the nodes, pending and running
 // pods and what the capacity costs per hour. It prints only when something
 // changed, so the terminal reads as a history of the scale-up.
-func watch(ctx context.Context, c client.Client, out io.Writer, every time.Duration) {
+func watch(ctx context.Context, c client.Client, out io.Writer, every time.Duration, price priceFunc) {
 	last := ""
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if view, err := render(ctx, c); err == nil && view != last {
+		if view, err := render(ctx, c, price); err == nil && view != last {
 			fmt.Fprintf(out, "\n── %s ──\n%s", time.Now().Format("15:04:05"), view)
 			last = view
 		}
@@ -38,7 +39,30 @@ func watch(ctx context.Context, c client.Client, out io.Writer, every time.Durat
 	}
 }
 
-func render(ctx context.Context, c client.Client) (string, error) {
+// priceFunc is a node's price per hour, when known.
+type priceFunc func(corev1.Node) (float64, bool)
+
+// nodePrice prices nodes from what the provider put on them: for the local
+// AWS, its price table for the node's type, zone and capacity type (the
+// prices the controller reads through the Pricing and spot-price APIs);
+// for kwok, the price label kwok nodes carry.
+func nodePrice(local *awslocal.Local) priceFunc {
+	if local == nil {
+		return func(n corev1.Node) (float64, bool) {
+			p, err := strconv.ParseFloat(n.Labels[kwokv1alpha1.NodeViewerPriceLabelKey], 64)
+			return p, err == nil
+		}
+	}
+	return func(n corev1.Node) (float64, bool) {
+		it := n.Labels[corev1.LabelInstanceTypeStable]
+		if n.Labels[v1.CapacityTypeLabelKey] == "spot" {
+			return local.SpotPrice(awslocal.DefaultRegion, n.Labels[corev1.LabelTopologyZone], it)
+		}
+		return local.OnDemandPrice(it, awslocal.DefaultRegion)
+	}
+}
+
+func render(ctx context.Context, c client.Client, price priceFunc) (string, error) {
 	var claims v1.NodeClaimList
 	if err := c.List(ctx, &claims); err != nil {
 		return "", err
@@ -62,8 +86,8 @@ func render(ctx context.Context, c client.Client) (string, error) {
 	}
 	cost, ready := 0.0, 0
 	for _, n := range nodes.Items {
-		if price, err := strconv.ParseFloat(n.Labels[kwokv1alpha1.NodeViewerPriceLabelKey], 64); err == nil {
-			cost += price
+		if p, ok := price(n); ok {
+			cost += p
 		}
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {

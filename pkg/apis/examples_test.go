@@ -61,6 +61,10 @@ func TestOwnExamples(t *testing.T) {
 	files, err := filepath.Glob("../../examples/*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
+	aws, err := filepath.Glob("../../examples/aws/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, aws)
+	files = append(files, aws...)
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		require.NoError(t, err)
