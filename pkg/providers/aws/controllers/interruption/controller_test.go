@@ -9,6 +9,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -263,4 +267,47 @@ func TestLearnerLearnsFromSpotInterruptions(t *testing.T) {
 	assert.True(t, h.unavailable.IsUnavailable(key))
 	rate := gauge(t, metrics.InterruptionOfferingInterruptionsPerHour.WithLabelValues(key.InstanceType, key.Zone, key.CapacityType))
 	assert.InDelta(t, 2*0.6931/6, rate, 0.01)
+}
+
+// Registered on a manager, the controller reads NodeClaims through the
+// manager's cache and its instance-ID index, and the status check runs on
+// its interval beside it.
+func TestRegisterWithManager(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mgr, err := manager.New(cp.Config, manager.Options{
+		Scheme:                 cp.Client.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	require.NoError(t, err)
+	name, url := createQueue(t)
+	unavailable := lifecycle.NewUnavailableOfferings(nil, 0)
+	rec := newRecorder()
+	ctrl := interruption.NewController(mgr.GetClient(), sqsClient, name, interruption.Options{Unavailable: unavailable, Recorder: rec,
+		Learner: interruption.NewLearner(unavailable, interruption.LearnerOptions{})})
+	require.NoError(t, ctrl.Register(ctx, mgr))
+	status := interruption.NewStatusController(mgr.GetClient(), ec2Client, interruption.StatusOptions{Interval: 200 * time.Millisecond, Recorder: rec})
+	require.NoError(t, status.Register(ctx, mgr))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+
+	spotID, zone := launch(t, "m5.large")
+	spot := newClaim(t, spotID, zone, "m5.large", v1.CapacityTypeSpot)
+	impairedID, _ := launch(t, "m5.large")
+	impaired := newClaim(t, impairedID, zone, "m5.large", v1.CapacityTypeOnDemand)
+	t.Cleanup(func() { local.ClearInstanceStatus(impairedID) })
+	require.NoError(t, local.SetInstanceStatus(impairedID, awslocal.StatusImpaired, ""))
+	_, err = local.SendInterruption(ctx, awslocal.Interruption{QueueURL: url, Kind: awslocal.InterruptionSpot, InstanceID: spotID})
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return deleting(t, spot.nc) && deleting(t, impaired.nc) }, 30*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return queueEmpty(t, url) }, 30*time.Second, 100*time.Millisecond)
+	assert.True(t, unavailable.IsUnavailable(cloudprovider.OfferingKey{InstanceType: "m5.large", Zone: zone, CapacityType: v1.CapacityTypeSpot}))
+	assert.Contains(t, rec.reasons(impaired.nc.Name), "InstanceUnhealthy")
 }

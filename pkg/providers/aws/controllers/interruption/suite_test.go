@@ -170,7 +170,9 @@ func createQueue(t *testing.T) (string, string) {
 	name := unique("interruption-queue")
 	out, err := sqsClient.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	t.Cleanup(func() {
+		_, _ = sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+	})
 	return name, aws.ToString(out.QueueUrl)
 }
 
