@@ -27,6 +27,10 @@ type Options struct {
 	VMMemoryOverheadPercent float64
 	// InterruptionQueue is the SQS queue name; empty disables interruption.
 	InterruptionQueue string
+	// InterruptionRateLearning (ours, off by default) keeps spot offerings
+	// that keep being interrupted out of launches for longer than the
+	// 3-minute insufficient-capacity cache, with a decaying memory.
+	InterruptionRateLearning bool
 	// ReservedENIs are ENIs left out of the max-pods computation.
 	ReservedENIs          int
 	DisableDryRun         bool
@@ -65,6 +69,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.EKSControlPlane, "eks-control-plane", o.EKSControlPlane, "Marking this true means that your cluster is running with an EKS control plane and Karpenter should attempt to discover cluster details from the DescribeCluster API.")
 	fs.Float64Var(&o.VMMemoryOverheadPercent, "vm-memory-overhead-percent", o.VMMemoryOverheadPercent, "The VM memory overhead as a percent that will be subtracted from the total memory for all instance types when cached information is unavailable.")
 	fs.StringVar(&o.InterruptionQueue, "interruption-queue", o.InterruptionQueue, "Interruption queue is the name of the SQS queue used for processing interruption events from EC2. Interruption handling is disabled if not specified.")
+	fs.BoolVar(&o.InterruptionRateLearning, "interruption-rate-learning", o.InterruptionRateLearning, "If true, learn spot interruption rates per offering (instance type and zone) from the interruption queue and keep often-interrupted offerings out of launches for longer than the 3-minute insufficient-capacity cache. Not in upstream.")
 	fs.IntVar(&o.ReservedENIs, "reserved-enis", o.ReservedENIs, "Reserved ENIs are not included in the calculations for max-pods or kube-reserved. This is most often used in the VPC CNI custom networking setup.")
 	fs.BoolVar(&o.DisableDryRun, "disable-dry-run", o.DisableDryRun, "If true, then disable dry run validation for EC2NodeClasses.")
 	fs.BoolVar(&o.EnableZonalShift, "enable-zonal-shift", o.EnableZonalShift, "If true, then Karpenter will avoid launching into availability zones under an ARC zonal shift.")
@@ -81,6 +86,7 @@ var envBindings = [][2]string{
 	{"eks-control-plane", "EKS_CONTROL_PLANE"},
 	{"vm-memory-overhead-percent", "VM_MEMORY_OVERHEAD_PERCENT"},
 	{"interruption-queue", "INTERRUPTION_QUEUE"},
+	{"interruption-rate-learning", "INTERRUPTION_RATE_LEARNING"},
 	{"reserved-enis", "RESERVED_ENIS"},
 	{"disable-dry-run", "DISABLE_DRY_RUN"},
 	{"enable-zonal-shift", "ENABLE_ZONAL_SHIFT"},

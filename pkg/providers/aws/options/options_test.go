@@ -30,7 +30,7 @@ func TestDefaultsAndEnv(t *testing.T) {
 
 	o, err = parse(map[string]string{
 		"CLUSTER_NAME": "env", "CLUSTER_ENDPOINT": "https://api.example.com", "ISOLATED_VPC": "true",
-		"VM_MEMORY_OVERHEAD_PERCENT": "0.1", "INTERRUPTION_QUEUE": "q", "RESERVED_ENIS": "1", "DISABLE_DRY_RUN": "true",
+		"VM_MEMORY_OVERHEAD_PERCENT": "0.1", "INTERRUPTION_QUEUE": "q", "INTERRUPTION_RATE_LEARNING": "true", "RESERVED_ENIS": "1", "DISABLE_DRY_RUN": "true",
 	}, "--cluster-name", "flag")
 	require.NoError(t, err)
 	assert.Equal(t, "flag", o.ClusterName, "a flag beats the environment")
@@ -38,9 +38,10 @@ func TestDefaultsAndEnv(t *testing.T) {
 	assert.True(t, o.IsolatedVPC)
 	assert.Equal(t, 0.1, o.VMMemoryOverheadPercent)
 	assert.Equal(t, "q", o.InterruptionQueue)
+	assert.True(t, o.InterruptionRateLearning)
 	assert.Equal(t, 1, o.ReservedENIs)
 	assert.True(t, o.DisableDryRun)
-	assert.Len(t, options.EnvNames(), 13)
+	assert.Len(t, options.EnvNames(), 14)
 }
 
 func TestValidation(t *testing.T) {
