@@ -23,6 +23,10 @@
 //   - DescribeCapacityReservations (Local.AddCapacityReservation) and
 //     DescribeInstanceStatus with impairments and scheduled events
 //     (Local.SetInstanceStatus, Local.AddInstanceEvent);
+//   - EventBridge-shaped interruption events on an SQS queue (spot
+//     interruption, rebalance, state change, scheduled change, reservation
+//     interruption), optionally terminating the instance when its warning
+//     is up (Local.SendInterruption);
 //   - instance boot: running instances become the Nodes their kubelet would
 //     register from their user data (Local.Boot).
 //
