@@ -21,6 +21,10 @@ const (
 	FaultServerError FaultKind = "error"
 	// FaultLatency delays the call by Latency and then serves it.
 	FaultLatency FaultKind = "latency"
+	// FaultLatencyAfter serves the call and then holds its answer back for
+	// Latency: the call took effect (an instance launched) while the
+	// caller still waits, so a test can kill the caller in that window.
+	FaultLatencyAfter FaultKind = "latency-after"
 )
 
 // Fault is one injected misbehaviour. Service and Action select the calls
@@ -96,7 +100,7 @@ type faults struct {
 func (fs *faults) add(f Fault) (Fault, error) {
 	switch f.Kind {
 	case FaultThrottle, FaultServerError:
-	case FaultLatency:
+	case FaultLatency, FaultLatencyAfter:
 		if f.Latency == 0 && f.LatencyText != "" {
 			d, err := time.ParseDuration(f.LatencyText)
 			if err != nil {
@@ -109,7 +113,7 @@ func (fs *faults) add(f Fault) (Fault, error) {
 		}
 		f.LatencyText = f.Latency.String()
 	default:
-		return Fault{}, fmt.Errorf("unknown fault kind %q (want throttle, error or latency)", f.Kind)
+		return Fault{}, fmt.Errorf("unknown fault kind %q (want throttle, error, latency or latency-after)", f.Kind)
 	}
 	if f.Count < 0 {
 		return Fault{}, fmt.Errorf("fault count %d is negative", f.Count)
@@ -124,19 +128,22 @@ func (fs *faults) add(f Fault) (Fault, error) {
 }
 
 // take applies the faults matching c: it sleeps for latency faults and
-// returns the first error fault, if any, with its protocol defaults.
-func (fs *faults) take(ctx context.Context, c *call) *Fault {
+// returns the first error fault, if any, with its protocol defaults, and
+// how long to hold the answer back once served.
+func (fs *faults) take(ctx context.Context, c *call) (hit *Fault, after time.Duration) {
 	var delay time.Duration
-	var hit *Fault
 	fs.mu.Lock()
 	kept := fs.active[:0]
 	for _, f := range fs.active {
-		use := f.matches(c) && (f.Kind == FaultLatency || hit == nil)
+		use := f.matches(c) && (f.Kind == FaultLatency || f.Kind == FaultLatencyAfter || hit == nil)
 		if use {
 			f.Hits++
-			if f.Kind == FaultLatency {
+			switch f.Kind {
+			case FaultLatency:
 				delay += f.Latency
-			} else {
+			case FaultLatencyAfter:
+				after += f.Latency
+			default:
 				hit = f.forCall(c)
 			}
 		}
@@ -146,15 +153,21 @@ func (fs *faults) take(ctx context.Context, c *call) *Fault {
 	}
 	fs.active = kept
 	fs.mu.Unlock()
-	if delay > 0 {
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
+	sleep(ctx, delay)
+	return hit, after
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
 	}
-	return hit
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 func (fs *faults) list() []Fault {

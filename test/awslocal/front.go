@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"regexp"
@@ -166,9 +167,27 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.count(c)
 	ctx := r.Context()
-	if fault := f.faults.take(ctx, c); fault != nil {
+	fault, after := f.faults.take(ctx, c)
+	if fault != nil {
 		writeError(w, c, fault.Status, fault.Code, fault.message(c))
 		return
+	}
+	if after > 0 {
+		// Serve into a buffer, then hold the answer back; a caller that
+		// gave up (or died) meanwhile never learns what happened.
+		held := httptest.NewRecorder()
+		defer func() {
+			sleep(ctx, after)
+			if ctx.Err() != nil {
+				return
+			}
+			for k, v := range held.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(held.Code)
+			_, _ = w.Write(held.Body.Bytes())
+		}()
+		w = held
 	}
 	if h := f.handlers[callKey{c.Service, c.Action}]; h != nil && h(ctx, w, c) {
 		return

@@ -3,6 +3,7 @@ package awslocal
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -43,17 +44,28 @@ func TestFaultCountAndDefaults(t *testing.T) {
 	require.NoError(t, err)
 	ec2Call := &call{Service: "ec2", Action: "CreateFleet", Protocol: protoEC2}
 	other := &call{Service: "ec2", Action: "DescribeInstances", Protocol: protoEC2}
-	require.Nil(t, fs.take(t.Context(), other))
-	f := fs.take(t.Context(), ec2Call)
+	hit := func(c *call) *Fault { f, _ := fs.take(t.Context(), c); return f }
+	require.Nil(t, hit(other))
+	f := hit(ec2Call)
 	require.Equal(t, "RequestLimitExceeded", f.Code)
 	require.Equal(t, 503, f.Status)
-	require.NotNil(t, fs.take(t.Context(), ec2Call))
-	require.Nil(t, fs.take(t.Context(), ec2Call), "spent after Count hits")
+	require.NotNil(t, hit(ec2Call))
+	require.Nil(t, hit(ec2Call), "spent after Count hits")
 
 	_, err = fs.add(Fault{Kind: FaultServerError})
 	require.NoError(t, err)
-	f = fs.take(t.Context(), &call{Service: "ssm", Action: "GetParameter", Protocol: protoJSON11})
+	f = hit(&call{Service: "ssm", Action: "GetParameter", Protocol: protoJSON11})
 	require.Equal(t, "InternalServerError", f.Code)
 	require.Equal(t, 500, f.Status)
 	require.Equal(t, 1, fs.clear("", ""))
+
+	// latency-after serves first and reports the hold-back; it is no
+	// error, and spent after Count hits like the others.
+	_, err = fs.add(Fault{Service: "ec2", Action: "CreateFleet", Kind: FaultLatencyAfter, LatencyText: "3s", Count: 1})
+	require.NoError(t, err)
+	f, after := fs.take(t.Context(), ec2Call)
+	require.Nil(t, f)
+	require.Equal(t, 3*time.Second, after)
+	_, after = fs.take(t.Context(), ec2Call)
+	require.Zero(t, after)
 }

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -257,4 +258,121 @@ func metaTrue(conds []metav1.Condition, t string) bool {
 		}
 	}
 	return false
+}
+
+// TestAWSFaults injects the local AWS's faults into a running controller,
+// and after each checks that every NodeClaim has exactly one live instance
+// and no instance is without a NodeClaim:
+//   - the controller is killed while CreateFleet has launched the instance
+//     but not yet answered; the restarted controller adopts that instance
+//     (found by its NodeClaim tag) instead of launching another;
+//   - the cheapest offering has no capacity: CreateFleet reports it and
+//     the next offering launches;
+//   - a throttling burst on CreateFleet and a 5xx storm on DescribeInstances.
+func TestAWSFaults(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	e := newAWSEnv(t, ctx)
+	cp := e.cp
+	applyExamples(t, ctx, cp, "00-ec2nodeclass.yaml", "01-nodepool.yaml")
+	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(awsInflate)))
+
+	// consistent waits until pods inflate pods run and every NodeClaim is
+	// Ready with exactly one live instance, none without a NodeClaim; it
+	// returns the instance types by instance id.
+	consistent := func(t *testing.T, pods int) map[string]string {
+		t.Helper()
+		var typeOf map[string]string
+		var why string
+		check := func() string {
+			if n := runningOnOurNodes(ctx, t, cp, "app=inflate"); n != pods {
+				return fmt.Sprintf("%d of %d inflate pods run", n, pods)
+			}
+			var claims v1.NodeClaimList
+			if err := cp.Client.List(ctx, &claims); err != nil {
+				return err.Error()
+			}
+			live := e.liveInstances(t, ctx)
+			typeOf = map[string]string{}
+			for _, nc := range claims.Items {
+				_, id, ok := parseAWSProviderID(nc.Status.ProviderID)
+				if !ok || !conditionTrue(nc.Status.Conditions, v1.ConditionTypeReady) {
+					return fmt.Sprintf("%s not Ready (providerID %q)", nc.Name, nc.Status.ProviderID)
+				}
+				if _, found := live[id]; !found {
+					return fmt.Sprintf("instance %s of %s is not live", id, nc.Name)
+				}
+				typeOf[id] = nc.Labels[corev1.LabelInstanceTypeStable]
+			}
+			if len(live) != len(claims.Items) {
+				return fmt.Sprintf("%d live instances for %d NodeClaims", len(live), len(claims.Items))
+			}
+			return ""
+		}
+		require.Eventually(t, func() bool { why = check(); return why == "" }, 3*time.Minute, time.Second, "consistent fleet of %d pods: %s", pods, &why)
+		require.Empty(t, why)
+		return typeOf
+	}
+
+	// 1. Killed between CreateFleet and the NodeClaim's status update.
+	_, err := e.local.AddFault(awslocal.Fault{Service: "ec2", Action: "CreateFleet", Kind: awslocal.FaultLatencyAfter, Latency: time.Minute, Count: 1})
+	require.NoError(t, err)
+	pid := e.startAWSController(t, "controller")
+	scale(t, ctx, cp, "inflate", 1)
+	var launched string
+	require.Eventually(t, func() bool {
+		for id := range e.liveInstances(t, ctx) {
+			launched = id
+			return true
+		}
+		return false
+	}, 2*time.Minute, 200*time.Millisecond, "CreateFleet should launch while its answer is held back")
+	var claims v1.NodeClaimList
+	require.NoError(t, cp.Client.List(ctx, &claims))
+	require.Len(t, claims.Items, 1)
+	require.Empty(t, claims.Items[0].Status.ProviderID, "the controller has not heard back yet")
+	cp.Kill(pid)
+	e.local.ClearFaults("", "")
+	fleets := e.local.Calls("ec2", "CreateFleet")
+	e.startAWSController(t, "controller-2")
+	types := consistent(t, 1)
+	require.Contains(t, types, launched, "the restarted controller adopted the instance launched before the crash")
+	require.Equal(t, fleets, e.local.Calls("ec2", "CreateFleet"), "and sent no second CreateFleet")
+
+	// 2. The cheapest offering runs out. The first pod's node is full
+	// (1 cpu of a type with less than 2 allocatable), so a second pod needs
+	// a node of the same cheapest type, which now has no capacity anywhere.
+	cheapest := types[launched]
+	for _, z := range []string{"us-east-1a", "us-east-1b", "us-east-1c"} {
+		require.NoError(t, e.local.SetCapacity(cheapest, z, "on-demand", 0))
+	}
+	scale(t, ctx, cp, "inflate", 2)
+	types = consistent(t, 2)
+	require.Len(t, types, 2)
+	for id, it := range types {
+		if id != launched {
+			require.NotEqual(t, cheapest, it, "the next offering launched instead of the one without capacity")
+		}
+	}
+	e.local.ClearCapacity()
+
+	// 3. A throttling burst on CreateFleet and a 5xx storm on
+	// DescribeInstances: the SDK and the lifecycle retry, nothing doubles.
+	_, err = e.local.AddFault(awslocal.Fault{Service: "ec2", Action: "CreateFleet", Kind: awslocal.FaultThrottle, Count: 4})
+	require.NoError(t, err)
+	_, err = e.local.AddFault(awslocal.Fault{Service: "ec2", Action: "DescribeInstances", Kind: awslocal.FaultServerError, Count: 6})
+	require.NoError(t, err)
+	scale(t, ctx, cp, "inflate", 5)
+	consistent(t, 5)
+	for _, f := range e.local.Faults() {
+		t.Logf("fault %s %s %s hit %d times", f.Service, f.Action, f.Kind, f.Hits)
+	}
+	e.local.ClearFaults("", "")
+
+	scale(t, ctx, cp, "inflate", 0)
+	require.NoError(t, cp.Client.DeleteAllOf(ctx, &v1.NodeClaim{}))
+	require.Eventually(t, func() bool {
+		var left v1.NodeClaimList
+		return cp.Client.List(ctx, &left) == nil && len(left.Items) == 0 && len(e.liveInstances(t, ctx)) == 0
+	}, 2*time.Minute, time.Second, "every NodeClaim and instance should be gone")
 }
