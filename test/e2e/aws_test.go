@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -375,4 +377,95 @@ func TestAWSFaults(t *testing.T) {
 		var left v1.NodeClaimList
 		return cp.Client.List(ctx, &left) == nil && len(left.Items) == 0 && len(e.liveInstances(t, ctx)) == 0
 	}, 2*time.Minute, time.Second, "every NodeClaim and instance should be gone")
+}
+
+const awsSpotPool = `
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: spot
+spec:
+  template:
+    metadata:
+      labels:
+        capacity.example.io/pool: spot
+    spec:
+      requirements:
+        - {key: kubernetes.io/arch, operator: In, values: ["amd64"]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: ["spot"]}
+        - {key: karpenter.k8s.aws/instance-category, operator: In, values: ["c", "m"]}
+        - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: ["4"]}
+        - {key: karpenter.k8s.aws/instance-size, operator: In, values: ["large"]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  disruption:
+    consolidateAfter: 1h
+`
+
+// TestAWSInterruption runs the controller binary with INTERRUPTION_QUEUE on
+// a real SQS queue of the local AWS. A spot interruption warning for the
+// instance under a pod deletes its NodeClaim through the normal termination
+// path: the pod moves to a new node, the interrupted instance terminates,
+// the new node is not the interrupted spot offering (marked unavailable),
+// the NodeClaim carries a SpotInterrupted event, and the queue drains.
+func TestAWSInterruption(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	e := newAWSEnv(t, ctx)
+	cp := e.cp
+	queue, err := sqs.NewFromConfig(e.local.Config(ctx)).CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("karpenter-local")})
+	require.NoError(t, err)
+	applyExamples(t, ctx, cp, "00-ec2nodeclass.yaml")
+	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(awsSpotPool)))
+	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(strings.ReplaceAll(awsInflate, "pool: general-purpose", "pool: spot"))))
+	e.startAWSController(t, "controller", "--interruption-queue=karpenter-local")
+	scale(t, ctx, cp, "inflate", 1)
+
+	nodeClaimOf := func() *v1.NodeClaim {
+		var claims v1.NodeClaimList
+		if cp.Client.List(ctx, &claims) != nil || len(claims.Items) != 1 || runningOnOurNodes(ctx, t, cp, "app=inflate") != 1 {
+			return nil
+		}
+		nc := claims.Items[0]
+		if nc.DeletionTimestamp != nil || !conditionTrue(nc.Status.Conditions, v1.ConditionTypeReady) {
+			return nil
+		}
+		return &nc
+	}
+	var first *v1.NodeClaim
+	require.Eventually(t, func() bool { first = nodeClaimOf(); return first != nil }, 3*time.Minute, time.Second, "a spot node should run inflate")
+	require.Equal(t, "spot", first.Labels[v1.CapacityTypeLabelKey])
+	_, instanceID, ok := parseAWSProviderID(first.Status.ProviderID)
+	require.True(t, ok)
+
+	_, err = e.local.SendInterruption(ctx, awslocal.Interruption{QueueURL: aws.ToString(queue.QueueUrl), Kind: awslocal.InterruptionSpot,
+		InstanceID: instanceID, TerminateAfter: awslocal.Duration(2 * time.Minute)})
+	require.NoError(t, err)
+
+	var second *v1.NodeClaim
+	require.Eventually(t, func() bool {
+		second = nodeClaimOf()
+		return second != nil && second.Name != first.Name
+	}, 3*time.Minute, time.Second, "inflate should move to a replacement node")
+	require.Eventually(t, func() bool {
+		_, live := e.liveInstances(t, ctx)[instanceID]
+		return !live
+	}, time.Minute, time.Second, "the interrupted instance should be terminated")
+	interrupted := first.Labels[corev1.LabelInstanceTypeStable] + "/" + first.Labels[corev1.LabelTopologyZone]
+	replacement := second.Labels[corev1.LabelInstanceTypeStable] + "/" + second.Labels[corev1.LabelTopologyZone]
+	require.NotEqual(t, interrupted, replacement, "the interrupted spot offering is unavailable for the replacement")
+
+	var events corev1.EventList
+	require.NoError(t, cp.Client.List(ctx, &events))
+	found := false
+	for _, ev := range events.Items {
+		if ev.InvolvedObject.Name == first.Name && ev.Reason == "SpotInterrupted" {
+			found = true
+		}
+	}
+	require.True(t, found, "a SpotInterrupted event on the interrupted NodeClaim")
+	attrs, err := sqs.NewFromConfig(e.local.Config(ctx)).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: queue.QueueUrl,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	require.NoError(t, err)
+	require.Equal(t, "0", attrs.Attributes["ApproximateNumberOfMessages"])
+	require.Equal(t, "0", attrs.Attributes["ApproximateNumberOfMessagesNotVisible"], "the message was deleted, not left in flight")
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -32,7 +33,9 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/amifamily"
 	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass"
+	nodeclasshash "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass/hash"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instanceprofile"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
@@ -80,6 +83,7 @@ type Provider struct {
 	prices    *pricing.Provider
 	types     *instancetypes.Provider
 	nodeClass *nodeclass.Controller
+	opts      Options
 	log       logr.Logger
 }
 
@@ -124,6 +128,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		clients: clients,
 		prices:  prices,
 		types:   types,
+		opts:    o,
 		log:     o.Logger,
 		CloudProvider: awscloudprovider.New(awscloudprovider.Options{
 			Kube:            o.Kube,
@@ -146,11 +151,32 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	return p, nil
 }
 
-// Register adds the AWS controllers to mgr: EC2NodeClass status and
-// finalization, and the refresher of prices and instance types.
+// Register adds the AWS controllers to mgr: EC2NodeClass status,
+// finalization and hash, the refresher of prices and instance types, the
+// instance-status check, and, when INTERRUPTION_QUEUE names a queue, the
+// interruption controller.
 func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
-	if err := p.nodeClass.Register(ctx, mgr); err != nil {
-		return fmt.Errorf("registering the nodeclass controller: %w", err)
+	kube, s := p.opts.Kube, p.opts.Settings
+	recorder := mgr.GetEventRecorderFor("karpenter") //nolint:staticcheck // core/v1 events, like the rest of the project
+	registrars := []interface {
+		Name() string
+		Register(context.Context, manager.Manager) error
+	}{
+		p.nodeClass,
+		nodeclasshash.NewController(kube),
+		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Recorder: recorder, Clock: p.opts.Clock}),
+	}
+	if s.InterruptionQueue != "" {
+		opts := interruption.Options{Unavailable: p.opts.Unavailable, Recorder: recorder, Clock: p.opts.Clock}
+		if s.InterruptionRateLearning {
+			opts.Learner = interruption.NewLearner(p.opts.Unavailable, interruption.LearnerOptions{})
+		}
+		registrars = append(registrars, interruption.NewController(kube, sqs.NewFromConfig(p.opts.AWS), s.InterruptionQueue, opts))
+	}
+	for _, r := range registrars {
+		if err := r.Register(ctx, mgr); err != nil {
+			return fmt.Errorf("registering the %s controller: %w", r.Name(), err)
+		}
 	}
 	if err := mgr.Add(manager.RunnableFunc(p.refresh)); err != nil {
 		return fmt.Errorf("registering the aws refresher: %w", err)
