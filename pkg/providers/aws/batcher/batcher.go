@@ -1,0 +1,195 @@
+// Package batcher merges requests that arrive close together and would
+// send the same AWS call into one call, the way upstream Karpenter batches
+// CreateFleet: requests are hashed into buckets, a bucket's window closes
+// after IdleTimeout without a new request, after MaxTimeout in total, or
+// when it holds MaxItems requests, and then one Exec call serves the
+// whole bucket and fans the results back to the callers.
+//
+// A Batcher is safe for concurrent use. Each open bucket owns one
+// goroutine, which ends when the bucket is executed, so nothing outlives
+// MaxTimeout plus one Exec. A caller whose context ends before its bucket
+// closes is dropped from it and returns the context's error; once the
+// bucket is executing, the request is committed (the call may already be
+// on the wire) and the caller returns the context's error while Exec goes
+// on without it, which is why Exec runs on a context that is not cancelled
+// with any one caller.
+package batcher
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Result is one request's answer.
+type Result[Out any] struct {
+	Out Out
+	Err error
+}
+
+// Options configure a Batcher.
+type Options[In, Out any] struct {
+	// IdleTimeout closes a bucket that received no request for this long.
+	IdleTimeout time.Duration
+	// MaxTimeout closes a bucket this long after its first request.
+	MaxTimeout time.Duration
+	// MaxItems closes a bucket when it holds this many requests (0: no cap).
+	MaxItems int
+	// Hash is the bucket key: requests with equal keys are merged. An
+	// error fails that request alone.
+	Hash func(In) (string, error)
+	// Exec serves one bucket; it must return one Result per input, in
+	// order. ctx carries the values of the bucket's first caller but is
+	// never cancelled by a caller.
+	Exec func(ctx context.Context, in []In) []Result[Out]
+	// ExecTimeout bounds one Exec call (0: one minute).
+	ExecTimeout time.Duration
+}
+
+// Batcher merges requests with equal hashes into one Exec call.
+type Batcher[In, Out any] struct {
+	opts Options[In, Out]
+
+	mu      sync.Mutex
+	buckets map[string]*bucket[In, Out]
+}
+
+type request[In, Out any] struct {
+	in  In
+	out chan Result[Out] // buffered: Exec never blocks on a caller that left
+}
+
+type bucket[In, Out any] struct {
+	ctx      context.Context
+	requests []*request[In, Out]
+	added    chan struct{} // a request arrived: restart the idle timer
+	full     chan struct{} // closed when MaxItems is reached
+	closed   bool          // detached from the map; requests are committed
+}
+
+// New returns a Batcher.
+func New[In, Out any](opts Options[In, Out]) *Batcher[In, Out] {
+	if opts.ExecTimeout <= 0 {
+		opts.ExecTimeout = time.Minute
+	}
+	return &Batcher[In, Out]{opts: opts, buckets: map[string]*bucket[In, Out]{}}
+}
+
+// Add queues in and waits for its result.
+func (b *Batcher[In, Out]) Add(ctx context.Context, in In) (Out, error) {
+	var zero Out
+	key, err := b.opts.Hash(in)
+	if err != nil {
+		return zero, fmt.Errorf("hashing batched request: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	req := &request[In, Out]{in: in, out: make(chan Result[Out], 1)}
+
+	b.mu.Lock()
+	bk, ok := b.buckets[key]
+	if !ok {
+		bk = &bucket[In, Out]{
+			ctx:   context.WithoutCancel(ctx),
+			added: make(chan struct{}, 1),
+			full:  make(chan struct{}),
+		}
+		b.buckets[key] = bk
+		go b.wait(key, bk)
+	}
+	bk.requests = append(bk.requests, req)
+	if b.opts.MaxItems > 0 && len(bk.requests) >= b.opts.MaxItems {
+		b.detach(key, bk)
+		close(bk.full)
+	} else {
+		select {
+		case bk.added <- struct{}{}:
+		default:
+		}
+	}
+	b.mu.Unlock()
+
+	select {
+	case r := <-req.out:
+		return r.Out, r.Err
+	case <-ctx.Done():
+		b.mu.Lock()
+		if !bk.closed {
+			// Not sent yet: leave the bucket, nothing was launched for us.
+			for i, r := range bk.requests {
+				if r == req {
+					bk.requests = append(bk.requests[:i], bk.requests[i+1:]...)
+					break
+				}
+			}
+		}
+		b.mu.Unlock()
+		return zero, ctx.Err()
+	}
+}
+
+// detach removes bk from the map so later requests open a new bucket. The
+// caller holds b.mu.
+func (b *Batcher[In, Out]) detach(key string, bk *bucket[In, Out]) {
+	bk.closed = true
+	if b.buckets[key] == bk {
+		delete(b.buckets, key)
+	}
+}
+
+// wait closes bk when its window ends and executes it.
+func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
+	idle := time.NewTimer(b.opts.IdleTimeout)
+	defer idle.Stop()
+	max := time.NewTimer(b.opts.MaxTimeout)
+	defer max.Stop()
+	for open := true; open; {
+		select {
+		case <-bk.added:
+			idle.Reset(b.opts.IdleTimeout)
+		case <-idle.C:
+			open = false
+		case <-max.C:
+			open = false
+		case <-bk.full:
+			open = false
+		}
+	}
+	b.mu.Lock()
+	b.detach(key, bk)
+	requests := bk.requests
+	b.mu.Unlock()
+	if len(requests) == 0 {
+		return // every caller left before the window closed
+	}
+	ins := make([]In, len(requests))
+	for i, r := range requests {
+		ins[i] = r.in
+	}
+	ctx, cancel := context.WithTimeout(bk.ctx, b.opts.ExecTimeout)
+	defer cancel()
+	results := b.exec(ctx, ins)
+	for i, r := range requests {
+		if i < len(results) {
+			r.out <- results[i]
+		} else {
+			r.out <- Result[Out]{Err: fmt.Errorf("batched call returned %d results for %d requests", len(results), len(requests))}
+		}
+	}
+}
+
+// exec runs Exec and turns a panic into every caller's error, so no
+// caller waits for an answer that never comes.
+func (b *Batcher[In, Out]) exec(ctx context.Context, ins []In) (results []Result[Out]) {
+	defer func() {
+		if p := recover(); p != nil {
+			results = make([]Result[Out], len(ins))
+			for i := range results {
+				results[i].Err = fmt.Errorf("batched call panicked: %v", p)
+			}
+		}
+	}()
+	return b.opts.Exec(ctx, ins)
+}

@@ -1,0 +1,234 @@
+package batcher_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/batcher"
+)
+
+// recorder is an Exec that records each call's inputs and answers each
+// input with its own value and the call's size.
+type recorder struct {
+	mu    sync.Mutex
+	calls [][]string
+	delay time.Duration
+}
+
+func (r *recorder) exec(_ context.Context, in []string) []batcher.Result[string] {
+	time.Sleep(r.delay)
+	r.mu.Lock()
+	r.calls = append(r.calls, append([]string(nil), in...))
+	r.mu.Unlock()
+	out := make([]batcher.Result[string], len(in))
+	for i, s := range in {
+		out[i].Out = fmt.Sprintf("%s/%d", s, len(in))
+	}
+	return out
+}
+
+func (r *recorder) sizes() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int
+	for _, c := range r.calls {
+		out = append(out, len(c))
+	}
+	sort.Ints(out)
+	return out
+}
+
+// keyOf buckets "a1", "a2" together and apart from "b1".
+func keyOf(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("empty request")
+	}
+	return s[:1], nil
+}
+
+func TestBatcherWindows(t *testing.T) {
+	type arrival struct {
+		after time.Duration // since the previous request was sent
+		in    string
+	}
+	cases := []struct {
+		name      string
+		maxItems  int
+		arrivals  []arrival
+		wantSizes []int
+	}{
+		{"one request is a call of one", 0, []arrival{{0, "a1"}}, []int{1}},
+		{"requests within the idle window merge", 0,
+			[]arrival{{0, "a1"}, {5 * time.Millisecond, "a2"}, {5 * time.Millisecond, "a3"}}, []int{3}},
+		{"different hashes never merge", 0, []arrival{{0, "a1"}, {0, "b1"}, {0, "a2"}}, []int{1, 2}},
+		{"an idle gap closes the window", 0, []arrival{{0, "a1"}, {120 * time.Millisecond, "a2"}}, []int{1, 1}},
+		{"the max timeout closes a busy window", 0, func() []arrival {
+			// A request every 20ms keeps the idle window open; the 200ms
+			// maximum closes it.
+			var out []arrival
+			for i := 0; i < 16; i++ {
+				out = append(out, arrival{20 * time.Millisecond, fmt.Sprintf("a%d", i)})
+			}
+			return out
+		}(), nil},
+		{"max items closes the window at once", 2, []arrival{{0, "a1"}, {0, "a2"}, {0, "a3"}}, []int{1, 2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			b := batcher.New(batcher.Options[string, string]{
+				IdleTimeout: 50 * time.Millisecond, MaxTimeout: 200 * time.Millisecond, MaxItems: tc.maxItems,
+				Hash: keyOf, Exec: rec.exec,
+			})
+			var wg sync.WaitGroup
+			results := make([]string, len(tc.arrivals))
+			for i, a := range tc.arrivals {
+				time.Sleep(a.after)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					out, err := b.Add(context.Background(), a.in)
+					assert.NoError(t, err)
+					results[i] = out
+				}()
+				// Keep the arrival order of simultaneous requests.
+				time.Sleep(time.Millisecond)
+			}
+			wg.Wait()
+			for i, a := range tc.arrivals {
+				assert.Regexp(t, "^"+a.in+"/[0-9]+$", results[i], "every caller gets its own answer")
+			}
+			if tc.wantSizes != nil {
+				assert.Equal(t, tc.wantSizes, rec.sizes())
+				return
+			}
+			sizes := rec.sizes()
+			assert.GreaterOrEqual(t, len(sizes), 2, "the max timeout split the stream: %v", sizes)
+			assert.Less(t, len(sizes), len(tc.arrivals), "but it was batched: %v", sizes)
+		})
+	}
+}
+
+func TestBatcherCancellation(t *testing.T) {
+	rec := &recorder{}
+	b := batcher.New(batcher.Options[string, string]{
+		IdleTimeout: 100 * time.Millisecond, MaxTimeout: time.Second, Hash: keyOf, Exec: rec.exec,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Add(ctx, "a-cancelled")
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled, "the caller returns at once")
+	out, err := b.Add(context.Background(), "a-kept")
+	require.NoError(t, err)
+	assert.Equal(t, "a-kept/1", out, "the cancelled request left the bucket before it was sent")
+
+	// A request whose context has already ended is never queued.
+	_, err = b.Add(ctx, "a-late")
+	require.ErrorIs(t, err, context.Canceled)
+	// Nor one that does not hash.
+	_, err = b.Add(context.Background(), "")
+	require.Error(t, err)
+	assert.Equal(t, []int{1}, rec.sizes())
+}
+
+func TestBatcherCancelWhileExecuting(t *testing.T) {
+	rec := &recorder{delay: 100 * time.Millisecond}
+	b := batcher.New(batcher.Options[string, string]{
+		IdleTimeout: 10 * time.Millisecond, MaxTimeout: time.Second, Hash: keyOf, Exec: rec.exec,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	_, err := b.Add(ctx, "a1")
+	require.ErrorIs(t, err, context.Canceled)
+	// The call was on the wire: it completes without its caller.
+	require.Eventually(t, func() bool { return len(rec.sizes()) == 1 }, time.Second, 10*time.Millisecond)
+}
+
+func TestBatcherExecFailures(t *testing.T) {
+	cases := []struct {
+		name string
+		exec func(context.Context, []string) []batcher.Result[string]
+		want string
+	}{
+		{"a panic fails every caller", func(context.Context, []string) []batcher.Result[string] { panic("boom") }, "panicked: boom"},
+		{"too few results fail the rest", func(context.Context, []string) []batcher.Result[string] { return nil }, "0 results for 2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := batcher.New(batcher.Options[string, string]{
+				IdleTimeout: 20 * time.Millisecond, MaxTimeout: time.Second, Hash: keyOf, Exec: tc.exec,
+			})
+			var wg sync.WaitGroup
+			for _, in := range []string{"a1", "a2"} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := b.Add(context.Background(), in)
+					assert.ErrorContains(t, err, tc.want)
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// TestBatcherConcurrentUse hammers one batcher from many goroutines (run
+// with -race) and checks every request is answered once and no goroutine
+// outlives its bucket.
+func TestBatcherConcurrentUse(t *testing.T) {
+	before := runtime.NumGoroutine()
+	rec := &recorder{}
+	b := batcher.New(batcher.Options[string, string]{
+		IdleTimeout: 5 * time.Millisecond, MaxTimeout: 50 * time.Millisecond, MaxItems: 7, Hash: keyOf, Exec: rec.exec,
+	})
+	var wg sync.WaitGroup
+	for i := 0; i < 400; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			if i%10 == 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*time.Millisecond)
+				defer cancel()
+			}
+			in := fmt.Sprintf("%c%d", 'a'+i%3, i)
+			out, err := b.Add(ctx, in)
+			if err != nil {
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				return
+			}
+			assert.Regexp(t, "^"+in+"/[1-7]$", out)
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, n := range rec.sizes() {
+		total += n
+	}
+	assert.LessOrEqual(t, total, 400)
+	assert.GreaterOrEqual(t, total, 360, "only the requests with a deadline may be dropped")
+	// Polled here, not with Eventually, which counts its own goroutines.
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("bucket goroutines leaked: %d before, %d now:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+}
