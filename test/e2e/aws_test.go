@@ -469,3 +469,160 @@ func TestAWSInterruption(t *testing.T) {
 	require.Equal(t, "0", attrs.Attributes["ApproximateNumberOfMessages"])
 	require.Equal(t, "0", attrs.Attributes["ApproximateNumberOfMessagesNotVisible"], "the message was deleted, not left in flight")
 }
+
+// awsSpread needs one node per pod (required hostname anti-affinity) on the
+// general-purpose pool.
+const awsSpread = `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: spread
+  namespace: default
+spec:
+  replicas: 3
+  selector:
+    matchLabels:
+      app: spread
+  template:
+    metadata:
+      labels:
+        app: spread
+    spec:
+      nodeSelector:
+        capacity.example.io/pool: general-purpose
+      terminationGracePeriodSeconds: 0
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector:
+                matchLabels:
+                  app: spread
+              topologyKey: kubernetes.io/hostname
+      containers:
+        - name: pause
+          image: public.ecr.aws/eks-distro/kubernetes/pause:3.10
+          resources:
+            requests:
+              cpu: "1"
+              memory: 256Mi
+`
+
+// TestAWSDrift edits the examples' EC2NodeClass under three nodes (the
+// pool's default budget, 10%, allows one disruption at a time) and checks
+// AWS drift end to end through the controller binary:
+//   - a static field (spec.tags): the class hash moves, the NodeClaims go
+//     Drifted with NodeClassDrift, and are replaced one at a time by
+//     instances carrying the new tag;
+//   - the AMI (an id term naming a newer image): AMIDrift, and the
+//     replacements run the new image.
+func TestAWSDrift(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	e := newAWSEnv(t, ctx)
+	cp := e.cp
+	applyExamples(t, ctx, cp, "00-ec2nodeclass.yaml", "01-nodepool.yaml")
+	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(awsSpread)))
+	e.startAWSController(t, "controller")
+
+	// settled waits for 3 Ready NodeClaims, none deleting, all passing
+	// check, with 3 spread pods running, and returns them.
+	settled := func(what string, check func(v1.NodeClaim) bool) []v1.NodeClaim {
+		t.Helper()
+		var out []v1.NodeClaim
+		require.Eventually(t, func() bool {
+			var claims v1.NodeClaimList
+			if cp.Client.List(ctx, &claims) != nil || len(claims.Items) != 3 || runningOnOurNodes(ctx, t, cp, "app=spread") != 3 {
+				return false
+			}
+			for _, nc := range claims.Items {
+				if nc.DeletionTimestamp != nil || !conditionTrue(nc.Status.Conditions, v1.ConditionTypeReady) || !check(nc) {
+					return false
+				}
+			}
+			out = claims.Items
+			return true
+		}, 5*time.Minute, time.Second, what)
+		return out
+	}
+	// replaced edits the class, then samples every 200ms until the three
+	// NodeClaims before the edit are gone: never more than one of them is
+	// disrupted at once, and each went Drifted with reason.
+	replaced := func(before []v1.NodeClaim, reason string, edit func(*awsv1.EC2NodeClass)) {
+		t.Helper()
+		old := map[string]bool{}
+		for _, nc := range before {
+			old[nc.Name] = true
+		}
+		class := &awsv1.EC2NodeClass{}
+		require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: "default"}, class))
+		edit(class)
+		require.NoError(t, cp.Client.Update(ctx, class))
+		drifted := map[string]bool{}
+		maxDisrupted := 0
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			var claims v1.NodeClaimList
+			require.NoError(t, cp.Client.List(ctx, &claims))
+			left, disrupted := 0, 0
+			for _, nc := range claims.Items {
+				if !old[nc.Name] {
+					continue
+				}
+				left++
+				if nc.DeletionTimestamp != nil {
+					disrupted++
+				}
+				for _, c := range nc.Status.Conditions {
+					if c.Type == v1.ConditionTypeDrifted && c.Status == metav1.ConditionTrue && c.Reason == reason {
+						drifted[nc.Name] = true
+					}
+				}
+			}
+			maxDisrupted = max(maxDisrupted, disrupted)
+			if left == 0 {
+				break
+			}
+			require.Truef(t, time.Now().Before(deadline), "%d of the drifted NodeClaims still there after 5m", left)
+			time.Sleep(200 * time.Millisecond)
+		}
+		require.LessOrEqual(t, maxDisrupted, 1, "the budget allows one disruption at a time")
+		require.Len(t, drifted, 3, "every replaced NodeClaim was Drifted with %s", reason)
+	}
+
+	before := settled("three nodes for the spread pods", func(v1.NodeClaim) bool { return true })
+	class := &awsv1.EC2NodeClass{}
+	require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: "default"}, class))
+	hash := class.Annotations[awsv1.AnnotationEC2NodeClassHash]
+	require.NotEmpty(t, hash, "the class carries its hash")
+	for _, nc := range before {
+		require.Equal(t, hash, nc.Annotations[awsv1.AnnotationEC2NodeClassHash], "launched with the class's hash")
+	}
+
+	replaced(before, "NodeClassDrift", func(c *awsv1.EC2NodeClass) { c.Spec.Tags = map[string]string{"team": "drift"} })
+	after := settled("three replacements with the new tag", func(nc v1.NodeClaim) bool {
+		return nc.Annotations[awsv1.AnnotationEC2NodeClassHash] != hash
+	})
+	for _, nc := range after {
+		_, id, _ := parseAWSProviderID(nc.Status.ProviderID)
+		inst, ok := e.liveInstances(t, ctx)[id]
+		require.True(t, ok)
+		tags := map[string]string{}
+		for _, tag := range inst.Tags {
+			tags[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+		}
+		require.Equal(t, "drift", tags["team"], "the replacement %s carries the new tag", id)
+	}
+
+	// A newer AL2023 release, selected by id.
+	v, err := cp.Kubernetes.Discovery().ServerVersion()
+	require.NoError(t, err)
+	img, err := e.local.PublishImage(ctx, awslocal.Series{Family: awslocal.FamilyAL2023, KubernetesVersion: v.Major + "." + strings.TrimSuffix(v.Minor, "+"), Arch: "x86_64", Variant: "standard"})
+	require.NoError(t, err)
+	require.NotEqual(t, after[0].Status.ImageID, img.ID)
+	replaced(after, "AMIDrift", func(c *awsv1.EC2NodeClass) {
+		c.Spec.AMIFamily = aws.String("AL2023")
+		c.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{ID: img.ID}}
+	})
+	settled("three replacements on the new image", func(nc v1.NodeClaim) bool { return nc.Status.ImageID == img.ID })
+	require.Len(t, e.liveInstances(t, ctx), 3, "no instance left behind")
+}
