@@ -198,6 +198,21 @@ func TestAWSExperiments(t *testing.T) {
 		require.Equal(t, "general-purpose", node.Labels["capacity.example.io/pool"], "the template label reached the node through user data")
 		require.Equal(t, "general-purpose", node.Labels[v1.NodePoolLabelKey])
 	}
+	// After registration the instances get their Name tag.
+	require.Eventually(t, func() bool {
+		live := e.liveInstances(t, ctx)
+		for _, nc := range claims.Items {
+			_, id, _ := parseAWSProviderID(nc.Status.ProviderID)
+			named := false
+			for _, tag := range live[id].Tags {
+				named = named || aws.ToString(tag.Key) == "Name" && aws.ToString(tag.Value) == nc.Status.NodeName
+			}
+			if !named {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, time.Second, "every instance should be tagged Name=<node name>")
 	for _, nc := range claims.Items {
 		t.Logf("%s: %s %s %s %s", nc.Name, nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone], nc.Status.ProviderID, nc.Status.ImageID)
 	}

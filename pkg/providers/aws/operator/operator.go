@@ -36,6 +36,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass"
 	nodeclasshash "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass/hash"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/tagging"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instanceprofile"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
@@ -152,7 +153,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 }
 
 // Register adds the AWS controllers to mgr: EC2NodeClass status,
-// finalization and hash, the refresher of prices and instance types, the
+// finalization and hash, post-registration instance tags, the refresher of prices and instance types, the
 // instance-status check, and, when INTERRUPTION_QUEUE names a queue, the
 // interruption controller.
 func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
@@ -164,6 +165,7 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 	}{
 		p.nodeClass,
 		nodeclasshash.NewController(kube),
+		tagging.NewController(kube, p.clients.EC2, s.ClusterName),
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Recorder: recorder, Clock: p.opts.Clock}),
 	}
 	if s.InterruptionQueue != "" {

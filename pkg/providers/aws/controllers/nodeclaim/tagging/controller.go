@@ -1,0 +1,161 @@
+// Package tagging owns the instance tags that can only be written once a
+// NodeClaim's Node has registered: Name (the node's name, which EC2 shows in
+// its console), karpenter.sh/nodeclaim and eks:eks-cluster-name, as upstream.
+// A tagged NodeClaim carries the karpenter.k8s.aws/tagged annotation so each
+// instance is tagged once; an existing Name tag is never overwritten.
+package tagging
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
+)
+
+// NameTagKey is EC2's display-name tag.
+const NameTagKey = "Name"
+
+// EC2API is the part of *ec2.Client the controller uses.
+type EC2API interface {
+	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	CreateTags(ctx context.Context, in *ec2.CreateTagsInput, opts ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error)
+}
+
+// Controller tags registered NodeClaims' instances.
+type Controller struct {
+	kube        client.Client
+	ec2         EC2API
+	clusterName string
+	// limiter keeps to upstream's one CreateTags call per second, so a
+	// scale-up of hundreds of nodes does not eat the account's EC2
+	// mutating-call budget that launches need.
+	limiter *rate.Limiter
+}
+
+// NewController returns the tagging controller for clusterName's instances.
+func NewController(kube client.Client, api EC2API, clusterName string) *Controller {
+	return &Controller{kube: kube, ec2: api, clusterName: clusterName, limiter: rate.NewLimiter(rate.Every(time.Second), 1)}
+}
+
+// Name is the controller's name in logs and metrics.
+func (c *Controller) Name() string { return "nodeclaim.tagging" }
+
+// Register adds the controller to mgr; it sees only registered, untagged
+// NodeClaims of EC2NodeClasses.
+func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
+	return builder.ControllerManagedBy(mgr).
+		Named(c.Name()).
+		For(&v1.NodeClaim{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			nc, ok := o.(*v1.NodeClaim)
+			return ok && needsTags(nc)
+		}), predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }})).
+		Complete(c)
+}
+
+func needsTags(nc *v1.NodeClaim) bool {
+	if nc.Annotations[awsv1.AnnotationInstanceTagged] == "true" || !nc.DeletionTimestamp.IsZero() {
+		return false
+	}
+	if nc.Spec.NodeClassRef == nil || nc.Spec.NodeClassRef.Group != awsv1.Group {
+		return false
+	}
+	reg := meta.FindStatusCondition(nc.GetConditions(), v1.ConditionTypeRegistered)
+	return reg != nil && reg.Status == metav1.ConditionTrue && nc.Status.NodeName != "" && nc.Status.ProviderID != ""
+}
+
+// Reconcile tags one NodeClaim's instance and marks the NodeClaim tagged.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	nc := &v1.NodeClaim{}
+	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !needsTags(nc) {
+		return reconcile.Result{}, nil
+	}
+	id, err := instance.ParseProviderID(nc.Status.ProviderID)
+	if err != nil {
+		// Not an AWS instance: nothing this controller can tag, ever.
+		return reconcile.Result{}, nil
+	}
+	if err := c.limiter.Wait(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
+	tags, err := c.tagsToAdd(ctx, id, nc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(tags) > 0 {
+		if _, err := c.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: tags}); err != nil {
+			if notFound(err) {
+				// The instance is gone; the lifecycle and GC handle that.
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, fmt.Errorf("tagging instance %s of nodeclaim %s: %w", id, nc.Name, err)
+		}
+	}
+	stored := nc.DeepCopy()
+	if nc.Annotations == nil {
+		nc.Annotations = map[string]string{}
+	}
+	nc.Annotations[awsv1.AnnotationInstanceTagged] = "true"
+	nc.Annotations[awsv1.AnnotationClusterNameTaggedCompatibility] = "true"
+	if err := c.kube.Patch(ctx, nc, client.MergeFrom(stored)); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("marking nodeclaim %s tagged: %w", nc.Name, err))
+	}
+	return reconcile.Result{}, nil
+}
+
+// tagsToAdd are the post-registration tags the instance lacks; an existing
+// Name (the user's, or an earlier pass's) is kept.
+func (c *Controller) tagsToAdd(ctx context.Context, id string, nc *v1.NodeClaim) ([]ec2types.Tag, error) {
+	out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if err != nil {
+		if notFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("describing instance %s of nodeclaim %s: %w", id, nc.Name, err)
+	}
+	have := map[string]string{}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			for _, t := range i.Tags {
+				have[aws.ToString(t.Key)] = aws.ToString(t.Value)
+			}
+		}
+	}
+	want := []struct{ key, value string }{
+		{NameTagKey, nc.Status.NodeName},
+		{awsv1.NodeClaimTagKey, nc.Name},
+		{awsv1.EKSClusterNameTagKey, c.clusterName},
+	}
+	var tags []ec2types.Tag
+	for _, w := range want {
+		if _, ok := have[w.key]; ok || w.value == "" {
+			continue
+		}
+		tags = append(tags, ec2types.Tag{Key: aws.String(w.key), Value: aws.String(w.value)})
+	}
+	return tags, nil
+}
+
+// notFound reports EC2's answers for an instance that no longer exists.
+func notFound(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "InvalidInstanceID.NotFound")
+}
