@@ -463,14 +463,20 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 		}
 	}
 	launchedAny := first != nil
+	shortfall := 0
+	for _, g := range groups {
+		shortfall += len(g.ids)
+	}
+	shortfall = req.Total - shortfall
 	for _, cd := range cands {
 		fe, bad := failed[cd]
 		if !bad {
 			continue
 		}
 		// EC2 reports the pools it tried before the one it launched from;
-		// with nothing launched, every pool it tried.
-		if !launchedAny || strings.HasPrefix(req.Strategy, "capacity-optimized") || preferred(cd, first, req) {
+		// with nothing launched, or less than the target, every pool it
+		// tried (the reason the rest of the target is missing).
+		if !launchedAny || shortfall > 0 || strings.HasPrefix(req.Strategy, "capacity-optimized") || preferred(cd, first, req) {
 			errs = append(errs, fe)
 		}
 	}
