@@ -2,3 +2,21 @@ package instance
 
 // CapOverrides exposes capOverrides to the tests.
 var CapOverrides = capOverrides
+
+// AssignOwners exposes assignOwners to the tests.
+var AssignOwners = assignOwners
+
+// MemberTags and Members expose the member-tag encoding to the tests.
+var (
+	MemberTags = memberTags
+	Members    = members
+)
+
+// ChunkByTagBudget runs chunkByTagBudget on launches of these NodeClaims.
+func ChunkByTagBudget(names []string, budget int) []int {
+	ls := make([]*launch, len(names))
+	for i, n := range names {
+		ls[i] = &launch{req: Request{NodeClaimName: n}}
+	}
+	return chunkByTagBudget(ls, budget)
+}

@@ -4,8 +4,11 @@
 // capped at MaxInstanceTypes types), tags them with the NodeClaim, NodePool,
 // EC2NodeClass and cluster, records offerings EC2 had no capacity for in the
 // unavailable-offerings cache, and finds (DescribeInstances by tag) and
-// terminates them. Create is idempotent per NodeClaim: an instance already
-// tagged with the NodeClaim's name is returned instead of a new launch.
+// terminates them. Identical launches arriving together share one
+// CreateFleet (fleetbatch.go, as upstream's batcher). Create is idempotent
+// per NodeClaim: an instance already tagged with the NodeClaim's name, or
+// one a batched launch made for it before a crash, is returned instead of
+// a new launch.
 package instance
 
 import (
@@ -24,6 +27,7 @@ import (
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/batcher"
 )
 
 // MaxInstanceTypes caps how many instance types one CreateFleet request
@@ -59,6 +63,7 @@ type EC2API interface {
 	CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	CreateTags(context.Context, *ec2.CreateTagsInput, ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error)
 }
 
 // UnavailableOfferings is the insufficient-capacity cache
@@ -135,12 +140,18 @@ type Provider struct {
 	ec2         EC2API
 	clusterName string
 	unavailable UnavailableOfferings
+	fleets      *batcher.Batcher[*launch, *Instance]
 }
 
 // NewProvider returns a provider for clusterName's instances; unavailable
 // may be nil.
 func NewProvider(api EC2API, clusterName string, unavailable UnavailableOfferings) *Provider {
-	return &Provider{ec2: api, clusterName: clusterName, unavailable: unavailable}
+	p := &Provider{ec2: api, clusterName: clusterName, unavailable: unavailable}
+	p.fleets = batcher.New(batcher.Options[*launch, *Instance]{
+		IdleTimeout: FleetBatchIdle, MaxTimeout: FleetBatchMax, MaxItems: FleetBatchMaxItems,
+		Hash: (*launch).hash, Exec: p.launchAll,
+	})
+	return p
 }
 
 // Tags are the tags of every resource a launch creates: the class's tags,
@@ -161,25 +172,31 @@ func Tags(clusterName, nodePool, nodeClaim, nodeClass string, classTags map[stri
 }
 
 // Create launches one instance for req, or returns the one already tagged
-// with req's NodeClaim.
+// with req's NodeClaim, or claims the one a batched launch made for it
+// before a crash. Identical launches arriving together share one
+// CreateFleet (fleetbatch.go).
 func (p *Provider) Create(ctx context.Context, req Request) (*Instance, error) {
 	if existing, err := p.findByNodeClaim(ctx, req.NodeClaimName); err != nil {
 		return nil, err
 	} else if existing != nil {
 		return existing, nil
 	}
+	if adopted, err := p.claimUnclaimed(ctx, req.NodeClaimName); err != nil {
+		return nil, err
+	} else if adopted != nil {
+		return adopted, nil
+	}
 	configs := capOverrides(req.Configs, MaxInstanceTypes)
 	if len(configs) == 0 {
 		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no %s offering to launch for nodeclaim %s", req.CapacityType, req.NodeClaimName))
 	}
-	zoneOf := map[string]string{}
-	imageOf := map[string]string{}
+	l := &launch{req: req, zoneOf: map[string]string{}, imageOf: map[string]string{}}
 	var ltConfigs []ec2types.FleetLaunchTemplateConfigRequest
 	for _, c := range configs {
-		imageOf[c.LaunchTemplateName] = c.ImageID
+		l.imageOf[c.LaunchTemplateName] = c.ImageID
 		overrides := make([]ec2types.FleetLaunchTemplateOverridesRequest, 0, len(c.Overrides))
 		for _, o := range c.Overrides {
-			zoneOf[o.SubnetID] = o.Zone
+			l.zoneOf[o.SubnetID] = o.Zone
 			overrides = append(overrides, ec2types.FleetLaunchTemplateOverridesRequest{
 				InstanceType:     ec2types.InstanceType(o.InstanceType),
 				SubnetId:         aws.String(o.SubnetID),
@@ -193,62 +210,27 @@ func (p *Provider) Create(ctx context.Context, req Request) (*Instance, error) {
 			Overrides: overrides,
 		})
 	}
-	tags := ec2Tags(Tags(p.clusterName, req.NodePoolName, req.NodeClaimName, req.NodeClassName, req.ClassTags))
-	in := &ec2.CreateFleetInput{
+	// The shared tags only: the NodeClaim's own tag is added per launch,
+	// so that identical launches for different NodeClaims hash alike.
+	l.tags = Tags(p.clusterName, req.NodePoolName, "", req.NodeClassName, req.ClassTags)
+	l.input = &ec2.CreateFleetInput{
 		Type:                  ec2types.FleetTypeInstant,
 		LaunchTemplateConfigs: ltConfigs,
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
 			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(req.CapacityType),
 			TotalTargetCapacity:       aws.Int32(1),
 		},
-		TagSpecifications: []ec2types.TagSpecification{
-			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
-			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
-			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
-		},
 	}
 	if req.CapacityType == CapacityTypeSpot {
-		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
+		l.input.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
 	} else {
-		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
+		l.input.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
 	}
-	out, err := p.ec2.CreateFleet(ctx, in)
+	inst, err := p.fleets.Add(ctx, l)
 	if err != nil {
-		// A launch template deleted behind our back, a throttle that outlived
-		// the retries: the lifecycle retries the NodeClaim.
-		return nil, cloudprovider.NewCreateError(fmt.Errorf("creating fleet for nodeclaim %s: %w", req.NodeClaimName, err), "LaunchFailed", "CreateFleet failed")
+		return nil, err
 	}
-	iced := p.recordErrors(out.Errors, req.CapacityType, zoneOf)
-	for _, fi := range out.Instances {
-		if len(fi.InstanceIds) == 0 {
-			continue
-		}
-		inst := &Instance{
-			ID:           fi.InstanceIds[0],
-			Type:         string(fi.InstanceType),
-			CapacityType: capacityTypeOf(fi.Lifecycle),
-			State:        "pending",
-			Tags:         Tags(p.clusterName, req.NodePoolName, req.NodeClaimName, req.NodeClassName, req.ClassTags),
-			LaunchTime:   time.Now(),
-		}
-		if lto := fi.LaunchTemplateAndOverrides; lto != nil {
-			if lto.Overrides != nil {
-				inst.SubnetID = aws.ToString(lto.Overrides.SubnetId)
-				inst.Zone = aws.ToString(lto.Overrides.AvailabilityZone)
-				if inst.Zone == "" {
-					inst.Zone = zoneOf[inst.SubnetID]
-				}
-			}
-			if lto.LaunchTemplateSpecification != nil {
-				inst.ImageID = imageOf[aws.ToString(lto.LaunchTemplateSpecification.LaunchTemplateName)]
-			}
-		}
-		return inst, nil
-	}
-	if len(iced) > 0 {
-		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("creating fleet for nodeclaim %s: %s", req.NodeClaimName, fleetErrors(out.Errors)), iced...)
-	}
-	return nil, cloudprovider.NewCreateError(fmt.Errorf("creating fleet for nodeclaim %s: no instance launched: %s", req.NodeClaimName, fleetErrors(out.Errors)), "LaunchFailed", fleetErrors(out.Errors))
+	return inst, nil
 }
 
 // recordErrors marks the offerings CreateFleet had no capacity for as
@@ -365,13 +347,39 @@ func (p *Provider) Get(ctx context.Context, id string) (*Instance, error) {
 	return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
 }
 
-// List returns the cluster's live instances launched for NodeClaims.
+// List returns the cluster's live instances launched for NodeClaims. An
+// instance a batched launch left unclaimed (the controller died before
+// tagging it) is named after the NodeClaim that will claim it, so garbage
+// collection leaves it to that NodeClaim, and without a name when that
+// NodeClaim never will, so it is collected.
 func (p *Provider) List(ctx context.Context) ([]*Instance, error) {
-	return p.describe(ctx, []ec2types.Filter{
+	out, err := p.describe(ctx, []ec2types.Filter{
 		{Name: aws.String("tag-key"), Values: []string{awsv1.NodeClaimTagKey}},
 		{Name: aws.String("tag:" + awsv1.KubernetesClusterTagKeyPrefix + p.clusterName), Values: []string{"owned"}},
 		{Name: aws.String("instance-state-name"), Values: States},
 	})
+	if err != nil {
+		return nil, err
+	}
+	unclaimed, err := p.unclaimed(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing unclaimed instances: %w", err)
+	}
+	owners := map[string]map[string]string{}
+	for _, inst := range unclaimed {
+		batch := inst.Tags[TagLaunchBatch]
+		if _, ok := owners[batch]; !ok {
+			if owners[batch], err = p.batchOwners(ctx, batch); err != nil {
+				return nil, fmt.Errorf("listing launch batch %s: %w", batch, err)
+			}
+		}
+		if owner, ok := owners[batch][inst.ID]; ok {
+			// In memory only: the tag the claim will write.
+			inst.Tags[awsv1.NodeClaimTagKey] = owner
+		}
+		out = append(out, inst)
+	}
+	return out, nil
 }
 
 // findByNodeClaim returns the live instance tagged with the NodeClaim's

@@ -1,0 +1,281 @@
+package instance_test
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
+	"github.com/karpenter-go/karpenter/test/awslocal"
+)
+
+// launchEnv is a launch template and a subnet in us-east-1a on the local
+// AWS, and a cluster name of its own.
+type launchEnv struct {
+	cluster string
+	lt      string
+	image   string
+	subnet  string
+}
+
+func newLaunchEnv(t *testing.T) *launchEnv {
+	t.Helper()
+	ctx := context.Background()
+	e := &launchEnv{cluster: "c-" + uuid.NewString()[:8]}
+	img, ok := local.LatestImage(awslocal.Series{Family: awslocal.FamilyAL2023, KubernetesVersion: "1.33", Arch: "x86_64", Variant: "standard"})
+	require.True(t, ok)
+	e.image = img.ID
+	subnets, err := ec2API.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
+		{Name: aws.String("availability-zone"), Values: []string{"us-east-1a"}}, {Name: aws.String("default-for-az"), Values: []string{"true"}}}})
+	require.NoError(t, err)
+	require.NotEmpty(t, subnets.Subnets)
+	e.subnet = aws.ToString(subnets.Subnets[0].SubnetId)
+	e.lt = "karpenter.k8s.aws/" + e.cluster
+	_, err = ec2API.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: &e.lt,
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: &e.image}})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		local.ClearCapacity()
+		p := instance.NewProvider(ec2API, e.cluster, nil)
+		insts, err := p.List(ctx)
+		if err != nil {
+			return
+		}
+		for _, i := range insts {
+			_ = p.Delete(ctx, i.ID)
+		}
+	})
+	return e
+}
+
+func (e *launchEnv) request(nodeClaim, instanceType string) instance.Request {
+	return instance.Request{
+		NodeClaimName: nodeClaim, NodePoolName: "default", NodeClassName: "default",
+		CapacityType: instance.CapacityTypeOnDemand,
+		Configs: []instance.LaunchConfig{{LaunchTemplateName: e.lt, ImageID: e.image, Overrides: []instance.Override{
+			{InstanceType: instanceType, Zone: "us-east-1a", SubnetID: e.subnet, Price: 0.1},
+		}}},
+	}
+}
+
+type outcome struct {
+	inst *instance.Instance
+	err  error
+}
+
+// createAll calls Create for every request at once.
+func createAll(p *instance.Provider, reqs []instance.Request) []outcome {
+	out := make([]outcome, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inst, err := p.Create(context.Background(), r)
+			out[i] = outcome{inst, err}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// describeTags are the tags of the cluster's live instances, by id.
+func (e *launchEnv) describeTags(t *testing.T) map[string]map[string]string {
+	t.Helper()
+	out := map[string]map[string]string{}
+	res, err := ec2API.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:kubernetes.io/cluster/" + e.cluster), Values: []string{"owned"}},
+		{Name: aws.String("instance-state-name"), Values: instance.States},
+	}})
+	require.NoError(t, err)
+	for _, r := range res.Reservations {
+		for _, i := range r.Instances {
+			tags := map[string]string{}
+			for _, tag := range i.Tags {
+				tags[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+			}
+			out[aws.ToString(i.InstanceId)] = tags
+		}
+	}
+	return out
+}
+
+// TestBatchedLaunches: identical launches that arrive together share one
+// CreateFleet, every NodeClaim gets its own instance tagged with its name,
+// different launches are not merged, and when EC2 has fewer instances than
+// asked the NodeClaims left over get insufficient capacity.
+func TestBatchedLaunches(t *testing.T) {
+	cases := []struct {
+		name       string
+		types      []string // one launch per entry, all at once
+		capacity   int      // m5.large capacity in us-east-1a, 0 for unlimited
+		wantFleets int
+		wantICE    int
+	}{
+		{"one launch is one plain CreateFleet", []string{"m5.large"}, 0, 1, 0},
+		{"six identical launches are one CreateFleet", []string{"m5.large", "m5.large", "m5.large", "m5.large", "m5.large", "m5.large"}, 0, 1, 0},
+		{"different requests are not merged", []string{"m5.large", "c5.large", "m5.large", "c5.large"}, 0, 2, 0},
+		{"partial fulfilment: the rest get insufficient capacity", []string{"m5.large", "m5.large", "m5.large", "m5.large"}, 2, 1, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newLaunchEnv(t)
+			if tc.capacity > 0 {
+				require.NoError(t, local.SetCapacity("m5.large", "us-east-1a", "on-demand", tc.capacity))
+			}
+			p := instance.NewProvider(ec2API, e.cluster, nil)
+			var reqs []instance.Request
+			for i, it := range tc.types {
+				reqs = append(reqs, e.request(e.cluster+"-nc-"+string(rune('a'+i)), it))
+			}
+			fleets := local.Calls("ec2", "CreateFleet")
+			outs := createAll(p, reqs)
+			assert.Equal(t, tc.wantFleets, local.Calls("ec2", "CreateFleet")-fleets, "CreateFleet calls")
+
+			tags := e.describeTags(t)
+			ice, seen := 0, map[string]bool{}
+			for i, o := range outs {
+				if o.err != nil {
+					require.True(t, cloudprovider.IsInsufficientCapacityError(o.err), "%s: %v", reqs[i].NodeClaimName, o.err)
+					ice++
+					continue
+				}
+				require.False(t, seen[o.inst.ID], "instance %s handed out twice", o.inst.ID)
+				seen[o.inst.ID] = true
+				assert.Equal(t, tc.types[i], o.inst.Type)
+				assert.Equal(t, "us-east-1a", o.inst.Zone)
+				assert.Equal(t, e.image, o.inst.ImageID)
+				assert.Equal(t, reqs[i].NodeClaimName, tags[o.inst.ID]["karpenter.sh/nodeclaim"], "EC2 tags %s with its NodeClaim", o.inst.ID)
+				assert.Equal(t, reqs[i].NodeClaimName, o.inst.Tags["karpenter.sh/nodeclaim"])
+				assert.Equal(t, "default", tags[o.inst.ID]["karpenter.sh/nodepool"])
+				if st, batched := tags[o.inst.ID][instance.TagLaunchState]; batched {
+					assert.Equal(t, "claimed", st)
+				}
+			}
+			assert.Equal(t, tc.wantICE, ice)
+			assert.Len(t, tags, len(outs)-ice, "no instance without a NodeClaim")
+
+			// Create stays idempotent: asking again returns the same instances.
+			again := createAll(p, reqs)
+			assert.GreaterOrEqual(t, tc.wantFleets+ice, local.Calls("ec2", "CreateFleet")-fleets, "no CreateFleet for a NodeClaim that has its instance")
+			for i, o := range outs {
+				if o.err == nil {
+					require.NoError(t, again[i].err)
+					assert.Equal(t, o.inst.ID, again[i].inst.ID)
+				}
+			}
+		})
+	}
+}
+
+// failingTags is the EC2 client of a controller that dies right after a
+// batched CreateFleet: no instance gets its NodeClaim tag.
+type failingTags struct{ *ec2.Client }
+
+func (failingTags) CreateTags(context.Context, *ec2.CreateTagsInput, ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {
+	return nil, errors.New("the controller died")
+}
+
+// TestBatchedLaunchSurvivesACrash: a batched CreateFleet launched, and
+// none of its instances got its NodeClaim tag. A new provider (the
+// restarted controller) lists each instance under the NodeClaim that will
+// claim it, every NodeClaim's Create adopts its own instance without a new
+// CreateFleet, and an instance whose NodeClaim never comes back is listed
+// without a name for garbage collection, even after another of the batch's
+// instances is terminated.
+func TestBatchedLaunchSurvivesACrash(t *testing.T) {
+	e := newLaunchEnv(t)
+	var reqs []instance.Request
+	for _, n := range []string{"a", "b", "c", "d"} {
+		reqs = append(reqs, e.request(e.cluster+"-"+n, "m5.large"))
+	}
+	fleets := local.Calls("ec2", "CreateFleet")
+	for _, o := range createAll(instance.NewProvider(failingTags{ec2API}, e.cluster, nil), reqs) {
+		require.Error(t, o.err)
+	}
+	require.Equal(t, 1, local.Calls("ec2", "CreateFleet")-fleets)
+	tags := e.describeTags(t)
+	require.Len(t, tags, 4)
+	for id, tg := range tags {
+		assert.Equal(t, "unclaimed", tg[instance.TagLaunchState], id)
+		assert.NotContains(t, tg, "karpenter.sh/nodeclaim", id)
+	}
+
+	restarted := instance.NewProvider(ec2API, e.cluster, nil)
+	listed := func() map[string]string {
+		insts, err := restarted.List(context.Background())
+		require.NoError(t, err)
+		out := map[string]string{}
+		for _, i := range insts {
+			out[i.ID] = i.Tags["karpenter.sh/nodeclaim"]
+		}
+		return out
+	}
+	owners := listed()
+	require.Len(t, owners, 4, "garbage collection sees the unclaimed instances")
+	ids := make([]string, 0, 4)
+	for id := range owners {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	// The batch's order is the order the launches arrived in.
+	order := instance.Members(tags[ids[0]])
+	byName := map[string]instance.Request{}
+	for _, r := range reqs {
+		byName[r.NodeClaimName] = r
+	}
+	reqs = reqs[:0]
+	for _, n := range order {
+		reqs = append(reqs, byName[n])
+	}
+	for i, id := range ids {
+		assert.Equal(t, reqs[i].NodeClaimName, owners[id], "members in order own instances in id order")
+	}
+
+	// a and c come back first (their Create runs again); b's NodeClaim is
+	// gone, so nobody claims its instance; d comes back last.
+	for _, i := range []int{2, 0} {
+		inst, err := restarted.Create(context.Background(), reqs[i])
+		require.NoError(t, err)
+		assert.Equal(t, ids[i], inst.ID, "%s adopts its own instance", reqs[i].NodeClaimName)
+	}
+	assert.Equal(t, 1, local.Calls("ec2", "CreateFleet")-fleets, "no second launch")
+	tags = e.describeTags(t)
+	assert.Equal(t, reqs[0].NodeClaimName, tags[ids[0]]["karpenter.sh/nodeclaim"])
+	assert.Equal(t, "claimed", tags[ids[2]][instance.TagLaunchState])
+
+	// Garbage collection terminates b's instance (its NodeClaim is gone):
+	// d keeps its own.
+	require.NoError(t, restarted.Delete(context.Background(), ids[1]))
+	require.Eventually(t, func() bool { _, live := listed()[ids[1]]; return !live }, 30*time.Second, 200*time.Millisecond)
+	assert.Equal(t, reqs[3].NodeClaimName, listed()[ids[3]])
+	inst, err := restarted.Create(context.Background(), reqs[3])
+	require.NoError(t, err)
+	assert.Equal(t, ids[3], inst.ID)
+	assert.Equal(t, 1, local.Calls("ec2", "CreateFleet")-fleets, "still one launch for the whole batch")
+}
+
+// TestBatchedLaunchCancelled: a NodeClaim whose context ends while its
+// batch window is open launches nothing.
+func TestBatchedLaunchCancelled(t *testing.T) {
+	e := newLaunchEnv(t)
+	p := instance.NewProvider(ec2API, e.cluster, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	fleets := local.Calls("ec2", "CreateFleet")
+	_, err := p.Create(ctx, e.request(e.cluster+"-a", "m5.large"))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, 0, local.Calls("ec2", "CreateFleet")-fleets)
+	assert.Empty(t, e.describeTags(t))
+}
