@@ -192,5 +192,6 @@ func All() []prometheus.Collector {
 	out = append(out, DisruptionCollectors()...)
 	out = append(out, ConsolidationCollectors()...)
 	out = append(out, InterruptionCollectors()...)
+	out = append(out, OfferingCollectors()...)
 	return append(out, NodeClaimsUnhealthyDisruptedTotal)
 }

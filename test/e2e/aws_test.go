@@ -35,6 +35,8 @@ type awsEnv struct {
 	cp    *controlplane.ControlPlane
 	local *awslocal.Local
 	ec2   *ec2.Client
+	// metricsPort is the last started controller's.
+	metricsPort int
 }
 
 func newAWSEnv(t *testing.T, ctx context.Context) *awsEnv {
@@ -62,10 +64,11 @@ func newAWSEnv(t *testing.T, ctx context.Context) *awsEnv {
 func (e *awsEnv) startAWSController(t *testing.T, name string, extra ...string) int {
 	t.Helper()
 	env := append(e.local.Env(), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+e.cp.Config.Host)
+	e.metricsPort = freePort(t)
 	args := append([]string{
 		"--cloud-provider=aws",
 		"--kubeconfig=" + e.cp.KubeconfigPath,
-		"--metrics-port=" + strconv.Itoa(freePort(t)),
+		"--metrics-port=" + strconv.Itoa(e.metricsPort),
 		"--health-probe-port=" + strconv.Itoa(freePort(t)),
 		"--leader-election-namespace=kube-system",
 	}, extra...)
@@ -220,6 +223,32 @@ func TestAWSExperiments(t *testing.T) {
 	for _, msg := range []string{"discovered cluster", "launched nodeclaim", "registered nodeclaim", "initialized nodeclaim"} {
 		require.Contains(t, log, `"message":"`+msg+`"`)
 	}
+
+	// The provider's gauges: the offering the fleet runs on is priced at
+	// the local AWS's on-demand price and available.
+	it := claims.Items[0].Labels[corev1.LabelInstanceTypeStable]
+	zone := claims.Items[0].Labels[corev1.LabelTopologyZone]
+	price, ok := e.local.OnDemandPrice(it, "us-east-1")
+	require.True(t, ok)
+	var samples []metricSample
+	gauge := func(name string) (float64, bool) {
+		for _, m := range samples {
+			if m.name == name && m.labels["instance_type"] == it && m.labels["zone"] == zone && m.labels["capacity_type"] == "on-demand" {
+				return m.value, true
+			}
+		}
+		return 0, false
+	}
+	require.Eventually(t, func() bool {
+		samples, _ = scrapeMetrics(ctx, e.metricsPort)
+		_, ok := gauge("karpenter_cloudprovider_instance_type_offering_available")
+		return ok
+	}, 30*time.Second, time.Second, "offering_available for %s/%s", it, zone)
+	available, _ := gauge("karpenter_cloudprovider_instance_type_offering_available")
+	require.Equal(t, 1.0, available)
+	estimate, ok := gauge("karpenter_cloudprovider_instance_type_offering_price_estimate")
+	require.True(t, ok)
+	require.InDelta(t, price, estimate, 1e-9)
 
 	// The negative experiment: arm64 against the amd64 pool.
 	pod := &corev1.Pod{
@@ -641,3 +670,4 @@ func TestAWSDrift(t *testing.T) {
 	settled("three replacements on the new image", func(nc v1.NodeClaim) bool { return nc.Status.ImageID == img.ID })
 	require.Len(t, e.liveInstances(t, ctx), 3, "no instance left behind")
 }
+

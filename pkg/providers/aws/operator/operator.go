@@ -34,6 +34,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/amifamily"
 	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
+	awsmetrics "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/metrics"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass"
 	nodeclasshash "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass/hash"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/tagging"
@@ -153,7 +154,8 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 }
 
 // Register adds the AWS controllers to mgr: EC2NodeClass status,
-// finalization and hash, post-registration instance tags, the refresher of prices and instance types, the
+// finalization and hash, post-registration instance tags, the instance-type
+// and offering gauges, the refresher of prices and instance types, the
 // instance-status check, and, when INTERRUPTION_QUEUE names a queue, the
 // interruption controller.
 func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
@@ -166,6 +168,7 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		p.nodeClass,
 		nodeclasshash.NewController(kube),
 		tagging.NewController(kube, p.clients.EC2, s.ClusterName),
+		awsmetrics.NewController(kube, p.CloudProvider, p.opts.Unavailable, p.log.WithName("metrics")),
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Recorder: recorder, Clock: p.opts.Clock}),
 	}
 	if s.InterruptionQueue != "" {
