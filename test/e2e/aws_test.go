@@ -11,10 +11,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -285,6 +287,24 @@ func TestAWSExperiments(t *testing.T) {
 		var left v1.NodeClaimList
 		return cp.Client.List(ctx, &left) == nil && len(left.Items) == 0 && len(e.liveInstances(t, ctx)) == 0
 	}, 2*time.Minute, time.Second, "every NodeClaim and instance should be gone")
+
+	// Deleting the class: its finalizer removes the launch templates and
+	// the managed instance profile.
+	templates := func() int {
+		out, err := e.ec2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{
+			{Name: aws.String("tag:" + awsv1.NodeClassTagKey), Values: []string{"default"}}}})
+		require.NoError(t, err)
+		return len(out.LaunchTemplates)
+	}
+	require.NotZero(t, templates(), "the launches made launch templates")
+	require.NoError(t, cp.Client.Delete(ctx, &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "general-purpose"}}))
+	require.NoError(t, cp.Client.Delete(ctx, class))
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKey{Name: "default"}, &awsv1.EC2NodeClass{}))
+	}, time.Minute, time.Second, "the EC2NodeClass should finalize")
+	require.Zero(t, templates(), "no launch template left")
+	_, err := iam.NewFromConfig(e.local.Config(ctx)).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(class.Status.InstanceProfile)})
+	require.Error(t, err, "the managed instance profile %s is deleted", class.Status.InstanceProfile)
 }
 
 // parseAWSProviderID splits aws:///<zone>/<instance-id>.
