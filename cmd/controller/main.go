@@ -15,12 +15,12 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
 
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	cpmetrics "github.com/karpenter-go/karpenter/pkg/cloudprovider/metrics"
 	"github.com/karpenter-go/karpenter/pkg/controllers"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/operator"
 	"github.com/karpenter-go/karpenter/pkg/operator/options"
-	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	awsoperator "github.com/karpenter-go/karpenter/pkg/providers/aws/operator"
 	awsoptions "github.com/karpenter-go/karpenter/pkg/providers/aws/options"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/sdk"

@@ -690,4 +690,3 @@ func TestAWSDrift(t *testing.T) {
 	settled("three replacements on the new image", func(nc v1.NodeClaim) bool { return nc.Status.ImageID == img.ID })
 	require.Len(t, e.liveInstances(t, ctx), 3, "no instance left behind")
 }
-
