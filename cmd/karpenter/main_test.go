@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
@@ -131,6 +132,23 @@ func createNodeOf(t *testing.T, name, pool, instanceType, cpu string, consolidat
 	require.NoError(t, cp.Client.Update(ctx, node))
 }
 
+// setConsolidatable marks the NodeClaim Consolidatable, as the controller
+// does once consolidateAfter has passed, until the test ends.
+func setConsolidatable(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	nc := &v1.NodeClaim{}
+	require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: name}, nc))
+	before := append([]v1.Condition(nil), nc.Status.Conditions...)
+	nc.Status.Conditions = append(nc.Status.Conditions, v1.Condition{Type: v1.ConditionTypeConsolidatable, Status: "True", Reason: v1.ConditionTypeConsolidatable, LastTransitionTime: metav1.Now()})
+	require.NoError(t, cp.Client.Status().Update(ctx, nc))
+	t.Cleanup(func() {
+		require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: name}, nc))
+		nc.Status.Conditions = before
+		require.NoError(t, cp.Client.Status().Update(ctx, nc))
+	})
+}
+
 // TestCLI builds one cluster (the seeds' negative experiment, a pool
 // blocked by its limit, a node kept by a do-not-disrupt pod) and checks
 // every answer online, then the same answers from a saved snapshot.
@@ -237,7 +255,34 @@ func TestCLI(t *testing.T) {
 		require.NotEmpty(t, a.Verdicts, a.Message)
 		assert.Equal(t, "PodDoNotDisrupt", a.Verdicts[0].Kind)
 		assert.Equal(t, "default/kept", a.Verdicts[0].Pod)
-		assert.Contains(t, string(karpenter(t, "why", "node", "kept-node")), "default/kept")
+		table := string(karpenter(t, "why", "node", "kept-node"))
+		assert.Contains(t, table, "default/kept")
+		// Lifting the do-not-disrupt would not help yet: the NodeClaim is
+		// not Consolidatable (consolidateAfter).
+		u := a.IfUnblocked
+		require.NotNil(t, u, "%+v", a)
+		assert.Equal(t, []string{"PodDoNotDisrupt"}, u.Blockers)
+		assert.Empty(t, u.Method)
+		assert.Contains(t, strings.Join(u.StillKept, "\n"), "consolidateAfter")
+		assert.Contains(t, table, "if unblocked (PodDoNotDisrupt lifted), still kept")
+		// A node nothing a user can lift blocks has no such answer.
+		up := decode[cli.NodeAnswer](t, karpenter(t, "-o", "json", "why", "node", "payback-node"))
+		assert.Nil(t, up.IfUnblocked)
+	})
+	t.Run("why node gives the saving a do-not-disrupt pod costs", func(t *testing.T) {
+		// Once consolidateAfter has passed, the c7a.large under one 100m
+		// do-not-disrupt pod (and a pending 100m pod) would be replaced by
+		// a cheaper node if the annotation went.
+		setConsolidatable(t, "kept-node")
+		a := decode[cli.NodeAnswer](t, karpenter(t, "-o", "json", "why", "node", "kept-node"))
+		require.NotEmpty(t, a.Verdicts, a.Message)
+		assert.Equal(t, "PodDoNotDisrupt", a.Verdicts[0].Kind)
+		u := a.IfUnblocked
+		require.NotNil(t, u, "%+v", a)
+		assert.Equal(t, string(v1.DisruptionReasonUnderutilized), u.Method, "still kept: %v", u.StillKept)
+		assert.Contains(t, u.Candidates, "kept-node")
+		assert.Greater(t, u.SavingPerHour, 0.0)
+		assert.Contains(t, string(karpenter(t, "why", "node", "kept-node")), "if unblocked (PodDoNotDisrupt lifted): Underutilized")
 	})
 	t.Run("why node gives the payback gate's saving and cost", func(t *testing.T) {
 		// Not compared offline byte for byte: the disruption cost scales

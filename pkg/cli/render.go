@@ -199,6 +199,15 @@ func renderNode(w io.Writer, a *NodeAnswer) {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", dash(v.Method), v.Kind, dash(blocker), v.Message)
 	}
+	if u := a.IfUnblocked; u != nil && u.Method == "" {
+		fmt.Fprintf(w, "\nif unblocked (%s lifted), still kept: %s\n", strings.Join(u.Blockers, ", "), strings.Join(u.StillKept, "; "))
+	} else if u != nil {
+		fmt.Fprintf(w, "\nif unblocked (%s lifted): %s, %s of %s, saving $%.4f/h", strings.Join(u.Blockers, ", "), u.Method, u.Decision, strings.Join(u.Candidates, ", "), u.SavingPerHour)
+		if len(u.Replacements) > 0 {
+			fmt.Fprintf(w, " with %s", strings.Join(u.Replacements, ", "))
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 func dash(s string) string {

@@ -5,6 +5,11 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
@@ -27,7 +32,33 @@ type NodeAnswer struct {
 	Disrupting string `json:"disrupting,omitempty"`
 	// Verdicts are the disruption pass's reasons for keeping the node.
 	Verdicts []NodeVerdict `json:"verdicts,omitempty"`
-	Message  string        `json:"message"`
+	// IfUnblocked is what the pass would do with the node if its blockers
+	// (do-not-disrupt, PDBs, its pool's budget) were lifted: the saving
+	// they cost, or why it would be kept even then. Nil when nothing a
+	// user can lift blocks it.
+	IfUnblocked *Unblocked `json:"ifUnblocked,omitempty"`
+	Message     string     `json:"message"`
+}
+
+// Unblocked is the disruption a node's blockers prevent.
+type Unblocked struct {
+	// Method is the disruption reason that would act (Underutilized,
+	// Empty, Drifted).
+	Method   string `json:"method"`
+	Decision string `json:"decision"`
+	// Candidates are the nodes the command would disrupt together (the
+	// node, and others a multi-node move takes with it).
+	Candidates []string `json:"candidates"`
+	// SavingPerHour is the candidates' price less their replacements'.
+	SavingPerHour float64 `json:"savingPerHour"`
+	// Replacements are the instance types the replacements would launch
+	// as (the cheapest of each one's options).
+	Replacements []string `json:"replacements,omitempty"`
+	// Blockers are the verdict kinds lifted for the simulation.
+	Blockers []string `json:"blockers"`
+	// StillKept are the verdicts that would keep the node even unblocked
+	// (then Method is empty and nothing would be saved).
+	StillKept []string `json:"stillKept,omitempty"`
 }
 
 // NodeVerdict is one disruption verdict.
@@ -104,6 +135,7 @@ func (s *Session) WhyNode(ctx context.Context, name string) (*NodeAnswer, error)
 		if ans.Message == "" {
 			ans.Message = "no disruption method applies to the node now"
 		}
+		ans.IfUnblocked = s.ifUnblocked(snap, ans.Node, e.Verdicts)
 		return ans, nil
 	}
 	ans.Message = "the disruption pass did not look at the node"
@@ -127,4 +159,123 @@ func (s *Session) disruptionPass(snap *disruption.Snapshot) (*disruption.Decisio
 	}}
 	methods := repack.Select(s.opts.ConsolidationAlgorithm, disruption.DefaultMethods(), repack.Options{WellKnownLabels: kwok.WellKnownLabels()})
 	return disruption.Disrupt(snap, methods, sim)
+}
+
+// blockers are the verdict kinds a user can lift: annotations, PDBs and
+// budgets, as opposed to facts about the node (not initialized, deleting).
+var blockers = map[disruption.Kind]bool{
+	disruption.KindNodeDoNotDisrupt: true, disruption.KindPodDoNotDisrupt: true, disruption.KindInvalidAnnotation: true,
+	disruption.KindPDBBlocked: true, disruption.KindMultiplePDBs: true, disruption.KindBudgetExhausted: true,
+}
+
+// ifUnblocked runs the pass again on a copy of snap in which the node's
+// blockers are lifted, and reports the command that would then include it.
+func (s *Session) ifUnblocked(snap *disruption.Snapshot, name string, verdicts []disruption.Verdict) *Unblocked {
+	var kinds []string
+	for _, v := range verdicts {
+		if blockers[v.Kind] {
+			kinds = append(kinds, string(v.Kind))
+		}
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
+	free := unblock(snap, name)
+	d, _ := s.disruptionPass(free)
+	if d == nil {
+		return nil
+	}
+	for _, cmd := range d.Commands {
+		for _, c := range cmd.Candidates {
+			if c.Name() != name {
+				continue
+			}
+			saving, err := disruption.CommandSaving(free, cmd)
+			if err != nil {
+				return nil
+			}
+			u := &Unblocked{Method: string(cmd.Method.Reason()), Decision: cmd.Decision(), SavingPerHour: saving, Blockers: kinds}
+			for _, c := range cmd.Candidates {
+				u.Candidates = append(u.Candidates, c.Name())
+			}
+			for _, r := range cmd.Replacements {
+				if len(r.InstanceTypes) > 0 {
+					u.Replacements = append(u.Replacements, r.InstanceTypes[0].Name)
+				}
+			}
+			return u
+		}
+	}
+	u := &Unblocked{Blockers: kinds}
+	for _, e := range d.Explanations {
+		if e.Node == name {
+			for _, v := range e.Verdicts {
+				u.StillKept = append(u.StillKept, v.Message())
+			}
+		}
+	}
+	return u
+}
+
+// unblock is snap with the named node's blockers lifted: the do-not-disrupt
+// annotation gone from the node, its NodeClaim and its pods, the PDBs that
+// select any of its pods dropped, and its pool's budget at 100%. Everything
+// else is shared with snap, which stays untouched.
+func unblock(snap *disruption.Snapshot, name string) *disruption.Snapshot {
+	out := *snap
+	out.Nodes = make([]*disruption.Node, len(snap.Nodes))
+	var pods []*corev1.Pod
+	pool := ""
+	for i, n := range snap.Nodes {
+		if n.Name() != name {
+			out.Nodes[i] = n
+			continue
+		}
+		u := *n
+		if n.Node != nil {
+			u.Node = n.Node.DeepCopy()
+			delete(u.Node.Annotations, v1.DoNotDisruptAnnotationKey)
+		}
+		if n.NodeClaim != nil {
+			u.NodeClaim = n.NodeClaim.DeepCopy()
+			delete(u.NodeClaim.Annotations, v1.DoNotDisruptAnnotationKey)
+		}
+		u.Pods = make([]*corev1.Pod, len(n.Pods))
+		for j, p := range n.Pods {
+			c := p.DeepCopy()
+			delete(c.Annotations, v1.DoNotDisruptAnnotationKey)
+			u.Pods[j] = c
+		}
+		pods, pool = u.Pods, n.NodePool
+		out.Nodes[i] = &u
+	}
+	out.PDBs = nil
+	for _, pdb := range snap.PDBs {
+		if !selectsAny(pdb, pods) {
+			out.PDBs = append(out.PDBs, pdb)
+		}
+	}
+	if np, ok := snap.NodePools[pool]; ok {
+		out.NodePools = make(map[string]*v1.NodePool, len(snap.NodePools))
+		for k, v := range snap.NodePools {
+			out.NodePools[k] = v
+		}
+		free := np.DeepCopy()
+		free.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "100%"}}
+		out.NodePools[pool] = free
+	}
+	return &out
+}
+
+func selectsAny(pdb *policyv1.PodDisruptionBudget, pods []*corev1.Pod) bool {
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil {
+		return false
+	}
+	for _, p := range pods {
+		if p.Namespace == pdb.Namespace && sel.Matches(labels.Set(p.Labels)) {
+			return true
+		}
+	}
+	return false
 }

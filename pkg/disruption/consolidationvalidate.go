@@ -163,6 +163,16 @@ func PlanTypes(cmds []*Command) map[string]map[string]bool {
 	return out
 }
 
+// CommandSaving is what cmd saves per hour: its candidates' price less its
+// replacements' launch price.
+func CommandSaving(snap *Snapshot, cmd *Command) (float64, error) {
+	before, err := candidatesPrice(snap, cmd.Candidates)
+	if err != nil {
+		return 0, err
+	}
+	return before - ReplacementsPrice(cmd.Replacements), nil
+}
+
 // ReplacementsPrice is what replacements cost at launch ($/h): for each,
 // the cheapest worst launch price among its types.
 func ReplacementsPrice(rs []*scheduling.NewNodeClaim) float64 {
