@@ -172,7 +172,8 @@ func TestAWSExperiments(t *testing.T) {
 	require.NotEmpty(t, claims.Items)
 	instances := e.liveInstances(t, ctx)
 	require.Len(t, instances, len(claims.Items), "one instance per NodeClaim: none leaked, none launched twice")
-	require.Equal(t, len(claims.Items), e.local.Calls("ec2", "CreateFleet"), "one CreateFleet per NodeClaim")
+	fleets := e.local.Calls("ec2", "CreateFleet")
+	require.True(t, fleets >= 1 && fleets <= len(claims.Items), "%d CreateFleet calls for %d NodeClaims: at most one each (identical launches are batched)", fleets, len(claims.Items))
 	amis := map[string]bool{}
 	for _, a := range class.Status.AMIs {
 		amis[a.ID] = true
