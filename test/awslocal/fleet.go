@@ -407,6 +407,11 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 		writeError(w, c, http.StatusInternalServerError, "InternalError", err.Error())
 		return true
 	}
+	free, err := f.freeAddresses(ctx, c.Region, cands)
+	if err != nil {
+		writeError(w, c, http.StatusInternalServerError, "InternalError", err.Error())
+		return true
+	}
 	fleetID := "fleet-" + uuid.NewString()
 	type group struct {
 		c   *candidate
@@ -431,6 +436,10 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 				failed[cd] = f.noCapacity(cd, req.CapacityType)
 				continue
 			}
+			if n, ok := free[cd.subnet.ID]; ok && n <= 0 {
+				failed[cd] = noAddresses(cd, req.CapacityType)
+				continue
+			}
 			ok = append(ok, cd)
 		}
 		if len(ok) == 0 {
@@ -448,6 +457,9 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 			failed[chosen] = fleetError{chosen, code, msg, req.CapacityType}
 			unit-- // the unit is still to be launched, from another pool
 			continue
+		}
+		if _, ok := free[chosen.subnet.ID]; ok {
+			free[chosen.subnet.ID]--
 		}
 		if first == nil {
 			first = chosen
@@ -689,6 +701,47 @@ func (f *front) noCapacity(cd *candidate, capacityType string) fleetError {
 			"Our system will be working on provisioning additional capacity. You can currently get %s capacity by not specifying an Availability Zone in your request or choosing other Availability Zones.",
 			cd.o.InstanceType, cd.subnet.Zone, cd.o.InstanceType), capacityType}
 	}
+}
+
+// noAddresses is EC2's answer for an override whose subnet has no free
+// address left; EC2 reports it per override, like a capacity error.
+func noAddresses(cd *candidate, capacityType string) fleetError {
+	return fleetError{cd, "InsufficientFreeAddressesInSubnet",
+		fmt.Sprintf("There are not enough free addresses in subnet '%s' to satisfy the requested number of instances.", cd.subnet.ID), capacityType}
+}
+
+// freeAddresses is the AvailableIpAddressCount of every subnet the
+// candidates launch into, asked of moto once per fleet (launchMu keeps
+// other fleets out meanwhile; the loop counts this fleet's own launches).
+// moto lets RunInstances go on past zero only until its address generator
+// runs dry, and then answers an HTML 500, so the front checks first.
+func (f *front) freeAddresses(ctx context.Context, region string, cands []*candidate) (map[string]int, error) {
+	var ids []string
+	for _, cd := range cands {
+		if cd.failCode == "" && cd.subnet.ID != "" && !slices.Contains(ids, cd.subnet.ID) {
+			ids = append(ids, cd.subnet.ID)
+		}
+	}
+	free := map[string]int{}
+	if len(ids) == 0 {
+		return free, nil
+	}
+	form := ec2Form("DescribeSubnets")
+	for i, id := range ids {
+		form.Set(fmt.Sprintf("SubnetId.%d", i+1), id)
+	}
+	doc, err := f.motoXML(ctx, region, form)
+	if err != nil {
+		return nil, fmt.Errorf("describing the fleet's subnets: %w", err)
+	}
+	for _, it := range doc.items("subnetSet") {
+		n, err := strconv.Atoi(it.text("availableIpAddressCount"))
+		if err != nil {
+			return nil, fmt.Errorf("subnet %s: available address count %q: %w", it.text("subnetId"), it.text("availableIpAddressCount"), err)
+		}
+		free[it.text("subnetId")] = n
+	}
+	return free, nil
 }
 
 func priorityOf(cd *candidate) float64 {

@@ -370,3 +370,73 @@ func TestCreateFleetFaultsAndOtherFleetTypes(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"c5.large": 2, "m5.large": 1}, got, fmt.Sprint(out.Errors))
 }
+
+// TestCreateFleetReportsASubnetWithoutAddresses: a subnet whose addresses
+// are all taken cannot launch; EC2's instant fleet reports
+// InsufficientFreeAddressesInSubnet for each of its overrides and launches
+// from the other subnets.
+func TestCreateFleetReportsASubnetWithoutAddresses(t *testing.T) {
+	ctx := context.Background()
+	e := newFleetEnv(t)
+	tiny, err := local.NewSubnet(ctx, "us-east-1b", 28, map[string]string{"test": e.tag})
+	require.NoError(t, err)
+	require.Equal(t, int32(11), aws.ToInt32(tiny.AvailableIpAddressCount), "a /28 keeps 11 addresses, as in EC2")
+	filled, err := local.ExhaustSubnet(ctx, aws.ToString(tiny.SubnetId), e.image.ID, "t3.micro", map[string]string{"test": e.tag})
+	e.launched = append(e.launched, filled...)
+	require.NoError(t, err)
+	require.Len(t, filled, 11)
+	subnets, err := e.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{aws.ToString(tiny.SubnetId)}})
+	require.NoError(t, err)
+	require.Zero(t, aws.ToInt32(subnets.Subnets[0].AvailableIpAddressCount))
+
+	in := func(subnet ec2types.Subnet, types ...string) []ec2types.FleetLaunchTemplateOverridesRequest {
+		var out []ec2types.FleetLaunchTemplateOverridesRequest
+		for _, it := range types {
+			out = append(out, ec2types.FleetLaunchTemplateOverridesRequest{InstanceType: ec2types.InstanceType(it), SubnetId: subnet.SubnetId})
+		}
+		return out
+	}
+	cases := []struct {
+		name      string
+		overrides []ec2types.FleetLaunchTemplateOverridesRequest
+		// wantSubnet is where the instance launches, "" for none.
+		wantSubnet string
+		wantErrors []string // instance types reported out of addresses
+	}{
+		{
+			name:       "only the full subnet",
+			overrides:  in(tiny, "m5.large", "c5.large"),
+			wantErrors: []string{"m5.large", "c5.large"},
+		},
+		{
+			// Same type and price in both: the full subnet comes first,
+			// is tried and reported, and the other one launches.
+			name:       "the full subnet first, then one with addresses",
+			overrides:  append(in(tiny, "m5.large"), in(e.subnetA, "m5.large")...),
+			wantSubnet: aws.ToString(e.subnetA.SubnetId),
+			wantErrors: []string{"m5.large"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := e.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, tc.overrides)
+			require.NoError(t, err, "an instant fleet reports the subnet in Errors, not as a failed call")
+			var got []string
+			for _, fe := range out.Errors {
+				require.Equal(t, "InsufficientFreeAddressesInSubnet", aws.ToString(fe.ErrorCode))
+				require.Contains(t, aws.ToString(fe.ErrorMessage), aws.ToString(tiny.SubnetId))
+				require.Equal(t, aws.ToString(tiny.SubnetId), aws.ToString(fe.LaunchTemplateAndOverrides.Overrides.SubnetId))
+				got = append(got, string(fe.LaunchTemplateAndOverrides.Overrides.InstanceType))
+			}
+			require.ElementsMatch(t, tc.wantErrors, got)
+			ids := instanceIDs(out)
+			if tc.wantSubnet == "" {
+				require.Empty(t, ids)
+				return
+			}
+			require.Len(t, ids, 1)
+			require.Equal(t, tc.wantSubnet, aws.ToString(out.Instances[0].LaunchTemplateAndOverrides.Overrides.SubnetId))
+		})
+	}
+	require.Len(t, e.tagged(t), 12, "the 11 that filled the subnet and the one launched elsewhere")
+}
