@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -152,43 +153,22 @@ func TestServiceAccountCycle(t *testing.T) {
 	t.Cleanup(cp.Stop)
 	const ns = "karpenter"
 	// No replicas: the pods could never run here (no image), and the
-	// controller runs as a process below, as their ServiceAccount.
-	helm(t, []string{"KUBECONFIG=" + cp.KubeconfigPath}, "install", "karpenter", chartDir(t, "karpenter"),
-		"--namespace", ns, "--create-namespace", "--set", "replicas=0")
-	logPath := startAsServiceAccount(ctx, t, cp, ns)
+	// controller runs as a process below, as their ServiceAccount. The
+	// kwok provider, one value away from the default AWS provider.
+	values := []string{"--set", "replicas=0", "--set", "kwok.enabled=true"}
+	helm(t, []string{"KUBECONFIG=" + cp.KubeconfigPath}, append([]string{"install", "karpenter", chartDir(t, "karpenter"),
+		"--namespace", ns, "--create-namespace"}, values...)...)
+	logPath := startAsServiceAccount(ctx, t, cp, ns, values, nil)
 
 	for _, o := range documents(t, cycleObjects) {
 		if err := cp.Client.Create(ctx, o); err != nil {
 			t.Fatalf("creating %s/%s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-	running := func(app string, want int) []corev1.Pod {
-		t.Helper()
-		var pods corev1.PodList
-		err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-			if err := forbiddenIn(logPath); err != nil {
-				return false, err
-			}
-			if err := cp.Client.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": app}); err != nil {
-				return false, nil
-			}
-			n := 0
-			for _, p := range pods.Items {
-				if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
-					n++
-				}
-			}
-			return n == want && len(pods.Items) == want, nil
-		})
-		if err != nil {
-			t.Fatalf("want %d %s pods running: %v (%s)", want, app, err, podSummary(pods.Items))
-		}
-		return pods.Items
-	}
 
 	// Provisioning.
-	pods := running("inflate", 2)
-	running("stateful", 1)
+	pods := waitRunning(ctx, t, cp, logPath, "inflate", 2)
+	waitRunning(ctx, t, cp, logPath, "stateful", 1)
 	claims := nodeClaims(ctx, t, cp)
 	if len(claims) == 0 {
 		t.Fatal("pods run but no NodeClaim exists")
@@ -210,18 +190,12 @@ func TestServiceAccountCycle(t *testing.T) {
 	}
 	waitGone(ctx, t, cp, &v1.NodeClaim{}, client.ObjectKey{Name: victim})
 	waitGone(ctx, t, cp, &corev1.Node{}, client.ObjectKey{Name: pods[0].Spec.NodeName})
-	running("inflate", 2)
+	waitRunning(ctx, t, cp, logPath, "inflate", 2)
 
 	// Disruption: scale to zero and let emptiness consolidation remove
 	// every node.
-	// A merge patch carries no resourceVersion, so the deployment
-	// controller's status writes cannot make it conflict.
-	for _, name := range []string{"inflate", "stateful"} {
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
-		if err := cp.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scaleTo(ctx, t, cp, "inflate", 0)
+	scaleTo(ctx, t, cp, "stateful", 0)
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := forbiddenIn(logPath); err != nil {
 			return false, err
@@ -232,6 +206,45 @@ func TestServiceAccountCycle(t *testing.T) {
 		t.Fatalf("empty nodes not consolidated: %v (claims %v)", err, claimNames(nodeClaims(ctx, t, cp)))
 	}
 	noForbidden(t, logPath)
+}
+
+// waitRunning waits until exactly want pods of app run on nodes in
+// namespace default, failing at once on a forbidden request in the
+// controller's log, and returns them.
+func waitRunning(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, logPath, app string, want int) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := forbiddenIn(logPath); err != nil {
+			return false, err
+		}
+		if err := cp.Client.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": app}); err != nil {
+			return false, nil
+		}
+		n := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
+				n++
+			}
+		}
+		return n == want && len(pods.Items) == want, nil
+	})
+	if err != nil {
+		t.Fatalf("want %d %s pods running: %v (%s)", want, app, err, podSummary(pods.Items))
+	}
+	return pods.Items
+}
+
+// scaleTo sets a Deployment's replicas in namespace default. A merge patch
+// carries no resourceVersion, so the deployment controller's status writes
+// cannot make it conflict.
+func scaleTo(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, name string, replicas int) {
+	t.Helper()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+	patch := []byte(`{"spec":{"replicas":` + strconv.Itoa(replicas) + `}}`)
+	if err := cp.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("scaling deployment %s to %d: %v", name, replicas, err)
+	}
 }
 
 // forbiddenIn fails as soon as the controller's log shows a refused

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -66,25 +68,24 @@ func TestInstall(t *testing.T) {
 	ctx, cp, kube, crds := chartCluster(t)
 
 	const ns = "karpenter"
+	// The controller run below serves the kwok provider (the AWS provider
+	// needs the local AWS: TestServiceAccountCycleAWS), so the release is
+	// installed for kwok; the upgrade to the seed install switches it to
+	// the default AWS provider.
+	kwokValues := []string{"--set", "kwok.enabled=true"}
 	var manifest []*unstructured.Unstructured
-	t.Run("install defaults", func(t *testing.T) {
-		helm(t, kube, "install", "karpenter", chartDir(t, "karpenter"), "--namespace", ns, "--create-namespace")
+	t.Run("install with the kwok provider", func(t *testing.T) {
+		helm(t, kube, append([]string{"install", "karpenter", chartDir(t, "karpenter"), "--namespace", ns, "--create-namespace"}, kwokValues...)...)
 		// Helm installs crds/ before the templates.
 		for _, crd := range crds {
 			establishedCRD(ctx, t, cp, crd.Name)
 		}
 		manifest = documents(t, helm(t, kube, "get", "manifest", "karpenter", "--namespace", ns))
-		want := documents(t, helm(t, nil, "template", "karpenter", chartDir(t, "karpenter"), "--namespace", ns))
+		want := documents(t, helm(t, nil, append([]string{"template", "karpenter", chartDir(t, "karpenter"), "--namespace", ns}, kwokValues...)...))
 		if names(manifest) != names(want) {
 			t.Errorf("installed %s, the chart renders %s", names(manifest), names(want))
 		}
-		for _, o := range manifest {
-			got := &unstructured.Unstructured{}
-			got.SetGroupVersionKind(o.GroupVersionKind())
-			if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil {
-				t.Errorf("%s/%s not in the cluster: %v", o.GetKind(), o.GetName(), err)
-			}
-		}
+		inCluster(ctx, t, cp, manifest)
 		status := helm(t, kube, "status", "karpenter", "--namespace", ns)
 		if !strings.Contains(status, "STATUS: deployed") {
 			t.Errorf("helm status:\n%s", status)
@@ -95,7 +96,7 @@ func TestInstall(t *testing.T) {
 	}
 
 	t.Run("controller runs as the chart's service account", func(t *testing.T) {
-		runAsServiceAccount(ctx, t, cp, ns)
+		runAsServiceAccount(ctx, t, cp, ns, kwokValues)
 	})
 
 	t.Run("upgrade to the seed install", func(t *testing.T) {
@@ -114,9 +115,28 @@ func TestInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		env, _ := controllerEnv(t, deploymentOf(t, d))
-		if env["CLUSTER_NAME"] != "lab-cluster" || env["INTERRUPTION_QUEUE"] != "lab-cluster" || env["LOG_LEVEL"] != "debug" {
+		if env["CLUSTER_NAME"] != "lab-cluster" || env["INTERRUPTION_QUEUE"] != "lab-cluster" || env["LOG_LEVEL"] != "debug" || env["CLOUD_PROVIDER"] != "aws" {
 			t.Errorf("deployment env after upgrade: %v", env)
 		}
+		// The seed install leaves kwok.enabled at its default: the
+		// upgrade moves the release to the AWS provider's RBAC.
+		upgraded := documents(t, helm(t, kube, "get", "manifest", "karpenter", "--namespace", ns))
+		inCluster(ctx, t, cp, upgraded)
+		for _, o := range manifest {
+			if strings.HasSuffix(o.GetName(), "-kwok") {
+				gone := &unstructured.Unstructured{}
+				gone.SetGroupVersionKind(o.GroupVersionKind())
+				waitGone(ctx, t, cp, gone, client.ObjectKeyFromObject(o))
+			}
+		}
+		role := &rbacv1.ClusterRole{}
+		if err := cp.Client.Get(ctx, client.ObjectKey{Name: "karpenter"}, role); err != nil {
+			t.Fatal(err)
+		}
+		if !grants(role.Rules, "karpenter.k8s.aws", "ec2nodeclasses", "patch") || !grants(role.Rules, "karpenter.k8s.aws", "ec2nodeclasses/status", "patch") {
+			t.Errorf("ClusterRole karpenter after the upgrade to the AWS provider: %+v", role.Rules)
+		}
+		manifest = append(manifest, upgraded...)
 		history := helm(t, kube, "history", "karpenter", "--namespace", ns)
 		if !strings.Contains(history, "superseded") || !strings.Contains(history, "deployed") {
 			t.Errorf("helm history:\n%s", history)
@@ -141,21 +161,48 @@ func TestInstall(t *testing.T) {
 	})
 }
 
+// inCluster checks that every object of a release's manifest exists.
+func inCluster(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, manifest []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range manifest {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(o.GroupVersionKind())
+		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil {
+			t.Errorf("%s/%s not in the cluster: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+}
+
+// grants reports whether one of rules allows verb on resource of group by
+// name (no resourceNames), as the rules in the chart are written.
+func grants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+	for _, r := range rules {
+		if len(r.ResourceNames) == 0 && slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+			return true
+		}
+	}
+	return false
+}
+
 // runAsServiceAccount starts the controller as the chart's ServiceAccount
-// and checks that nothing it did in its first seconds was forbidden.
-func runAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns string) {
-	logPath := startAsServiceAccount(ctx, t, cp, ns)
+// (the release installed with values) and checks that nothing it did in its
+// first seconds was forbidden.
+func runAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns string, values []string) {
+	logPath := startAsServiceAccount(ctx, t, cp, ns, values, nil)
 	// Give the elected controllers a moment to make their first calls.
 	time.Sleep(3 * time.Second)
 	noForbidden(t, logPath)
 }
 
-// startAsServiceAccount starts the controller with the chart's environment,
+// startAsServiceAccount starts the controller with the environment the
+// chart renders for values (which must be the installed release's, so the
+// provider it picks is the one its RBAC is for) plus extraEnv
+// ("NAME=value", what a pod would get from elsewhere: AWS credentials),
 // impersonating the chart's ServiceAccount, and waits until it is ready
 // (every informer synced, which needs list and watch on every kind it
 // watches from the start) and leads (the Role's Lease rules). It returns
 // the log's path; the controller stops when the test ends.
-func startAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns string) string {
+func startAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns string, values, extraEnv []string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "controller")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/controller")
@@ -165,7 +212,7 @@ func startAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.C
 	}
 	kubeconfig := impersonatingKubeconfig(t, cp, ns, "karpenter")
 
-	_, objs := render(t)
+	_, objs := render(t, values...)
 	env, _ := controllerEnv(t, deployment(t, objs, "karpenter"))
 	metricsPort, probePort := freePort(t), freePort(t)
 	env["METRICS_PORT"] = strconv.Itoa(metricsPort)
@@ -182,6 +229,7 @@ func startAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.C
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
+	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

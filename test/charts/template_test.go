@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,6 +53,7 @@ func TestLint(t *testing.T) {
 	}{
 		{"karpenter defaults", "karpenter", nil},
 		{"karpenter seed install", "karpenter", seedArgs},
+		{"karpenter kwok provider", "karpenter", []string{"--set", "kwok.enabled=true"}},
 		{"karpenter service monitor", "karpenter", []string{"--set", "serviceMonitor.enabled=true"}},
 		{"karpenter-crd defaults", "karpenter-crd", nil},
 		{"karpenter-crd annotations", "karpenter-crd", []string{"--set", "additionalAnnotations.helm\\.sh/resource-policy=keep"}},
@@ -71,9 +73,11 @@ func TestTemplateDefaultsGolden(t *testing.T) {
 // golden refreshed by mistake cannot hide a regression.
 func TestTemplateDefaults(t *testing.T) {
 	_, objs := render(t)
+	// The AWS provider's: no -kwok ClusterRole, and the kube-dns Role in
+	// kube-system beside the leader-election Role.
 	wantKinds := map[string]int{
 		"ServiceAccount": 1, "Service": 1, "Deployment": 1, "PodDisruptionBudget": 1,
-		"ClusterRole": 4, "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1,
+		"ClusterRole": 3, "ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2,
 	}
 	gotKinds := map[string]int{}
 	for _, o := range objs {
@@ -183,6 +187,83 @@ func TestTemplateDefaults(t *testing.T) {
 	}
 }
 
+// TestTemplateProviders: by default the controller runs the AWS provider
+// with the write verbs its controllers use on EC2NodeClasses and the
+// kube-dns Role; kwok.enabled runs the kwok provider with its own rules and
+// keeps EC2NodeClasses read-only, as before the AWS provider was wired. Each
+// rule is compared whole, so a verb added by mistake fails here too.
+func TestTemplateProviders(t *testing.T) {
+	read := []string{"get", "list", "watch"}
+	nodeClassRules := []rbacv1.PolicyRule{
+		{APIGroups: []string{"karpenter.k8s.aws"}, Resources: []string{"ec2nodeclasses"}, Verbs: read},
+		{APIGroups: []string{"karpenter.kwok.sh"}, Resources: []string{"kwoknodeclasses"}, Verbs: read},
+	}
+	awsRules := append(slices.Clone(nodeClassRules),
+		rbacv1.PolicyRule{APIGroups: []string{"karpenter.k8s.aws"}, Resources: []string{"ec2nodeclasses"}, Verbs: []string{"patch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"karpenter.k8s.aws"}, Resources: []string{"ec2nodeclasses/status"}, Verbs: []string{"patch"}},
+	)
+	dnsRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{"kube-dns"}, Verbs: []string{"list", "watch"}}}
+	kwokRules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"update"}},
+	}
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		provider  string
+		nodeClass []rbacv1.PolicyRule
+		dns, kwok []rbacv1.PolicyRule // nil: not rendered
+	}{
+		{"defaults", nil, "aws", awsRules, dnsRules, nil},
+		{"kwok.enabled", []string{"--set", "kwok.enabled=true"}, "kwok", nodeClassRules, nil, kwokRules},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, objs := render(t, tc.args...)
+			env, _ := controllerEnv(t, deployment(t, objs, "karpenter"))
+			if env["CLOUD_PROVIDER"] != tc.provider {
+				t.Errorf("CLOUD_PROVIDER=%q, want %q", env["CLOUD_PROVIDER"], tc.provider)
+			}
+			rules := func(kind, name string) []rbacv1.PolicyRule {
+				for _, o := range objs {
+					if o.GetKind() != kind || o.GetName() != name {
+						continue
+					}
+					if kind == "Role" {
+						r := &rbacv1.Role{}
+						typed(t, o, r)
+						return r.Rules
+					}
+					r := &rbacv1.ClusterRole{}
+					typed(t, o, r)
+					return r.Rules
+				}
+				return nil
+			}
+			if got := rules("ClusterRole", "karpenter"); !reflect.DeepEqual(got, tc.nodeClass) {
+				t.Errorf("ClusterRole karpenter rules:\n got %+v\nwant %+v", got, tc.nodeClass)
+			}
+			if got := rules("ClusterRole", "karpenter-kwok"); !reflect.DeepEqual(got, tc.kwok) {
+				t.Errorf("ClusterRole karpenter-kwok rules:\n got %+v\nwant %+v", got, tc.kwok)
+			}
+			if got := rules("Role", "karpenter-dns"); !reflect.DeepEqual(got, tc.dns) {
+				t.Errorf("Role karpenter-dns rules:\n got %+v\nwant %+v", got, tc.dns)
+			}
+			if tc.dns != nil {
+				role := find(t, objs, "Role", "karpenter-dns")
+				binding := find(t, objs, "RoleBinding", "karpenter-dns")
+				subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
+				if role.GetNamespace() != "kube-system" || binding.GetNamespace() != "kube-system" || len(subjects) != 1 ||
+					!reflect.DeepEqual(subjects[0], map[string]any{"kind": "ServiceAccount", "name": "karpenter", "namespace": "kube-system"}) {
+					t.Errorf("kube-dns Role in %q, binding in %q for %v; want both in kube-system, for the chart's ServiceAccount", role.GetNamespace(), binding.GetNamespace(), subjects)
+				}
+			}
+			if tc.kwok != nil {
+				find(t, objs, "ClusterRoleBinding", "karpenter-kwok")
+			}
+		})
+	}
+}
+
 // TestTemplateSettingsEnv sets every settings.* value and checks the
 // environment variable it lands in, with upstream's names.
 func TestTemplateSettingsEnv(t *testing.T) {
@@ -277,7 +358,9 @@ func TestTemplateSettingsEnv(t *testing.T) {
 // controller (core, kwok or AWS options) reads, or one of upstream's
 // informational ones; a misspelt name would silently do nothing.
 func TestTemplateEnvNamesAreKnown(t *testing.T) {
-	known := map[string]bool{"KUBERNETES_MIN_VERSION": true, "SYSTEM_NAMESPACE": true}
+	// CLOUD_PROVIDER is read by cmd/controller itself, not by an options
+	// package.
+	known := map[string]bool{"KUBERNETES_MIN_VERSION": true, "SYSTEM_NAMESPACE": true, "CLOUD_PROVIDER": true}
 	for _, env := range options.EnvNames() {
 		known[env] = true
 	}
@@ -287,7 +370,7 @@ func TestTemplateEnvNamesAreKnown(t *testing.T) {
 	for _, env := range []string{kwok.EnvCatalog, kwok.EnvInstanceTypesFile, kwok.EnvRegistrationDelay, kwok.EnvFaults, kwok.EnvRepairToleration} {
 		known[env] = true
 	}
-	for _, args := range [][]string{nil, seedArgs, {"--set", "settings.isolatedVPC=true", "--set", "settings.eksControlPlane=true",
+	for _, args := range [][]string{nil, seedArgs, {"--set", "kwok.enabled=true"}, {"--set", "settings.isolatedVPC=true", "--set", "settings.eksControlPlane=true",
 		"--set", "settings.disableClusterStateObservability=true", "--set", "settings.disableDryRun=true", "--set", "settings.enableZonalShift=true",
 		"--set", "settings.clusterEndpoint=https://x", "--set", "settings.clusterCABundle=x"}} {
 		_, objs := render(t, args...)
