@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -689,5 +690,145 @@ func TestAWSDrift(t *testing.T) {
 		c.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{ID: img.ID}}
 	})
 	settled("three replacements on the new image", func(nc v1.NodeClaim) bool { return nc.Status.ImageID == img.ID })
+	require.Len(t, e.liveInstances(t, ctx), 3, "no instance left behind")
+}
+
+// TestAWSInterruptionKinds puts 1,000 malformed, unknown and foreign
+// messages on the interruption queue with three real ones among them, for
+// three nodes of the general-purpose pool: a state change to stopping and an
+// AWS Health scheduled change each drain their node (replaced, pods Running
+// again), a rebalance recommendation only records its event; the queue
+// drains to empty, the metrics count every message as received and deleted,
+// and the controller never restarts. Then an impaired instance status
+// replaces the third node.
+func TestAWSInterruptionKinds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	e := newAWSEnv(t, ctx)
+	cp := e.cp
+	sqsAPI := sqs.NewFromConfig(e.local.Config(ctx))
+	queue, err := sqsAPI.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("karpenter-local")})
+	require.NoError(t, err)
+	queueURL := aws.ToString(queue.QueueUrl)
+	applyExamples(t, ctx, cp, "00-ec2nodeclass.yaml", "01-nodepool.yaml")
+	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(awsSpread)))
+	t.Setenv("INSTANCE_STATUS_INTERVAL", "5s")
+	pid := e.startAWSController(t, "controller", "--interruption-queue=karpenter-local")
+
+	// nodes waits for 3 Ready NodeClaims, none deleting, with the 3 spread
+	// pods running, and returns their instance ids by NodeClaim name.
+	nodes := func(what string, done func(map[string]string) bool) map[string]string {
+		t.Helper()
+		var out map[string]string
+		require.Eventually(t, func() bool {
+			var claims v1.NodeClaimList
+			if cp.Client.List(ctx, &claims) != nil || len(claims.Items) != 3 || runningOnOurNodes(ctx, t, cp, "app=spread") != 3 {
+				return false
+			}
+			out = map[string]string{}
+			for _, nc := range claims.Items {
+				_, id, ok := parseAWSProviderID(nc.Status.ProviderID)
+				if !ok || nc.DeletionTimestamp != nil || !conditionTrue(nc.Status.Conditions, v1.ConditionTypeReady) {
+					return false
+				}
+				out[nc.Name] = id
+			}
+			return done(out)
+		}, 4*time.Minute, time.Second, what)
+		return out
+	}
+	before := nodes("three spread nodes", func(map[string]string) bool { return true })
+	var names []string
+	for name := range before {
+		names = append(names, name)
+	}
+	stopping, scheduled, rebalanced := names[0], names[1], names[2]
+
+	// 1,000 messages that must change nothing, with the 3 real ones in the
+	// middle, sent 10 at a time.
+	var bodies []string
+	for i := 0; i < 1000; i++ {
+		switch i % 3 {
+		case 0:
+			bodies = append(bodies, fmt.Sprintf("not json %d {", i))
+		case 1:
+			bodies = append(bodies, `{"version":"0","id":"x","detail-type":"EC2 Something New","source":"aws.ec2","time":"2026-12-02T00:00:00Z","detail":{}}`)
+		default:
+			b, err := e.local.InterruptionBody(ctx, awslocal.Interruption{QueueURL: queueURL, Kind: awslocal.InterruptionSpot, InstanceID: fmt.Sprintf("i-0%016x", i)})
+			require.NoError(t, err)
+			bodies = append(bodies, b)
+		}
+		if i == 500 {
+			for _, in := range []awslocal.Interruption{
+				{QueueURL: queueURL, Kind: awslocal.InterruptionStateChange, State: "stopping", InstanceID: before[stopping]},
+				{QueueURL: queueURL, Kind: awslocal.InterruptionScheduledChange, InstanceID: before[scheduled]},
+				{QueueURL: queueURL, Kind: awslocal.InterruptionRebalance, InstanceID: before[rebalanced]},
+			} {
+				b, err := e.local.InterruptionBody(ctx, in)
+				require.NoError(t, err)
+				bodies = append(bodies, b)
+			}
+		}
+	}
+	for start := 0; start < len(bodies); start += 10 {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		for i, b := range bodies[start:min(start+10, len(bodies))] {
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(start + i)), MessageBody: aws.String(b)})
+		}
+		out, err := sqsAPI.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: queue.QueueUrl, Entries: entries})
+		require.NoError(t, err)
+		require.Empty(t, out.Failed)
+	}
+
+	after := nodes("the stopping and scheduled nodes replaced", func(m map[string]string) bool {
+		_, a := m[stopping]
+		_, b := m[scheduled]
+		return !a && !b
+	})
+	require.NotContains(t, after, stopping, "the stopping node was drained")
+	require.NotContains(t, after, scheduled, "the scheduled-change node was drained")
+	require.Contains(t, after, rebalanced, "a rebalance recommendation only records an event")
+	require.Eventually(t, func() bool {
+		attrs, err := sqsAPI.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: queue.QueueUrl,
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+		return err == nil && attrs.Attributes["ApproximateNumberOfMessages"] == "0" && attrs.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+	}, 2*time.Minute, time.Second, "the queue should drain to empty")
+	// A worker counts its message a moment after deleting it.
+	var received, deleted float64
+	require.Eventually(t, func() bool {
+		samples, err := scrapeMetrics(ctx, e.metricsPort)
+		if err != nil {
+			return false
+		}
+		received, deleted = 0, 0
+		for _, m := range samples {
+			switch m.name {
+			case "karpenter_interruption_received_messages_total":
+				received += m.value
+			case "karpenter_interruption_deleted_messages_total":
+				deleted += m.value
+			}
+		}
+		return received == float64(len(bodies)) && deleted == float64(len(bodies))
+	}, 30*time.Second, time.Second, "every message counted as received and deleted")
+	require.Equal(t, float64(len(bodies)), received)
+	require.Equal(t, float64(len(bodies)), deleted)
+	require.NoError(t, syscall.Kill(pid, 0), "the controller is still running")
+	require.NotContains(t, controllerLog(t, cp), "panic", "no panic, recovered or not")
+
+	var events corev1.EventList
+	require.NoError(t, cp.Client.List(ctx, &events))
+	reasons := map[string][]string{}
+	for _, ev := range events.Items {
+		reasons[ev.InvolvedObject.Name] = append(reasons[ev.InvolvedObject.Name], ev.Reason)
+	}
+	require.Contains(t, reasons[stopping], "InstanceStopping")
+	require.Contains(t, reasons[rebalanced], "SpotRebalanceRecommendation")
+
+	// An impaired instance status replaces its node (the check runs every
+	// 5 s here, every minute by default).
+	require.NoError(t, e.local.SetInstanceStatus(before[rebalanced], awslocal.StatusImpaired, ""))
+	final := nodes("the impaired node replaced", func(m map[string]string) bool { _, ok := m[rebalanced]; return !ok })
+	require.NotContains(t, final, rebalanced)
 	require.Len(t, e.liveInstances(t, ctx), 3, "no instance left behind")
 }

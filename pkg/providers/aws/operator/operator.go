@@ -125,6 +125,9 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	launchTemplates := launchtemplate.NewProvider(clients.EC2, s.ClusterName, launchtemplate.ProviderOptions{})
 	version := kubernetesVersion(o.RestConfig)
 	amis := amifamily.NewProvider(clients.EC2, clients.SSM, amifamily.Options{KubernetesVersion: version})
+	// One subnet provider for status and launches: launches' address
+	// tracking rides on the same DescribeSubnets cache.
+	subnets := subnet.NewProvider(clients.EC2, s.SubnetRefreshInterval)
 	p := &Provider{
 		Cluster: cluster,
 		clients: clients,
@@ -136,11 +139,12 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			Kube:            o.Kube,
 			InstanceTypes:   types,
 			LaunchTemplates: launchTemplates,
-			Instances:       instance.NewProvider(clients.EC2, s.ClusterName, o.Unavailable),
+			Instances:       instance.NewProvider(clients.EC2, s.ClusterName, o.Unavailable, instance.WithSubnets(subnets)),
+			Subnets:         subnets,
 			Cluster:         cluster,
 		}),
 		nodeClass: nodeclass.NewController(o.Kube, nodeclass.Options{
-			Subnets:          subnet.NewProvider(clients.EC2, s.SubnetRefreshInterval),
+			Subnets:          subnets,
 			SecurityGroups:   securitygroup.NewProvider(clients.EC2, 0),
 			AMIs:             amis,
 			InstanceProfiles: instanceprofile.NewProvider(clients.IAM, clients.Region, s.ClusterName),
@@ -169,7 +173,7 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		nodeclasshash.NewController(kube),
 		tagging.NewController(kube, p.clients.EC2, s.ClusterName),
 		awsmetrics.NewController(kube, p.CloudProvider, p.opts.Unavailable, p.log.WithName("metrics")),
-		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Recorder: recorder, Clock: p.opts.Clock}),
+		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
 	}
 	if s.InterruptionQueue != "" {
 		opts := interruption.Options{Unavailable: p.opts.Unavailable, Recorder: recorder, Clock: p.opts.Clock}

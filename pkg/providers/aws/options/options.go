@@ -31,6 +31,10 @@ type Options struct {
 	// that keep being interrupted out of launches for longer than the
 	// 3-minute insufficient-capacity cache, with a decaying memory.
 	InterruptionRateLearning bool
+	// InstanceStatusInterval is how often the instance-status check runs;
+	// zero is upstream's minute. Test-only (env INSTANCE_STATUS_INTERVAL,
+	// no flag), so e2e tests need not wait a minute for a check.
+	InstanceStatusInterval time.Duration
 	// ReservedENIs are ENIs left out of the max-pods computation.
 	ReservedENIs          int
 	DisableDryRun         bool
@@ -123,8 +127,19 @@ func (o *Options) Parse(fs *flag.FlagSet, lookupEnv func(string) (string, bool),
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("parsing flags: %w", err)
 	}
+	if v, ok := lookupEnv(EnvInstanceStatusInterval); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("parsing environment variable %s=%q: want a positive duration", EnvInstanceStatusInterval, v)
+		}
+		o.InstanceStatusInterval = d
+	}
 	return o.Validate()
 }
+
+// EnvInstanceStatusInterval is the test-only environment variable behind
+// InstanceStatusInterval.
+const EnvInstanceStatusInterval = "INSTANCE_STATUS_INTERVAL"
 
 // Validate reports every invalid setting at once, with upstream's rules.
 func (o *Options) Validate() error {

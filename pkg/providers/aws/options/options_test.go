@@ -42,6 +42,15 @@ func TestDefaultsAndEnv(t *testing.T) {
 	assert.Equal(t, 1, o.ReservedENIs)
 	assert.True(t, o.DisableDryRun)
 	assert.Len(t, options.EnvNames(), 14)
+	assert.Zero(t, o.InstanceStatusInterval, "upstream's minute unless the test-only env says")
+
+	o, err = parse(map[string]string{"CLUSTER_NAME": "c", options.EnvInstanceStatusInterval: "5s"})
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, o.InstanceStatusInterval)
+	for _, bad := range []string{"soon", "0s", "-1s"} {
+		_, err = parse(map[string]string{"CLUSTER_NAME": "c", options.EnvInstanceStatusInterval: bad})
+		assert.ErrorContains(t, err, options.EnvInstanceStatusInterval, bad)
+	}
 }
 
 func TestValidation(t *testing.T) {
