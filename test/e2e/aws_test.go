@@ -700,7 +700,8 @@ func TestAWSDrift(t *testing.T) {
 // again), a rebalance recommendation only records its event; the queue
 // drains to empty, the metrics count every message as received and deleted,
 // and the controller never restarts. Then an impaired instance status
-// replaces the third node.
+// replaces the third node, and a capacity-reservation interruption warning
+// drains another.
 func TestAWSInterruptionKinds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
@@ -830,5 +831,14 @@ func TestAWSInterruptionKinds(t *testing.T) {
 	require.NoError(t, e.local.SetInstanceStatus(before[rebalanced], awslocal.StatusImpaired, ""))
 	final := nodes("the impaired node replaced", func(m map[string]string) bool { _, ok := m[rebalanced]; return !ok })
 	require.NotContains(t, final, rebalanced)
+
+	// A capacity-reservation interruption warning drains its node too.
+	var reserved string
+	for name := range final {
+		reserved = name
+	}
+	_, err = e.local.SendInterruption(ctx, awslocal.Interruption{QueueURL: queueURL, Kind: awslocal.InterruptionCapacityReservation, InstanceID: final[reserved]})
+	require.NoError(t, err)
+	nodes("the reservation-interrupted node replaced", func(m map[string]string) bool { _, ok := m[reserved]; return !ok })
 	require.Len(t, e.liveInstances(t, ctx), 3, "no instance left behind")
 }
