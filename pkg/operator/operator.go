@@ -21,7 +21,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
@@ -66,12 +65,6 @@ const Component = "karpenter"
 // nodeLeaseNamespace is the only namespace whose Leases are cached: node
 // heartbeats live there and nothing else needs Leases from the cache.
 const nodeLeaseNamespace = "kube-node-lease"
-
-// kubeDNSNamespace/kubeDNSName is the only Service cached.
-const (
-	kubeDNSNamespace = "kube-system"
-	kubeDNSName      = "kube-dns"
-)
 
 // Scheme knows client-go's types and every API group of this project.
 var Scheme = func() *runtime.Scheme {
@@ -134,15 +127,6 @@ func New(ctx context.Context, cfg *rest.Config, opts *options.Options) (*Operato
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{nodeLeaseNamespace: {}}},
-				// The only Service read is kube-dns (the AWS provider's
-				// cluster DNS, through this cache). Unscoped, that one read
-				// starts a cluster-wide Service informer, which needs
-				// list/watch on every Service and caches them all; scoped,
-				// it needs them on kube-dns in kube-system only (the
-				// chart's Role).
-				&corev1.Service{}: {Namespaces: map[string]cache.Config{
-					kubeDNSNamespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", kubeDNSName)},
-				}},
 			},
 		},
 		LeaderElection:                !opts.DisableLeaderElection,
