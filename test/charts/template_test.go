@@ -202,7 +202,7 @@ func TestTemplateProviders(t *testing.T) {
 		rbacv1.PolicyRule{APIGroups: []string{"karpenter.k8s.aws"}, Resources: []string{"ec2nodeclasses"}, Verbs: []string{"patch"}},
 		rbacv1.PolicyRule{APIGroups: []string{"karpenter.k8s.aws"}, Resources: []string{"ec2nodeclasses/status"}, Verbs: []string{"patch"}},
 	)
-	dnsRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{"kube-dns"}, Verbs: []string{"list", "watch"}}}
+	dnsRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{"kube-dns"}, Verbs: []string{"get"}}}
 	kwokRules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"update"}},

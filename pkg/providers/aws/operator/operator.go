@@ -21,9 +21,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -264,11 +266,32 @@ func discoverCluster(ctx context.Context, o Options, api EKSAPI) (launchtemplate
 		}
 		c.CABundle = base64.StdEncoding.EncodeToString(ca)
 	}
-	dns := &corev1.Service{}
-	if err := o.Kube.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-dns"}, dns); err == nil {
-		c.DNS = dns.Spec.ClusterIP
-	}
+	c.DNS = kubeDNS(ctx, o)
 	return c, nil
+}
+
+// kubeDNS is kube-dns's ClusterIP, read once and directly: the manager's
+// cache has not started when the provider is built, and a cached read
+// would start a cluster-wide Service informer (list and watch on every
+// Service) for one object. Empty when there is no kube-dns; the AMI's
+// bootstrap then derives the DNS address from the service CIDR.
+func kubeDNS(ctx context.Context, o Options) string {
+	if o.RestConfig == nil {
+		return ""
+	}
+	cs, err := kubernetes.NewForConfig(o.RestConfig)
+	if err != nil {
+		o.Logger.Info("not reading kube-dns", "error", err.Error())
+		return ""
+	}
+	svc, err := cs.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			o.Logger.Info("could not read kube-system/kube-dns for the nodes' cluster DNS", "error", err.Error())
+		}
+		return ""
+	}
+	return svc.Spec.ClusterIP
 }
 
 // kubernetesVersion is the API server's minor version ("1.34"), asked once
