@@ -71,6 +71,9 @@ type planner struct {
 	// perUnit is, by pool, the cheapest $/h per millicore and per byte
 	// among the pool's types: a floor under any replacement's price.
 	perUnit map[string][2]float64
+	// cover is, by pool, the Pareto front of its types in resources per
+	// dollar (see coverCost).
+	cover map[string][][2]float64
 }
 
 // Compute plans one pass over the candidates (those the disruption
@@ -78,7 +81,7 @@ type planner struct {
 // decremented). It is pure and deterministic.
 func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets map[string]*disruption.BudgetStatus, hist History, opts Options) (*Plan, error) {
 	opts = opts.withDefaults()
-	p := &planner{snap: snap, opts: opts, now: snap.Now, types: newTypeIndex(snap), reqs: map[*corev1.Pod]vec{}, perUnit: map[string][2]float64{}}
+	p := &planner{snap: snap, opts: opts, now: snap.Now, types: newTypeIndex(snap), reqs: map[*corev1.Pod]vec{}, perUnit: map[string][2]float64{}, cover: map[string][][2]float64{}}
 	var err error
 	if p.pools, err = disruption.SolverNodePools(snap); err != nil {
 		return nil, err
@@ -86,6 +89,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 	p.daemons = daemonSets(snap)
 	for _, sp := range p.pools {
 		p.perUnit[sp.Name] = cheapestPerUnit(sp)
+		p.cover[sp.Name] = coverFront(sp)
 	}
 	isCand := map[*disruption.Node]*disruption.Candidate{}
 	for _, c := range cands {
@@ -286,6 +290,72 @@ func cheapestPerUnit(sp *scheduling.NodePool) [2]float64 {
 		if math.IsInf(best[r], 1) {
 			best[r] = 0
 		}
+	}
+	return best
+}
+
+// coverFront is the pool's types as millicores and bytes of allocatable
+// per $/h (at their cheapest offering the pool may buy), without the types
+// another beats on both.
+func coverFront(sp *scheduling.NodePool) [][2]float64 {
+	var pts [][2]float64
+	for _, it := range sp.InstanceTypes {
+		price := math.Inf(1)
+		for i := range it.Offerings {
+			o := &it.Offerings[i]
+			if o.Available && sp.Requirements.Get(v1.CapacityTypeLabelKey).Has(o.CapacityType) && sp.Requirements.Get(corev1.LabelTopologyZone).Has(o.Zone) && o.Price < price {
+				price = o.Price
+			}
+		}
+		if math.IsInf(price, 1) || price <= 0 {
+			continue
+		}
+		alloc := toVec(it.Capacity).sub(toVec(it.Overhead))
+		if alloc[0] > 0 && alloc[1] > 0 {
+			pts = append(pts, [2]float64{alloc[0] / price, alloc[1] / price})
+		}
+	}
+	sort.Slice(pts, func(i, j int) bool {
+		if pts[i][0] != pts[j][0] {
+			return pts[i][0] > pts[j][0]
+		}
+		return pts[i][1] > pts[j][1]
+	})
+	var front [][2]float64
+	for _, q := range pts {
+		if len(front) == 0 || q[1] > front[len(front)-1][1] {
+			front = append(front, q)
+		}
+	}
+	return front
+}
+
+// coverCost is the cheapest $/h of fractional machines of the front's
+// types whose allocatable covers d's cpu and memory: the LP relaxation
+// of buying a fleet for d. It is at most any real fleet's price, and
+// tighter than pricing cpu and memory each at its cheapest type, which
+// no single family offers together.
+func coverCost(front [][2]float64, d vec) float64 {
+	best := math.Inf(1)
+	for _, q := range front {
+		best = math.Min(best, math.Max(d[0]/q[0], d[1]/q[1]))
+	}
+	for i := range front {
+		for j := i + 1; j < len(front); j++ {
+			a, b := front[i], front[j]
+			det := a[0]*b[1] - a[1]*b[0]
+			if math.Abs(det) < 1e-18 {
+				continue
+			}
+			xa := (d[0]*b[1] - d[1]*b[0]) / det
+			xb := (a[0]*d[1] - a[1]*d[0]) / det
+			if xa >= 0 && xb >= 0 {
+				best = math.Min(best, xa+xb)
+			}
+		}
+	}
+	if math.IsInf(best, 1) {
+		return 0
 	}
 	return best
 }

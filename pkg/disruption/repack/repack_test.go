@@ -198,6 +198,14 @@ func TestPlanner(t *testing.T) {
 			commands: []string{"[a]->[small small]"},
 		},
 		{
+			name: "a split saving less than SplitSaving of the node's price is not taken",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{small, big}, "100%", node("a", big, pod("a1", 3000), pod("a2", 3000)))
+			},
+			opts:     repack.Options{SplitSaving: 0.5},
+			verdicts: map[string]disruption.Kind{"a": repack.KindSameInstanceType},
+		},
+		{
 			name: "never the same instance type and capacity type",
 			snap: func() *disruption.Snapshot {
 				return snapshot([]*scheduling.InstanceType{small}, "100%", node("a", small, pod("a1", 500)))
