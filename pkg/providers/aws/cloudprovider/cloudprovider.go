@@ -50,12 +50,23 @@ type Instances interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// Subnets picks the subnet a launch uses in each zone and tracks the
+// addresses launches take (subnet.Provider).
+type Subnets interface {
+	ZonalSubnetsForLaunch(ctx context.Context, nodeClass *awsv1.EC2NodeClass) (map[string]string, error)
+	UpdateInflightIPs(chosen map[string]string, launched string)
+}
+
 // Options are the parts the provider is assembled from.
 type Options struct {
 	Kube            client.Client
 	InstanceTypes   InstanceTypes
 	LaunchTemplates LaunchTemplates
 	Instances       Instances
+	// Subnets, when set, picks each zone's subnet by free addresses at
+	// launch time; without it the class status's first subnet per zone
+	// (most free addresses when the status was resolved) is used.
+	Subnets Subnets
 	// Cluster is what every node bootstraps with; Cluster.Name names the
 	// cluster in tags.
 	Cluster launchtemplate.Cluster
@@ -182,7 +193,16 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("all requested instance types were unavailable during launch"))
 	}
 	capacityType := chooseCapacityType(its, reqs)
-	configs, err := c.launchConfigs(ctx, nc, nodeClass, reqs, its, capacityType)
+	subnetOf, err := c.zonalSubnets(ctx, nodeClass)
+	if err != nil {
+		return nil, err
+	}
+	launched := ""
+	if c.opts.Subnets != nil {
+		// Hand back the addresses counted in the subnets not launched into.
+		defer func() { c.opts.Subnets.UpdateInflightIPs(subnetOf, launched) }()
+	}
+	configs, err := c.launchConfigs(ctx, nc, nodeClass, reqs, its, capacityType, subnetOf)
 	if err != nil {
 		return nil, err
 	}
@@ -197,6 +217,7 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if err != nil {
 		return nil, err
 	}
+	launched = inst.SubnetID
 	byName := map[string]*scheduling.InstanceType{}
 	for _, it := range all {
 		byName[it.Name] = it
@@ -278,17 +299,29 @@ func chooseCapacityType(its []*scheduling.InstanceType, reqs scheduling.Requirem
 	return instance.CapacityTypeOnDemand
 }
 
-// launchConfigs groups the types by image and pod capacity (one launch
-// template each, since both are in the user data), ensures the templates,
-// and lists each type's offerings of capacityType as overrides, one subnet
-// per zone.
-func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, its []*scheduling.InstanceType, capacityType string) ([]instance.LaunchConfig, error) {
+// zonalSubnets maps each zone to the subnet this launch uses there.
+func (c *CloudProvider) zonalSubnets(ctx context.Context, nodeClass *awsv1.EC2NodeClass) (map[string]string, error) {
+	if c.opts.Subnets != nil {
+		subnetOf, err := c.opts.Subnets.ZonalSubnetsForLaunch(ctx, nodeClass)
+		if err != nil {
+			return nil, fmt.Errorf("choosing subnets of %s: %w", nodeClass.Name, err)
+		}
+		return subnetOf, nil
+	}
 	subnetOf := map[string]string{}
 	for _, s := range nodeClass.Status.Subnets {
 		if _, ok := subnetOf[s.Zone]; !ok {
 			subnetOf[s.Zone] = s.ID
 		}
 	}
+	return subnetOf, nil
+}
+
+// launchConfigs groups the types by image and pod capacity (one launch
+// template each, since both are in the user data), ensures the templates,
+// and lists each type's offerings of capacityType as overrides in the
+// zone's subnet (subnetOf).
+func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, its []*scheduling.InstanceType, capacityType string, subnetOf map[string]string) ([]instance.LaunchConfig, error) {
 	type groupKey struct {
 		image string
 		pods  int64

@@ -18,6 +18,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetypes"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/launchtemplate"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/subnet"
 )
 
 func resourceMilli(m int64) *resource.Quantity {
@@ -29,10 +30,12 @@ func resourceMilli(m int64) *resource.Quantity {
 func newEnvSharingClass(t *testing.T, e *env) *env {
 	unavailable := lifecycle.NewUnavailableOfferings(nil, 0)
 	types := instancetypes.NewProvider(ec2API, prices, instancetypes.Options{Region: "us-east-1", Settings: instancetype.DefaultSettings(), Unavailable: unavailable})
-	return &env{unavailable: unavailable, types: types, nodeClass: e.nodeClass, cp: awscloudprovider.New(awscloudprovider.Options{
+	subnets := subnet.NewProvider(ec2API, time.Minute)
+	return &env{unavailable: unavailable, types: types, subnets: subnets, nodeClass: e.nodeClass, cp: awscloudprovider.New(awscloudprovider.Options{
 		Kube: kube, InstanceTypes: types,
 		LaunchTemplates: launchtemplate.NewProvider(ec2API, clusterName, launchtemplate.ProviderOptions{}),
-		Instances:       instance.NewProvider(ec2API, clusterName, unavailable),
+		Instances:       instance.NewProvider(ec2API, clusterName, unavailable, instance.WithSubnets(subnets)),
+		Subnets:         subnets,
 		Cluster:         launchtemplate.Cluster{Name: clusterName, Endpoint: "https://cluster.example.com", CABundle: "Y2E=", CIDR: "10.100.0.0/16", DNS: "10.100.0.10"},
 	})}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetypes"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/launchtemplate"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/pricing"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/subnet"
 	"github.com/karpenter-go/karpenter/test/awslocal"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -79,11 +80,13 @@ func run(m *testing.M) int {
 
 // env is one provider assembled from the built parts, with its own
 // unavailable-offerings cache, and a Ready EC2NodeClass whose status was
-// resolved against the local AWS (one subnet in us-east-1a).
+// resolved against the local AWS (one subnet in us-east-1a unless
+// newEnvIn names others).
 type env struct {
 	cp          *awscloudprovider.CloudProvider
 	unavailable *lifecycle.UnavailableOfferings
 	types       *instancetypes.Provider
+	subnets     *subnet.Provider
 	nodeClass   *awsv1.EC2NodeClass
 }
 
@@ -93,12 +96,25 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, ec2API) }
 // client (to record the requests it sends).
 func newEnvWith(t *testing.T, instanceAPI instance.EC2API) *env {
 	t.Helper()
-	ctx := context.Background()
-	tag := uuid.NewString()[:8]
-	subnets, err := ec2API.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
+	subnets, err := ec2API.DescribeSubnets(context.Background(), &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
 		{Name: aws.String("availability-zone"), Values: []string{zone}}, {Name: aws.String("default-for-az"), Values: []string{"true"}}}})
 	require.NoError(t, err)
 	require.NotEmpty(t, subnets.Subnets)
+	return newEnvIn(t, instanceAPI, subnets.Subnets[:1])
+}
+
+// newEnvIn builds the env on a class selecting subnets (by id), its status
+// listing them.
+func newEnvIn(t *testing.T, instanceAPI instance.EC2API, subnets []ec2types.Subnet) *env {
+	t.Helper()
+	ctx := context.Background()
+	tag := uuid.NewString()[:8]
+	var terms []awsv1.SubnetSelectorTerm
+	var statusSubnets []awsv1.Subnet
+	for _, s := range subnets {
+		terms = append(terms, awsv1.SubnetSelectorTerm{ID: aws.ToString(s.SubnetId)})
+		statusSubnets = append(statusSubnets, awsv1.Subnet{ID: aws.ToString(s.SubnetId), Zone: aws.ToString(s.AvailabilityZone), ZoneID: aws.ToString(s.AvailabilityZoneId)})
+	}
 	sg, err := ec2API.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("nodes-" + tag), Description: aws.String("nodes")})
 	require.NoError(t, err)
 	profile := "KarpenterNodeInstanceProfile-" + tag
@@ -112,7 +128,7 @@ func newEnvWith(t *testing.T, instanceAPI instance.EC2API) *env {
 		Spec: awsv1.EC2NodeClassSpec{
 			Role:                       "KarpenterNodeRole",
 			AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
-			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{ID: aws.ToString(subnets.Subnets[0].SubnetId)}},
+			SubnetSelectorTerms:        terms,
 			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{ID: aws.ToString(sg.GroupId)}},
 			Tags:                       map[string]string{"team": "platform"},
 		},
@@ -120,7 +136,7 @@ func newEnvWith(t *testing.T, instanceAPI instance.EC2API) *env {
 	require.NoError(t, kube.Create(ctx, nodeClass))
 	t.Cleanup(func() { _ = kube.Delete(context.Background(), nodeClass) })
 	nodeClass.Status = awsv1.EC2NodeClassStatus{
-		Subnets:         []awsv1.Subnet{{ID: aws.ToString(subnets.Subnets[0].SubnetId), Zone: zone, ZoneID: aws.ToString(subnets.Subnets[0].AvailabilityZoneId)}},
+		Subnets:         statusSubnets,
 		SecurityGroups:  []awsv1.SecurityGroup{{ID: aws.ToString(sg.GroupId), Name: "nodes-" + tag}},
 		AMIs:            []awsv1.AMI{{ID: image.ID, Name: image.Name, Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}},
 		InstanceProfile: profile,
@@ -130,15 +146,18 @@ func newEnvWith(t *testing.T, instanceAPI instance.EC2API) *env {
 
 	unavailable := lifecycle.NewUnavailableOfferings(nil, 0)
 	types := instancetypes.NewProvider(ec2API, prices, instancetypes.Options{Region: "us-east-1", Settings: instancetype.DefaultSettings(), Unavailable: unavailable})
+	launchSubnets := subnet.NewProvider(ec2API, time.Minute)
 	e := &env{
 		unavailable: unavailable,
 		types:       types,
+		subnets:     launchSubnets,
 		nodeClass:   nodeClass,
 		cp: awscloudprovider.New(awscloudprovider.Options{
 			Kube:            kube,
 			InstanceTypes:   types,
 			LaunchTemplates: launchtemplate.NewProvider(ec2API, clusterName, launchtemplate.ProviderOptions{}),
-			Instances:       instance.NewProvider(instanceAPI, clusterName, unavailable),
+			Instances:       instance.NewProvider(instanceAPI, clusterName, unavailable, instance.WithSubnets(launchSubnets)),
+			Subnets:         launchSubnets,
 			Cluster: launchtemplate.Cluster{Name: clusterName, Endpoint: "https://cluster.example.com", CABundle: "Y2E=",
 				CIDR: "10.100.0.0/16", DNS: "10.100.0.10"},
 		}),

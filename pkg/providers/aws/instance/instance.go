@@ -47,16 +47,19 @@ var States = []string{"pending", "running", "stopping", "stopped", "shutting-dow
 // offering cannot launch now (upstream's list): the offering is cached as
 // unavailable so the next attempt picks another one.
 var unfulfillableCapacityCodes = map[string]bool{
-	"InsufficientInstanceCapacity":      true,
-	"MaxSpotInstanceCountExceeded":      true,
-	"VcpuLimitExceeded":                 true,
-	"UnfulfillableCapacity":             true,
-	"Unsupported":                       true,
-	"InsufficientFreeAddressesInSubnet": true,
-	"ReservationCapacityExceeded":       true,
+	"InsufficientInstanceCapacity": true,
+	"MaxSpotInstanceCountExceeded": true,
+	"VcpuLimitExceeded":            true,
+	"UnfulfillableCapacity":        true,
+	"Unsupported":                  true,
+	errNoFreeAddresses:             true,
+	"ReservationCapacityExceeded":  true,
 }
 
-const errInstanceNotFound = "InvalidInstanceID.NotFound"
+const (
+	errInstanceNotFound = "InvalidInstanceID.NotFound"
+	errNoFreeAddresses  = "InsufficientFreeAddressesInSubnet"
+)
 
 // EC2API is the part of the EC2 client the provider calls.
 type EC2API interface {
@@ -71,6 +74,18 @@ type EC2API interface {
 type UnavailableOfferings interface {
 	MarkUnavailable(cloudprovider.OfferingKey)
 }
+
+// Subnets hears of the subnets EC2 found without a free address
+// (subnet.Provider), so the next launch prefers another subnet of the zone.
+type Subnets interface {
+	MarkExhausted(subnetID string)
+}
+
+// Option configures a Provider.
+type Option func(*Provider)
+
+// WithSubnets tells subnets of the subnets launches found full.
+func WithSubnets(subnets Subnets) Option { return func(p *Provider) { p.subnets = subnets } }
 
 // Instance is an EC2 instance as Karpenter sees it.
 type Instance struct {
@@ -140,13 +155,17 @@ type Provider struct {
 	ec2         EC2API
 	clusterName string
 	unavailable UnavailableOfferings
+	subnets     Subnets
 	fleets      *batcher.Batcher[*launch, *Instance]
 }
 
 // NewProvider returns a provider for clusterName's instances; unavailable
 // may be nil.
-func NewProvider(api EC2API, clusterName string, unavailable UnavailableOfferings) *Provider {
+func NewProvider(api EC2API, clusterName string, unavailable UnavailableOfferings, opts ...Option) *Provider {
 	p := &Provider{ec2: api, clusterName: clusterName, unavailable: unavailable}
+	for _, o := range opts {
+		o(p)
+	}
 	p.fleets = batcher.New(batcher.Options[*launch, *Instance]{
 		IdleTimeout: FleetBatchIdle, MaxTimeout: FleetBatchMax, MaxItems: FleetBatchMaxItems,
 		Hash: (*launch).hash, Exec: p.launchAll,
@@ -234,7 +253,11 @@ func (p *Provider) Create(ctx context.Context, req Request) (*Instance, error) {
 }
 
 // recordErrors marks the offerings CreateFleet had no capacity for as
-// unavailable and returns them.
+// unavailable and returns them. A subnet out of addresses counts as the
+// zone having no capacity for the offering, as upstream: the next launch
+// goes to another zone (or, once the cache entry expires, to the zone's
+// fullest-free subnet, which the subnet provider now knows this one is
+// not).
 func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, capacityType string, zoneOf map[string]string) []cloudprovider.OfferingKey {
 	var keys []cloudprovider.OfferingKey
 	seen := map[cloudprovider.OfferingKey]bool{}
@@ -243,6 +266,9 @@ func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, capacityType s
 			continue
 		}
 		o := e.LaunchTemplateAndOverrides.Overrides
+		if aws.ToString(e.ErrorCode) == errNoFreeAddresses && p.subnets != nil && aws.ToString(o.SubnetId) != "" {
+			p.subnets.MarkExhausted(aws.ToString(o.SubnetId))
+		}
 		zone := aws.ToString(o.AvailabilityZone)
 		if zone == "" {
 			zone = zoneOf[aws.ToString(o.SubnetId)]

@@ -1,13 +1,17 @@
 // Package subnet resolves an EC2NodeClass's subnetSelectorTerms into EC2
 // subnets, as upstream does: one DescribeSubnets query per term (tags, with
 // "*" meaning any value, ANDed within a term) plus one for all id terms,
-// results unioned, cached for SUBNET_REFRESH_INTERVAL.
+// results unioned, cached for SUBNET_REFRESH_INTERVAL. For launches it
+// picks the subnet with the most free addresses per zone, counting the
+// addresses launches in flight will take before DescribeSubnets shows them
+// (upstream's inflight IPs).
 package subnet
 
 import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -32,12 +36,21 @@ type Provider struct {
 	ec2   API
 	ttl   time.Duration
 	cache *ttl.Cache[[]ec2types.Subnet]
+
+	mu sync.Mutex
+	// inflight is a subnet's free-address count as launches since the last
+	// DescribeSubnets left it; DescribeSubnets' own count replaces it.
+	inflight map[string]int32
+	// exhausted are the subnets EC2 refused a launch for want of
+	// addresses since the last DescribeSubnets: they stay at zero.
+	exhausted map[string]bool
 }
 
 // NewProvider returns a provider caching answers for refresh
 // (SUBNET_REFRESH_INTERVAL, 1m by default).
 func NewProvider(api API, refresh time.Duration) *Provider {
-	return &Provider{ec2: api, ttl: refresh, cache: ttl.New[[]ec2types.Subnet](nil)}
+	return &Provider{ec2: api, ttl: refresh, cache: ttl.New[[]ec2types.Subnet](nil),
+		inflight: map[string]int32{}, exhausted: map[string]bool{}}
 }
 
 // List returns the subnets nodeClass selects, deduplicated, in EC2's order
@@ -60,8 +73,88 @@ func (p *Provider) List(ctx context.Context, nodeClass *awsv1.EC2NodeClass) ([]e
 	if err != nil {
 		return nil, fmt.Errorf("describing subnets %w", err)
 	}
+	// EC2's counts now include the launches tracked so far.
+	p.mu.Lock()
+	for _, s := range out {
+		delete(p.inflight, aws.ToString(s.SubnetId))
+		delete(p.exhausted, aws.ToString(s.SubnetId))
+	}
+	p.mu.Unlock()
 	p.cache.Set(key, out, p.ttl)
 	return out, nil
+}
+
+// ZonalSubnetsForLaunch maps each zone of the class's subnets to the one
+// with the most free addresses (ties by id), as upstream, and counts one
+// address of each as taken until UpdateInflightIPs hears where the launch
+// went: concurrent launches then spread over a zone's subnets instead of
+// all picking the one a stale count favours. Upstream predicts the pods'
+// addresses too (VPC CNI); here an instance takes one, as in the local AWS.
+func (p *Provider) ZonalSubnetsForLaunch(ctx context.Context, nodeClass *awsv1.EC2NodeClass) (map[string]string, error) {
+	subnets, err := p.List(ctx, nodeClass)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best := map[string]ec2types.Subnet{}
+	for _, s := range subnets {
+		zone := aws.ToString(s.AvailabilityZone)
+		prev, ok := best[zone]
+		if !ok {
+			best[zone] = s
+			continue
+		}
+		a, b := p.free(s), p.free(prev)
+		if a > b || (a == b && aws.ToString(s.SubnetId) < aws.ToString(prev.SubnetId)) {
+			best[zone] = s
+		}
+	}
+	out := make(map[string]string, len(best))
+	for zone, s := range best {
+		id := aws.ToString(s.SubnetId)
+		out[zone] = id
+		if !p.exhausted[id] {
+			p.inflight[id] = p.free(s) - 1
+		}
+	}
+	return out, nil
+}
+
+// free is s's free-address count as tracked since DescribeSubnets.
+func (p *Provider) free(s ec2types.Subnet) int32 {
+	if n, ok := p.inflight[aws.ToString(s.SubnetId)]; ok {
+		return n
+	}
+	return aws.ToInt32(s.AvailableIpAddressCount)
+}
+
+// UpdateInflightIPs hands back the addresses ZonalSubnetsForLaunch counted
+// in the subnets (zone → id) the launch did not use; launched is the
+// subnet it did use, "" when it launched nothing. The used address stays
+// counted until the next DescribeSubnets shows it.
+func (p *Provider) UpdateInflightIPs(chosen map[string]string, launched string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range chosen {
+		if id == launched || p.exhausted[id] {
+			continue
+		}
+		// Gone when DescribeSubnets has refreshed the count meanwhile.
+		if n, ok := p.inflight[id]; ok {
+			p.inflight[id] = n + 1
+		}
+	}
+}
+
+// MarkExhausted records that EC2 found no free address in the subnet: it
+// counts as empty, and so comes last in its zone, until DescribeSubnets
+// says otherwise.
+func (p *Provider) MarkExhausted(subnetID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inflight[subnetID] = 0
+	p.exhausted[subnetID] = true
 }
 
 // Invalidate drops cached answers, e.g. after a launch consumed addresses.
