@@ -75,6 +75,12 @@ type outcome struct {
 }
 
 // createAll calls Create for every request at once.
+// wideWindow batches launches within 2 s of each other: each Create looks
+// for its instance (a DescribeInstances) before it joins a batch, and on a
+// loaded machine those calls spread concurrent launches beyond the 35 ms
+// production window.
+var wideWindow = instance.WithFleetBatchWindow(2*time.Second, 10*time.Second)
+
 func createAll(p *instance.Provider, reqs []instance.Request) []outcome {
 	out := make([]outcome, len(reqs))
 	var wg sync.WaitGroup
@@ -134,7 +140,7 @@ func TestBatchedLaunches(t *testing.T) {
 			if tc.capacity > 0 {
 				require.NoError(t, local.SetCapacity("m5.large", "us-east-1a", "on-demand", tc.capacity))
 			}
-			p := instance.NewProvider(ec2API, e.cluster, nil)
+			p := instance.NewProvider(ec2API, e.cluster, nil, wideWindow)
 			var reqs []instance.Request
 			for i, it := range tc.types {
 				reqs = append(reqs, e.request(e.cluster+"-nc-"+string(rune('a'+i)), it))
@@ -201,7 +207,7 @@ func TestBatchedLaunchSurvivesACrash(t *testing.T) {
 		reqs = append(reqs, e.request(e.cluster+"-"+n, "m5.large"))
 	}
 	fleets := local.Calls("ec2", "CreateFleet")
-	for _, o := range createAll(instance.NewProvider(failingTags{ec2API}, e.cluster, nil), reqs) {
+	for _, o := range createAll(instance.NewProvider(failingTags{ec2API}, e.cluster, nil, wideWindow), reqs) {
 		require.Error(t, o.err)
 	}
 	require.Equal(t, 1, local.Calls("ec2", "CreateFleet")-fleets)

@@ -87,6 +87,13 @@ type Option func(*Provider)
 // WithSubnets tells subnets of the subnets launches found full.
 func WithSubnets(subnets Subnets) Option { return func(p *Provider) { p.subnets = subnets } }
 
+// WithFleetBatchWindow replaces FleetBatchIdle and FleetBatchMax. Tests
+// that assert how launches are batched widen the window, so a loaded
+// machine cannot spread concurrent launches over several windows.
+func WithFleetBatchWindow(idle, max time.Duration) Option {
+	return func(p *Provider) { p.batchIdle, p.batchMax = idle, max }
+}
+
 // Instance is an EC2 instance as Karpenter sees it.
 type Instance struct {
 	ID           string
@@ -157,17 +164,20 @@ type Provider struct {
 	unavailable UnavailableOfferings
 	subnets     Subnets
 	fleets      *batcher.Batcher[*launch, *Instance]
+	// batchIdle and batchMax are the batch window (FleetBatchIdle and
+	// FleetBatchMax unless an Option says).
+	batchIdle, batchMax time.Duration
 }
 
 // NewProvider returns a provider for clusterName's instances; unavailable
 // may be nil.
 func NewProvider(api EC2API, clusterName string, unavailable UnavailableOfferings, opts ...Option) *Provider {
-	p := &Provider{ec2: api, clusterName: clusterName, unavailable: unavailable}
+	p := &Provider{ec2: api, clusterName: clusterName, unavailable: unavailable, batchIdle: FleetBatchIdle, batchMax: FleetBatchMax}
 	for _, o := range opts {
 		o(p)
 	}
 	p.fleets = batcher.New(batcher.Options[*launch, *Instance]{
-		IdleTimeout: FleetBatchIdle, MaxTimeout: FleetBatchMax, MaxItems: FleetBatchMaxItems,
+		IdleTimeout: p.batchIdle, MaxTimeout: p.batchMax, MaxItems: FleetBatchMaxItems,
 		Hash: (*launch).hash, Exec: p.launchAll,
 	})
 	return p
