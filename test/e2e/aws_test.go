@@ -42,7 +42,7 @@ type awsEnv struct {
 	metricsPort int
 }
 
-func newAWSEnv(t *testing.T, ctx context.Context) *awsEnv {
+func newAWSEnv(t testing.TB, ctx context.Context) *awsEnv {
 	t.Helper()
 	cp := cluster(t)
 	local, err := awslocal.Start(ctx, awslocal.Options{Dir: t.TempDir()})
@@ -64,7 +64,7 @@ func newAWSEnv(t *testing.T, ctx context.Context) *awsEnv {
 
 // startAWSController runs the controller binary with the AWS provider,
 // pointed at the local AWS through the SDK's own environment.
-func (e *awsEnv) startAWSController(t *testing.T, name string, extra ...string) int {
+func (e *awsEnv) startAWSController(t testing.TB, name string, extra ...string) int {
 	t.Helper()
 	env := append(e.local.Env(), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+e.cp.Config.Host)
 	e.metricsPort = freePort(t)
@@ -82,7 +82,7 @@ func (e *awsEnv) startAWSController(t *testing.T, name string, extra ...string) 
 
 // liveInstances are the pending and running instances the controller
 // launched, by NodeClaim tag.
-func (e *awsEnv) liveInstances(t *testing.T, ctx context.Context) map[string]ec2types.Instance {
+func (e *awsEnv) liveInstances(t testing.TB, ctx context.Context) map[string]ec2types.Instance {
 	t.Helper()
 	out := map[string]ec2types.Instance{}
 	p := ec2.NewDescribeInstancesPaginator(e.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{

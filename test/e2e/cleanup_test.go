@@ -108,7 +108,7 @@ func TestCleanUp(t *testing.T) {
 	require.Empty(t, pods.Items)
 }
 
-func scale(t *testing.T, ctx context.Context, cp *controlplane.ControlPlane, name string, replicas int32) {
+func scale(t testing.TB, ctx context.Context, cp *controlplane.ControlPlane, name string, replicas int32) {
 	t.Helper()
 	// A merge patch carries no resourceVersion, so the deployment
 	// controller's status writes cannot make it conflict.

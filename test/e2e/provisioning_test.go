@@ -19,7 +19,7 @@ import (
 )
 
 // applyExamples applies the kwok NodeClass and the lab pool of examples/.
-func applyExamples(t *testing.T, ctx context.Context, cp *controlplane.ControlPlane, files ...string) {
+func applyExamples(t testing.TB, ctx context.Context, cp *controlplane.ControlPlane, files ...string) {
 	t.Helper()
 	for _, f := range files {
 		raw, err := os.ReadFile(filepath.Join("../../examples", f))
@@ -125,7 +125,7 @@ func TestNegativeExperiment(t *testing.T) {
 	require.Empty(t, pod.Spec.NodeName)
 }
 
-func runningOnOurNodes(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, selector string) int {
+func runningOnOurNodes(ctx context.Context, t testing.TB, cp *controlplane.ControlPlane, selector string) int {
 	k, v, _ := strings.Cut(selector, "=")
 	var pods corev1.PodList
 	if err := cp.Client.List(ctx, &pods, client.MatchingLabels{k: v}); err != nil {
@@ -156,7 +156,7 @@ func conditionTrue(conds []v1.Condition, t string) bool {
 	return false
 }
 
-func controllerLog(t *testing.T, cp *controlplane.ControlPlane) string {
+func controllerLog(t testing.TB, cp *controlplane.ControlPlane) string {
 	t.Helper()
 	b, err := os.ReadFile(cp.LogPath("controller"))
 	require.NoError(t, err)

@@ -46,7 +46,7 @@ func run(m *testing.M) int {
 
 // cluster starts a full control plane (API server, controller-manager,
 // scheduler, kwok) for one test.
-func cluster(t *testing.T) *controlplane.ControlPlane {
+func cluster(t testing.TB) *controlplane.ControlPlane {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
