@@ -16,7 +16,7 @@ const (
 	// instance_status, system_status or scheduled_event.
 	CategoryLabel = "category"
 	// ActionLabel is what the interruption controller did for one instance
-	// a message names: cordon_and_drain, notify, unmanaged or
+	// a message names: cordon_and_drain, notify, replace, unmanaged or
 	// already_deleting.
 	ActionLabel       = "action"
 	InstanceTypeLabel = "instance_type"
@@ -51,7 +51,7 @@ var (
 	// not manage.
 	InterruptionActionsPerformedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "interruption", Name: "actions_performed_total",
-		Help: "Instances named by interruption messages, by message type and what was done: cordon_and_drain (NodeClaim deleted), notify (event only), unmanaged (no NodeClaim has the instance) or already_deleting.",
+		Help: "Instances named by interruption messages, by message type and what was done: cordon_and_drain (NodeClaim deleted), notify (event only), replace (marked for replacement on a rebalance recommendation), unmanaged (no NodeClaim has the instance) or already_deleting.",
 	}, []string{MessageTypeLabel, ActionLabel})
 
 	// InterruptionOfferingInterruptionsPerHour is ours: the learned spot

@@ -472,7 +472,9 @@ spec:
 // instance under a pod deletes its NodeClaim through the normal termination
 // path: the pod moves to a new node, the interrupted instance terminates,
 // the new node is not the interrupted spot offering (marked unavailable),
-// the NodeClaim carries a SpotInterrupted event, and the queue drains.
+// the NodeClaim carries a SpotInterrupted event, and the queue drains. Then,
+// with --interruption-replace-on-rebalance, a rebalance recommendation
+// replaces the new node replacement first.
 func TestAWSInterruption(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -483,7 +485,7 @@ func TestAWSInterruption(t *testing.T) {
 	applyExamples(t, ctx, cp, "00-ec2nodeclass.yaml")
 	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(awsSpotPool)))
 	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(strings.ReplaceAll(awsInflate, "pool: general-purpose", "pool: spot"))))
-	e.startAWSController(t, "controller", "--interruption-queue=karpenter-local")
+	e.startAWSController(t, "controller", "--interruption-queue=karpenter-local", "--interruption-replace-on-rebalance")
 	scale(t, ctx, cp, "inflate", 1)
 
 	nodeClaimOf := func() *v1.NodeClaim {
@@ -534,6 +536,48 @@ func TestAWSInterruption(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "0", attrs.Attributes["ApproximateNumberOfMessages"])
 	require.Equal(t, "0", attrs.Attributes["ApproximateNumberOfMessagesNotVisible"], "the message was deleted, not left in flight")
+
+	// With --interruption-replace-on-rebalance, a rebalance recommendation
+	// replaces the node as drift does: the replacement is Ready before the
+	// node is drained.
+	_, rebalanced, _ := parseAWSProviderID(second.Status.ProviderID)
+	_, err = e.local.SendInterruption(ctx, awslocal.Interruption{QueueURL: aws.ToString(queue.QueueUrl), Kind: awslocal.InterruptionRebalance, InstanceID: rebalanced})
+	require.NoError(t, err)
+	var readyAt, deletingAt time.Time
+	var third *v1.NodeClaim
+	secondGone := false
+	deadline := time.Now().Add(3 * time.Minute)
+	for third == nil || !secondGone || runningOnOurNodes(ctx, t, cp, "app=inflate") != 1 {
+		require.Truef(t, time.Now().Before(deadline), "no replacement for the rebalanced node after 3m (ready %v, deleting %v)", readyAt, deletingAt)
+		var claims v1.NodeClaimList
+		require.NoError(t, cp.Client.List(ctx, &claims))
+		gone := true
+		for i := range claims.Items {
+			nc := &claims.Items[i]
+			switch {
+			case nc.Name == second.Name:
+				gone = false
+				if nc.DeletionTimestamp != nil && deletingAt.IsZero() {
+					deletingAt = time.Now()
+				}
+				for _, c := range nc.Status.Conditions {
+					if c.Type == v1.ConditionTypeDrifted && c.Status == metav1.ConditionTrue {
+						require.Equal(t, "RebalanceRecommendation", c.Reason)
+					}
+				}
+			case nc.Name != first.Name && conditionTrue(nc.Status.Conditions, v1.ConditionTypeReady) && nc.DeletionTimestamp == nil:
+				if readyAt.IsZero() {
+					readyAt, third = time.Now(), nc.DeepCopy()
+				}
+			}
+		}
+		if gone && deletingAt.IsZero() {
+			deletingAt = time.Now()
+		}
+		secondGone = gone
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.False(t, readyAt.After(deletingAt), "the replacement was Ready (%s) before the rebalanced node was drained (%s)", readyAt.Format(time.StampMilli), deletingAt.Format(time.StampMilli))
 }
 
 // awsSpread needs one node per pod (required hostname anti-affinity) on the

@@ -61,6 +61,12 @@ const (
 	// EC2NodeClassHashVersion is the current hash algorithm version.
 	EC2NodeClassHashVersion = "v6"
 
+	// AnnotationRebalanceRecommendation (ours) marks a NodeClaim whose
+	// instance EC2 recommended rebalancing, with the time the message
+	// arrived; with INTERRUPTION_REPLACE_ON_REBALANCE the provider reports
+	// it drifted, so it is replaced, replacement first, under the budgets.
+	AnnotationRebalanceRecommendation = Group + "/rebalance-recommendation"
+
 	// AnnotationInstanceTagged marks a NodeClaim whose instance got its
 	// post-registration tags.
 	AnnotationInstanceTagged = Group + "/tagged"

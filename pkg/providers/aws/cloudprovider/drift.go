@@ -22,6 +22,9 @@ const (
 	SubnetDrift              cloudprovider.DriftReason = "SubnetDrift"
 	SecurityGroupDrift       cloudprovider.DriftReason = "SecurityGroupDrift"
 	CapacityReservationDrift cloudprovider.DriftReason = "CapacityReservationDrift"
+	// RebalanceDrift (ours) is a NodeClaim the interruption controller
+	// marked on a rebalance recommendation (INTERRUPTION_REPLACE_ON_REBALANCE).
+	RebalanceDrift cloudprovider.DriftReason = "RebalanceRecommendation"
 )
 
 // IsDrifted implements cloudprovider.CloudProvider: whether the NodeClaim's
@@ -33,6 +36,11 @@ const (
 func (c *CloudProvider) IsDrifted(ctx context.Context, nc *v1.NodeClaim) (cloudprovider.DriftReason, error) {
 	if nc.Status.ProviderID == "" || nc.Spec.NodeClassRef == nil {
 		return "", nil
+	}
+	// EC2 expects the instance to be interrupted soon: replace it first,
+	// whatever else is true of it.
+	if _, ok := nc.Annotations[awsv1.AnnotationRebalanceRecommendation]; ok {
+		return RebalanceDrift, nil
 	}
 	nodeClass, err := c.nodeClass(ctx, nc.Spec.NodeClassRef)
 	if apierrors.IsNotFound(err) {

@@ -55,6 +55,15 @@ func TestCreateStampsHashAndProfile(t *testing.T) {
 
 // TestIsDrifted launches one real instance and changes its class's
 // annotations and status under it, one reason at a time.
+// rebalanced marks a NodeClaim as the interruption controller does on a
+// rebalance recommendation when it replaces on them.
+func rebalanced(nc *v1.NodeClaim) {
+	if nc.Annotations == nil {
+		nc.Annotations = map[string]string{}
+	}
+	nc.Annotations[awsv1.AnnotationRebalanceRecommendation] = "2026-12-02T00:00:00Z"
+}
+
 func TestIsDrifted(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -138,6 +147,14 @@ func TestIsDrifted(t *testing.T) {
 		{name: "class gone", class: moveSubnet, claim: func(nc *v1.NodeClaim) { nc.Spec.NodeClassRef.Name = "missing" }},
 		{name: "image unknown to the nodeclaim", class: newerImage, want: awscloudprovider.AMIDrift, describe: true,
 			claim: func(nc *v1.NodeClaim) { nc.Status.ImageID = "" }},
+		// Marked on a rebalance recommendation (INTERRUPTION_REPLACE_ON_REBALANCE):
+		// drifted whatever the class says, and before anything else.
+		{name: "rebalance recommended", class: func(*awsv1.EC2NodeClass) {}, want: awscloudprovider.RebalanceDrift,
+			claim: rebalanced},
+		{name: "rebalance recommended and hash changed", class: hashed("1", awsv1.EC2NodeClassHashVersion), want: awscloudprovider.RebalanceDrift,
+			claim: rebalanced},
+		{name: "rebalance recommended, not launched yet", class: func(*awsv1.EC2NodeClass) {},
+			claim: func(nc *v1.NodeClaim) { rebalanced(nc); nc.Status.ProviderID = "" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.setClass(t, tc.class)

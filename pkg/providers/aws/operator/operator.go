@@ -178,7 +178,7 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
 	}
 	if s.InterruptionQueue != "" {
-		opts := interruption.Options{Unavailable: p.opts.Unavailable, Recorder: recorder, Clock: p.opts.Clock}
+		opts := interruption.Options{Unavailable: p.opts.Unavailable, Recorder: recorder, Clock: p.opts.Clock, ReplaceOnRebalance: s.InterruptionReplaceOnRebalance}
 		if s.InterruptionRateLearning {
 			opts.Learner = interruption.NewLearner(p.opts.Unavailable, interruption.LearnerOptions{})
 		}

@@ -31,6 +31,11 @@ type Options struct {
 	// that keep being interrupted out of launches for longer than the
 	// 3-minute insufficient-capacity cache, with a decaying memory.
 	InterruptionRateLearning bool
+	// InterruptionReplaceOnRebalance (ours, off by default) replaces a node
+	// EC2 recommends rebalancing: a replacement first, then the drain, as
+	// drift does. Off, a rebalance recommendation only records an event,
+	// as upstream.
+	InterruptionReplaceOnRebalance bool
 	// InstanceStatusInterval is how often the instance-status check runs;
 	// zero is upstream's minute. Test-only (env INSTANCE_STATUS_INTERVAL,
 	// no flag), so e2e tests need not wait a minute for a check.
@@ -73,6 +78,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.EKSControlPlane, "eks-control-plane", o.EKSControlPlane, "Marking this true means that your cluster is running with an EKS control plane and Karpenter should attempt to discover cluster details from the DescribeCluster API.")
 	fs.Float64Var(&o.VMMemoryOverheadPercent, "vm-memory-overhead-percent", o.VMMemoryOverheadPercent, "The VM memory overhead as a percent that will be subtracted from the total memory for all instance types when cached information is unavailable.")
 	fs.StringVar(&o.InterruptionQueue, "interruption-queue", o.InterruptionQueue, "Interruption queue is the name of the SQS queue used for processing interruption events from EC2. Interruption handling is disabled if not specified.")
+	fs.BoolVar(&o.InterruptionReplaceOnRebalance, "interruption-replace-on-rebalance", o.InterruptionReplaceOnRebalance, "If true, a rebalance recommendation from the interruption queue replaces its node like drift does: the replacement launches first and the node drains once it is Ready, within the disruption budgets. Not in upstream, which only records an event.")
 	fs.BoolVar(&o.InterruptionRateLearning, "interruption-rate-learning", o.InterruptionRateLearning, "If true, learn spot interruption rates per offering (instance type and zone) from the interruption queue and keep often-interrupted offerings out of launches for longer than the 3-minute insufficient-capacity cache. Not in upstream.")
 	fs.IntVar(&o.ReservedENIs, "reserved-enis", o.ReservedENIs, "Reserved ENIs are not included in the calculations for max-pods or kube-reserved. This is most often used in the VPC CNI custom networking setup.")
 	fs.BoolVar(&o.DisableDryRun, "disable-dry-run", o.DisableDryRun, "If true, then disable dry run validation for EC2NodeClasses.")
@@ -91,6 +97,7 @@ var envBindings = [][2]string{
 	{"vm-memory-overhead-percent", "VM_MEMORY_OVERHEAD_PERCENT"},
 	{"interruption-queue", "INTERRUPTION_QUEUE"},
 	{"interruption-rate-learning", "INTERRUPTION_RATE_LEARNING"},
+	{"interruption-replace-on-rebalance", "INTERRUPTION_REPLACE_ON_REBALANCE"},
 	{"reserved-enis", "RESERVED_ENIS"},
 	{"disable-dry-run", "DISABLE_DRY_RUN"},
 	{"enable-zonal-shift", "ENABLE_ZONAL_SHIFT"},

@@ -30,7 +30,7 @@ func TestDefaultsAndEnv(t *testing.T) {
 
 	o, err = parse(map[string]string{
 		"CLUSTER_NAME": "env", "CLUSTER_ENDPOINT": "https://api.example.com", "ISOLATED_VPC": "true",
-		"VM_MEMORY_OVERHEAD_PERCENT": "0.1", "INTERRUPTION_QUEUE": "q", "INTERRUPTION_RATE_LEARNING": "true", "RESERVED_ENIS": "1", "DISABLE_DRY_RUN": "true",
+		"VM_MEMORY_OVERHEAD_PERCENT": "0.1", "INTERRUPTION_QUEUE": "q", "INTERRUPTION_RATE_LEARNING": "true", "INTERRUPTION_REPLACE_ON_REBALANCE": "true", "RESERVED_ENIS": "1", "DISABLE_DRY_RUN": "true",
 	}, "--cluster-name", "flag")
 	require.NoError(t, err)
 	assert.Equal(t, "flag", o.ClusterName, "a flag beats the environment")
@@ -39,9 +39,10 @@ func TestDefaultsAndEnv(t *testing.T) {
 	assert.Equal(t, 0.1, o.VMMemoryOverheadPercent)
 	assert.Equal(t, "q", o.InterruptionQueue)
 	assert.True(t, o.InterruptionRateLearning)
+	assert.True(t, o.InterruptionReplaceOnRebalance)
 	assert.Equal(t, 1, o.ReservedENIs)
 	assert.True(t, o.DisableDryRun)
-	assert.Len(t, options.EnvNames(), 14)
+	assert.Len(t, options.EnvNames(), 15)
 	assert.Zero(t, o.InstanceStatusInterval, "upstream's minute unless the test-only env says")
 
 	o, err = parse(map[string]string{"CLUSTER_NAME": "c", options.EnvInstanceStatusInterval: "5s"})

@@ -32,8 +32,11 @@ const (
 
 // Values of karpenter_interruption_actions_performed_total's action label.
 const (
-	ActionCordonAndDrain  = "cordon_and_drain"
-	ActionNotify          = "notify"
+	ActionCordonAndDrain = "cordon_and_drain"
+	ActionNotify         = "notify"
+	// ActionReplace marks a NodeClaim for replacement (a rebalance
+	// recommendation with ReplaceOnRebalance).
+	ActionReplace         = "replace"
 	ActionUnmanaged       = "unmanaged"
 	ActionAlreadyDeleting = "already_deleting"
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -55,6 +56,12 @@ type Options struct {
 	Clock clock.Clock
 	// Receiver tunes the SQS receiver (workers, backoff).
 	Receiver interruption.Options
+	// ReplaceOnRebalance marks a NodeClaim whose instance gets a rebalance
+	// recommendation (AnnotationRebalanceRecommendation), which the AWS
+	// provider reports as drift: replaced like drift, replacement first
+	// (beyond upstream; off by default, when a rebalance only records its
+	// event).
+	ReplaceOnRebalance bool
 	// Learner, when set, learns interruption rates per offering and keeps
 	// often-interrupted ones unavailable for longer (beyond upstream; off
 	// by default). It must share Unavailable's cache.
@@ -160,8 +167,11 @@ func (c *Controller) act(ctx context.Context, msg messages.Message, nc *v1.NodeC
 		c.markSpot(ctx, nc)
 	case messages.KindRebalanceRecommendation:
 		record(c.opts.Recorder, nc, node, corev1.EventTypeNormal, EventSpotRebalanceRecommendation, "Spot rebalance recommendation was triggered")
-		metrics.InterruptionActionsPerformedTotal.WithLabelValues(string(kind), ActionNotify).Inc()
-		return nil
+		if !c.opts.ReplaceOnRebalance {
+			metrics.InterruptionActionsPerformedTotal.WithLabelValues(string(kind), ActionNotify).Inc()
+			return nil
+		}
+		return c.markRebalance(ctx, nc)
 	case messages.KindInstanceStopped:
 		record(c.opts.Recorder, nc, node, corev1.EventTypeWarning, EventInstanceStopping, "Instance is stopping")
 	case messages.KindInstanceTerminated:
@@ -223,4 +233,24 @@ func (c *Controller) markReservation(ctx context.Context, msg messages.Message, 
 	}
 	c.opts.Reservations.MarkUnavailable(id)
 	log.FromContext(ctx).V(1).Info("marked capacity reservation unavailable", "capacityReservationID", id)
+}
+
+// markRebalance annotates the NodeClaim with when the recommendation came
+// (the first one wins: a repeat must not look like a new one).
+func (c *Controller) markRebalance(ctx context.Context, nc *v1.NodeClaim) error {
+	if _, ok := nc.Annotations[awsv1.AnnotationRebalanceRecommendation]; ok || !nc.DeletionTimestamp.IsZero() {
+		metrics.InterruptionActionsPerformedTotal.WithLabelValues(string(messages.KindRebalanceRecommendation), ActionAlreadyDeleting).Inc()
+		return nil
+	}
+	stored := nc.DeepCopy()
+	if nc.Annotations == nil {
+		nc.Annotations = map[string]string{}
+	}
+	nc.Annotations[awsv1.AnnotationRebalanceRecommendation] = c.opts.Clock.Now().UTC().Format(time.RFC3339)
+	if err := c.kube.Patch(ctx, nc, client.MergeFrom(stored)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("marking nodeclaim %s for replacement on a rebalance recommendation: %w", nc.Name, err))
+	}
+	log.FromContext(ctx).Info("replacing on a rebalance recommendation", "NodeClaim", klog.KObj(nc))
+	metrics.InterruptionActionsPerformedTotal.WithLabelValues(string(messages.KindRebalanceRecommendation), ActionReplace).Inc()
+	return nil
 }

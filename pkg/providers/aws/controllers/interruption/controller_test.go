@@ -163,6 +163,33 @@ func TestInterruptionActions(t *testing.T) {
 	}
 }
 
+// With ReplaceOnRebalance a rebalance recommendation marks the NodeClaim
+// for replacement (the provider then reports it drifted) instead of
+// deleting it; a second recommendation keeps the first time.
+func TestRebalanceReplaceFirst(t *testing.T) {
+	h := start(t, func(o *interruption.Options) { o.ReplaceOnRebalance = true })
+	id, zone := launch(t, "m5.large")
+	c := newClaim(t, id, zone, "m5.large", v1.CapacityTypeSpot)
+	replace := metrics.InterruptionActionsPerformedTotal.WithLabelValues("rebalance_recommendation", interruption.ActionReplace)
+	before := counter(t, replace)
+
+	h.send(t, awslocal.Interruption{Kind: awslocal.InterruptionRebalance, InstanceID: id})
+	h.drained(t)
+	require.Eventually(t, func() bool { return counter(t, replace) == before+1 }, 5*time.Second, 50*time.Millisecond)
+	got := get(t, c.nc)
+	marked := got.Annotations[awsv1.AnnotationRebalanceRecommendation]
+	require.NotEmpty(t, marked, "annotated for replacement")
+	_, err := time.Parse(time.RFC3339, marked)
+	require.NoError(t, err)
+	assert.False(t, deleting(t, c.nc), "replaced by the disruption queue, not deleted here")
+	assert.Equal(t, []string{"SpotRebalanceRecommendation"}, h.rec.reasons(c.nc.Name))
+
+	h.send(t, awslocal.Interruption{Kind: awslocal.InterruptionRebalance, InstanceID: id})
+	h.drained(t)
+	assert.Equal(t, marked, get(t, c.nc).Annotations[awsv1.AnnotationRebalanceRecommendation], "the first recommendation's time is kept")
+	assert.Equal(t, before+1, counter(t, replace))
+}
+
 // A scheduled change for several instances drains each of Karpenter's and
 // ignores the one it does not manage.
 func TestScheduledChangeForSeveralInstances(t *testing.T) {
