@@ -199,9 +199,22 @@ func (r *Receiver) poll(ctx context.Context, h Handler) (err error) {
 	if err != nil {
 		return err
 	}
+	// The batch's messages are handled in parallel, as upstream does: each
+	// costs a few API calls, and 10 interruptions in a row must not wait
+	// for one another. A panic in one is recovered here, in its goroutine,
+	// where poll's recover cannot reach.
+	var wg sync.WaitGroup
 	for _, m := range msgs {
-		r.process(ctx, h, m)
+		wg.Go(func() {
+			defer func() {
+				if p := recover(); p != nil {
+					log.FromContext(ctx).Error(fmt.Errorf("%v\n%s", p, debug.Stack()), "panic processing interruption message", "messageId", aws.ToString(m.MessageId))
+				}
+			}()
+			r.process(ctx, h, m)
+		})
 	}
+	wg.Wait()
 	return nil
 }
 
