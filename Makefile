@@ -34,10 +34,7 @@ verify: generate
 test: tools verify
 	# -count=1: the e2e tests run binaries they build themselves, which the
 	# test cache cannot see, so a cached pass could hide a regression.
-	# ./test/e2e is named first: go test starts packages in the order given,
-	# and the e2e suite (about 22 minutes) is the long pole; started last, it
-	# ran after everything else instead of beside it.
-	go test -count=1 $(GO_TEST_FLAGS) -timeout 40m ./test/e2e ./...
+	go test -count=1 $(GO_TEST_FLAGS) -timeout 40m ./...
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 10s ./pkg/providers/aws/interruption/messages
 
 ## run: a local cluster with the examples applied and the controller on the local AWS
