@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -44,51 +43,12 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !np.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	want := NodePool(np)
-	if np.Annotations[v1.NodePoolHashVersionAnnotationKey] != v1.NodePoolHashVersion {
-		if err := c.restampNodeClaims(ctx, np, want); err != nil {
-			return reconcile.Result{}, err
+	keys := Annotations{Hash: v1.NodePoolHashAnnotationKey, Version: v1.NodePoolHashVersionAnnotationKey, CurrentVersion: v1.NodePoolHashVersion}
+	return reconcile.Result{}, Stamp(ctx, c.kube, np, keys, NodePool(np), func() ([]v1.NodeClaim, error) {
+		list := &v1.NodeClaimList{}
+		if err := c.kube.List(ctx, list, client.MatchingLabels{v1.NodePoolLabelKey: np.Name}); err != nil {
+			return nil, fmt.Errorf("listing nodeclaims of nodepool %s: %w", np.Name, err)
 		}
-	}
-	if np.Annotations[v1.NodePoolHashAnnotationKey] == want &&
-		np.Annotations[v1.NodePoolHashVersionAnnotationKey] == v1.NodePoolHashVersion {
-		return reconcile.Result{}, nil
-	}
-	stored := np.DeepCopy()
-	if np.Annotations == nil {
-		np.Annotations = map[string]string{}
-	}
-	np.Annotations[v1.NodePoolHashAnnotationKey] = want
-	np.Annotations[v1.NodePoolHashVersionAnnotationKey] = v1.NodePoolHashVersion
-	if err := c.kube.Patch(ctx, np, client.MergeFrom(stored)); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("patching nodepool %s hash: %w", np.Name, err))
-	}
-	return reconcile.Result{}, nil
-}
-
-// restampNodeClaims moves the pool's NodeClaims to the current hash version.
-// Already drifted NodeClaims keep their old hash so that they stay drifted.
-func (c *Controller) restampNodeClaims(ctx context.Context, np *v1.NodePool, hash string) error {
-	list := &v1.NodeClaimList{}
-	if err := c.kube.List(ctx, list, client.MatchingLabels{v1.NodePoolLabelKey: np.Name}); err != nil {
-		return fmt.Errorf("listing nodeclaims of nodepool %s: %w", np.Name, err)
-	}
-	for i := range list.Items {
-		nc := &list.Items[i]
-		if nc.Annotations[v1.NodePoolHashVersionAnnotationKey] == v1.NodePoolHashVersion {
-			continue
-		}
-		stored := nc.DeepCopy()
-		if nc.Annotations == nil {
-			nc.Annotations = map[string]string{}
-		}
-		if !meta.IsStatusConditionTrue(nc.GetConditions(), v1.ConditionTypeDrifted) {
-			nc.Annotations[v1.NodePoolHashAnnotationKey] = hash
-		}
-		nc.Annotations[v1.NodePoolHashVersionAnnotationKey] = v1.NodePoolHashVersion
-		if err := c.kube.Patch(ctx, nc, client.MergeFrom(stored)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("re-stamping nodeclaim %s: %w", nc.Name, err)
-		}
-	}
-	return nil
+		return list.Items, nil
+	})
 }

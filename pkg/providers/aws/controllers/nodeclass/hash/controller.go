@@ -17,7 +17,6 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -26,6 +25,7 @@ import (
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	nodepoolhash "github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
 )
 
 // Controller keeps each EC2NodeClass's hash annotations current.
@@ -62,64 +62,20 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !nodeClass.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	want := nodeClass.Hash()
-	if nodeClass.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] != awsv1.EC2NodeClassHashVersion {
-		// NodeClaims before the class: if this fails the class keeps its
-		// old version and the next attempt re-stamps again.
-		if err := c.restampNodeClaims(ctx, nodeClass, want); err != nil {
-			return reconcile.Result{}, err
+	keys := nodepoolhash.Annotations{Hash: awsv1.AnnotationEC2NodeClassHash, Version: awsv1.AnnotationEC2NodeClassHashVersion, CurrentVersion: awsv1.EC2NodeClassHashVersion}
+	return reconcile.Result{}, nodepoolhash.Stamp(ctx, c.kube, nodeClass, keys, nodeClass.Hash(), func() ([]v1.NodeClaim, error) {
+		// No field index is assumed (the wiring may not register one); the
+		// list comes from the manager's cache, so filtering here is cheap.
+		list := &v1.NodeClaimList{}
+		if err := c.kube.List(ctx, list); err != nil {
+			return nil, fmt.Errorf("listing nodeclaims of ec2nodeclass %s: %w", nodeClass.Name, err)
 		}
-	}
-	if nodeClass.Annotations[awsv1.AnnotationEC2NodeClassHash] == want &&
-		nodeClass.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] == awsv1.EC2NodeClassHashVersion {
-		return reconcile.Result{}, nil
-	}
-	stored := nodeClass.DeepCopy()
-	if nodeClass.Annotations == nil {
-		nodeClass.Annotations = map[string]string{}
-	}
-	nodeClass.Annotations[awsv1.AnnotationEC2NodeClassHash] = want
-	nodeClass.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
-	// A merge patch of two annotation keys: it cannot drop anything else
-	// written meanwhile, so no optimistic lock is needed.
-	if err := c.kube.Patch(ctx, nodeClass, client.MergeFrom(stored)); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("patching ec2nodeclass %s hash: %w", nodeClass.Name, err))
-	}
-	return reconcile.Result{}, nil
-}
-
-// restampNodeClaims moves the class's NodeClaims that are not at the
-// current hash version to it, with the class's current hash.
-func (c *Controller) restampNodeClaims(ctx context.Context, nodeClass *awsv1.EC2NodeClass, hash string) error {
-	list := &v1.NodeClaimList{}
-	// No field index is assumed (the wiring may not register one); the
-	// list comes from the manager's cache, so filtering here is cheap.
-	if err := c.kube.List(ctx, list); err != nil {
-		return fmt.Errorf("listing nodeclaims of ec2nodeclass %s: %w", nodeClass.Name, err)
-	}
-	for i := range list.Items {
-		nc := &list.Items[i]
-		ref := nc.Spec.NodeClassRef
-		if ref == nil || ref.Group != awsv1.Group || ref.Kind != "EC2NodeClass" || ref.Name != nodeClass.Name {
-			continue
+		var out []v1.NodeClaim
+		for _, nc := range list.Items {
+			if ref := nc.Spec.NodeClassRef; ref != nil && ref.Group == awsv1.Group && ref.Kind == "EC2NodeClass" && ref.Name == nodeClass.Name {
+				out = append(out, nc)
+			}
 		}
-		if nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] == awsv1.EC2NodeClassHashVersion {
-			continue
-		}
-		stored := nc.DeepCopy()
-		if nc.Annotations == nil {
-			nc.Annotations = map[string]string{}
-		}
-		// A NodeClaim already drifted keeps its old hash: under the new
-		// algorithm there is no telling whether it still differs, and
-		// undoing a decided drift would be the surprise.
-		if !meta.IsStatusConditionTrue(nc.GetConditions(), v1.ConditionTypeDrifted) {
-			nc.Annotations[awsv1.AnnotationEC2NodeClassHash] = hash
-		}
-		nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
-		if err := c.kube.Patch(ctx, nc, client.MergeFrom(stored)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("re-stamping nodeclaim %s: %w", nc.Name, err)
-		}
-	}
-	return nil
+		return out, nil
+	})
 }
