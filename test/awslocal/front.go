@@ -96,6 +96,8 @@ type front struct {
 	// moto: capacity, reservations, launched-instance attributes, status.
 	info *ec2Info
 	ec2  *ec2State
+	// deprecated are the AMI deprecation times moto cannot keep.
+	deprecated *deprecations
 
 	callsMu sync.Mutex
 	calls   map[callKey]int
@@ -121,6 +123,8 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		client:  &http.Client{},
 		zones:   map[string][]zone{},
 		calls:   map[callKey]int{},
+
+		deprecated: newDeprecations(),
 	}
 	f.spot = newSpotPrices(p)
 	f.proxy = &httputil.ReverseProxy{
@@ -140,9 +144,11 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		{"ssm", "GetParameter"}:                  f.ssmGetParameter,
 		{"ssm", "GetParameters"}:                 f.ssmGetParameters,
 		{"ssm", "GetParametersByPath"}:           f.ssmGetParametersByPath,
-		{"ec2", "DescribeInstanceTypes"}:         f.paged("instanceTypeSet", 5, 100),
-		{"ec2", "DescribeInstanceTypeOfferings"}: f.paged("instanceTypeOfferingSet", 5, 1000),
-		{"ec2", "DescribeImages"}:                f.paged("imagesSet", 5, 1000),
+		{"ec2", "DescribeInstanceTypes"}:         f.paged("instanceTypeSet", 5, 100, nil),
+		{"ec2", "DescribeInstanceTypeOfferings"}: f.paged("instanceTypeOfferingSet", 5, 1000, nil),
+		{"ec2", "DescribeImages"}:                f.paged("imagesSet", 5, 1000, f.overlayImages),
+		{"ec2", "EnableImageDeprecation"}:        f.enableImageDeprecation,
+		{"ec2", "DisableImageDeprecation"}:       f.disableImageDeprecation,
 	}
 	f.addEC2Handlers()
 	return f, nil

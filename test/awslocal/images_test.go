@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/stretchr/testify/require"
 
@@ -111,4 +112,72 @@ func TestPublishingANewReleaseMovesTheParameter(t *testing.T) {
 
 	_, err = local.PublishImage(ctx, awslocal.Series{Family: "centos", KubernetesVersion: "1.35", Arch: "x86_64"})
 	require.Error(t, err)
+}
+
+// TestImageDeprecation: moto keeps no deprecation, so the front does. An
+// image deprecated through EC2's own EnableImageDeprecation carries its
+// deprecationTime, drops out of listings once deprecated unless the call
+// names it or sets IncludeDeprecated (as EC2), paged or not; a future time
+// is reported but hides nothing; DisableImageDeprecation undoes it.
+func TestImageDeprecation(t *testing.T) {
+	ctx := context.Background()
+	api := ec2Client(t)
+	img, err := local.PublishImage(ctx, awslocal.Series{Family: awslocal.FamilyAL2023, KubernetesVersion: "1.33", Arch: "arm64", Variant: "standard"})
+	require.NoError(t, err)
+	later, err := local.PublishImage(ctx, awslocal.Series{Family: awslocal.FamilyAL2023, KubernetesVersion: "1.33", Arch: "arm64", Variant: "nvidia"})
+	require.NoError(t, err)
+
+	listed := func(in *ec2.DescribeImagesInput) map[string]string {
+		t.Helper()
+		got := map[string]string{}
+		if in.MaxResults == nil {
+			out, err := api.DescribeImages(ctx, in)
+			require.NoError(t, err)
+			for _, im := range out.Images {
+				got[aws.ToString(im.ImageId)] = aws.ToString(im.DeprecationTime)
+			}
+			return got
+		}
+		for p := ec2.NewDescribeImagesPaginator(api, in); p.HasMorePages(); {
+			out, err := p.NextPage(ctx)
+			require.NoError(t, err)
+			for _, im := range out.Images {
+				got[aws.ToString(im.ImageId)] = aws.ToString(im.DeprecationTime)
+			}
+		}
+		return got
+	}
+	byName := &ec2.DescribeImagesInput{Owners: []string{"amazon"}, Filters: []ec2types.Filter{{Name: aws.String("name"), Values: []string{"amazon-eks-node-al2023-arm64-*-1.33-*"}}}}
+	require.Contains(t, listed(byName), img.ID)
+
+	past := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	_, err = api.EnableImageDeprecation(ctx, &ec2.EnableImageDeprecationInput{ImageId: aws.String(img.ID), DeprecateAt: aws.Time(past)})
+	require.NoError(t, err)
+	future := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	require.NoError(t, local.DeprecateImage(ctx, later.ID, future))
+
+	for _, paged := range []bool{false, true} {
+		in := *byName
+		if paged {
+			in.MaxResults = aws.Int32(5)
+		}
+		got := listed(&in)
+		require.NotContains(t, got, img.ID, "a deprecated image is left out of a listing (paged %v)", paged)
+		require.Equal(t, future.Format("2006-01-02T15:04:05.000Z"), got[later.ID], "a future deprecation is reported (paged %v)", paged)
+
+		in.IncludeDeprecated = aws.Bool(true)
+		got = listed(&in)
+		require.Equal(t, past.Format("2006-01-02T15:04:05.000Z"), got[img.ID], "IncludeDeprecated lists it with its time (paged %v)", paged)
+	}
+	require.Contains(t, listed(&ec2.DescribeImagesInput{ImageIds: []string{img.ID}}), img.ID, "named by id, a deprecated image is listed")
+
+	_, err = api.EnableImageDeprecation(ctx, &ec2.EnableImageDeprecationInput{ImageId: aws.String("ami-0000000000000dead"), DeprecateAt: aws.Time(past)})
+	require.ErrorContains(t, err, "InvalidAMIID.NotFound")
+
+	_, err = api.DisableImageDeprecation(ctx, &ec2.DisableImageDeprecationInput{ImageId: aws.String(img.ID)})
+	require.NoError(t, err)
+	require.NoError(t, local.DeprecateImage(ctx, later.ID, future)) // idempotent
+	got := listed(byName)
+	require.Contains(t, got, img.ID)
+	require.Empty(t, got[img.ID])
 }

@@ -19,12 +19,26 @@ import (
 // paged serves an EC2 Describe action that moto answers in one page: it
 // asks moto for everything and cuts the list element setName into pages of
 // MaxResults with an opaque NextToken, as EC2 does. Without MaxResults or
-// NextToken the call goes to moto unchanged.
-func (f *front) paged(setName string, minResults, maxResults int) handler {
+// NextToken the call goes to moto unchanged. A non-nil overlay rewrites
+// moto's whole answer first (what the front keeps that moto cannot), paged
+// or not.
+func (f *front) paged(setName string, minResults, maxResults int, overlay func(*call, []byte) ([]byte, error)) handler {
 	return func(ctx context.Context, w http.ResponseWriter, c *call) bool {
 		maxText, token := c.Form.Get("MaxResults"), c.Form.Get("NextToken")
 		if maxText == "" && token == "" {
-			return false
+			if overlay == nil {
+				return false
+			}
+			status, body, err := f.motoRaw(ctx, c.Region, c.Form)
+			if err != nil || status != http.StatusOK {
+				return false // the normal path answers moto's error as AWS would
+			}
+			if body, err = overlay(c, body); err != nil {
+				writeError(w, c, http.StatusInternalServerError, "InternalError", fmt.Sprintf("overlaying moto's %s: %v", c.Action, err))
+				return true
+			}
+			writeXML(w, body)
+			return true
 		}
 		size := maxResults
 		if maxText != "" {
@@ -61,6 +75,12 @@ func (f *front) paged(setName string, minResults, maxResults int) handler {
 				}
 				writeError(w, c, http.StatusInternalServerError, "InternalError", err.Error())
 				return true
+			}
+			if overlay != nil {
+				if body, err = overlay(c, body); err != nil {
+					writeError(w, c, http.StatusInternalServerError, "InternalError", fmt.Sprintf("overlaying moto's %s: %v", c.Action, err))
+					return true
+				}
 			}
 			snap = f.snapshots.put(body)
 		}
