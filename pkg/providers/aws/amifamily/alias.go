@@ -54,6 +54,9 @@ type ssmQuery struct {
 	path     string
 	extra    [][]corev1.NodeSelectorRequirement
 	variants []Variant
+	// mutable parameters move to each new release (the "latest" ones);
+	// pinned ones name one image forever.
+	mutable bool
 }
 
 // UnsupportedAliasError says an alias names no family or a version the
@@ -77,7 +80,7 @@ func aliasQueries(alias, k8sVersion string) ([]ssmQuery, error) {
 	latest := version == VersionLatest
 	var out []ssmQuery
 	add := func(path string, variants ...Variant) {
-		out = append(out, ssmQuery{path: path, variants: variants})
+		out = append(out, ssmQuery{path: path, variants: variants, mutable: latest})
 	}
 	switch family {
 	case awsv1.AMIFamilyAL2023:
@@ -125,7 +128,8 @@ func aliasQueries(alias, k8sVersion string) ([]ssmQuery, error) {
 		}
 		year := strings.TrimPrefix(family, "Windows")
 		out = append(out, ssmQuery{
-			path: fmt.Sprintf("/aws/service/ami-windows-latest/Windows_Server-%s-English-Core-EKS_Optimized-%s/image_id", year, k8sVersion),
+			mutable: true,
+			path:    fmt.Sprintf("/aws/service/ami-windows-latest/Windows_Server-%s-English-Core-EKS_Optimized-%s/image_id", year, k8sVersion),
 			extra: [][]corev1.NodeSelectorRequirement{{
 				{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{string(corev1.Windows)}},
 				{Key: corev1.LabelWindowsBuild, Operator: corev1.NodeSelectorOpIn, Values: []string{windowsBuilds[family]}},

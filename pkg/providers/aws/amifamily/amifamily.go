@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -80,6 +81,11 @@ type Provider struct {
 	opts   Options
 	params *ttl.Cache[string]
 	images *ttl.Cache[[]ec2types.Image]
+
+	// latest are the cached alias parameters that move to each new
+	// release, which InvalidateDeprecated checks.
+	latestMu sync.Mutex
+	latest   map[string]struct{}
 }
 
 // NewProvider returns a provider over the EC2 and SSM clients.
@@ -96,7 +102,7 @@ func NewProvider(ec2api EC2API, ssmapi SSMAPI, opts Options) *Provider {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Provider{ec2: ec2api, ssm: ssmapi, opts: opts, params: ttl.New[string](opts.Now), images: ttl.New[[]ec2types.Image](opts.Now)}
+	return &Provider{ec2: ec2api, ssm: ssmapi, opts: opts, params: ttl.New[string](opts.Now), images: ttl.New[[]ec2types.Image](opts.Now), latest: map[string]struct{}{}}
 }
 
 // NotFoundError says an alias found no published image for this
@@ -241,6 +247,11 @@ func (p *Provider) aliasQuery(ctx context.Context, alias string) ([]query, error
 		if err != nil {
 			return nil, err
 		}
+		if param.mutable {
+			p.latestMu.Lock()
+			p.latest[param.path] = struct{}{}
+			p.latestMu.Unlock()
+		}
 		if found {
 			known[id] = append(known[id], param.extra...)
 		}
@@ -279,10 +290,53 @@ func (p *Provider) parameter(ctx context.Context, name string, d time.Duration) 
 	return v, v != "", nil
 }
 
-// InvalidateParameters forgets cached SSM values, as upstream's
-// invalidation controller does for "latest" parameters whose image went
-// deprecated.
-func (p *Provider) InvalidateParameters() { p.params.Flush() }
+// InvalidateDeprecated forgets the cached "latest" alias parameters whose
+// image is now deprecated, so the next resolution reads SSM again and finds
+// the release that replaced it instead of waiting out the 24 h cache (as
+// upstream's SSM invalidation controller). Pinned versions and ssmParameter
+// terms are left alone: the first never move, the second expire in minutes.
+// It returns the parameters forgotten.
+func (p *Provider) InvalidateDeprecated(ctx context.Context) ([]string, error) {
+	byImage := map[string][]string{}
+	p.latestMu.Lock()
+	for name := range p.latest {
+		id, ok := p.params.Get(name)
+		if !ok {
+			delete(p.latest, name) // expired: the next read is fresh anyway
+			continue
+		}
+		if id != "" {
+			byImage[id] = append(byImage[id], name)
+		}
+	}
+	p.latestMu.Unlock()
+	if len(byImage) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(byImage))
+	for id := range byImage {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	// EC2 refuses MaxResults together with ImageIds; the ids are a handful.
+	out, err := p.ec2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: ids, IncludeDeprecated: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("describing the images of cached ssm parameters: %w", err)
+	}
+	now := p.opts.Now()
+	var forgotten []string
+	for _, img := range out.Images {
+		if !isDeprecated(aws.ToString(img.DeprecationTime), now) {
+			continue
+		}
+		for _, name := range byImage[aws.ToString(img.ImageId)] {
+			p.params.Delete(name)
+			forgotten = append(forgotten, name)
+		}
+	}
+	sort.Strings(forgotten)
+	return forgotten, nil
+}
 
 func (p *Provider) describe(ctx context.Context, q query) ([]ec2types.Image, error) {
 	key := q.key()

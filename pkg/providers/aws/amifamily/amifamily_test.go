@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,4 +251,49 @@ func TestStatusSortsRequirementsAsUpstream(t *testing.T) {
 		keys = append(keys, r.Key)
 	}
 	assert.Equal(t, []string{corev1.LabelArchStable, awsv1.LabelInstanceGPUCount, awsv1.LabelInstanceAcceleratorCount}, keys)
+}
+
+// TestInvalidateDeprecated: an alias's "latest" parameters are cached for a
+// day, so a new release alone is not seen; once the cached image is
+// deprecated, InvalidateDeprecated forgets exactly those parameters and the
+// next resolution finds the new release. A pinned version whose image is
+// deprecated stays cached (its parameter never moves).
+func TestInvalidateDeprecated(t *testing.T) {
+	ctx := context.Background()
+	p := newProvider()
+	series := awslocal.Series{Family: awslocal.FamilyAL2023, KubernetesVersion: k8sVersion, Arch: "arm64", Variant: "standard"}
+	idOf := func(alias string) string {
+		t.Helper()
+		amis, err := p.List(ctx, class(awsv1.AMISelectorTerm{Alias: alias}))
+		require.NoError(t, err)
+		for _, a := range amis {
+			if strings.Contains(a.Name, "arm64-standard") {
+				return a.ID
+			}
+		}
+		t.Fatalf("%s resolved no arm64 standard image: %v", alias, summaries(amis))
+		return ""
+	}
+	old := idOf("al2023@latest")
+	pinned := release(t, awslocal.FamilyAL2023, "arm64", "standard", 0)
+	require.Equal(t, pinned.ID, idOf("al2023@"+pinned.Version))
+
+	forgotten, err := p.InvalidateDeprecated(ctx)
+	require.NoError(t, err)
+	require.Empty(t, forgotten, "nothing is deprecated yet")
+
+	fresh, err := local.PublishImage(ctx, series)
+	require.NoError(t, err)
+	require.Equal(t, old, idOf("al2023@latest"), "the cached parameter still names the old release")
+
+	past := time.Now().Add(-time.Minute)
+	require.NoError(t, local.DeprecateImage(ctx, old, past))
+	require.NoError(t, local.DeprecateImage(ctx, pinned.ID, past))
+	ssmBefore := local.Calls("ssm", "GetParameter")
+	forgotten, err = p.InvalidateDeprecated(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{fmt.Sprintf("/aws/service/eks/optimized-ami/%s/amazon-linux-2023/arm64/standard/recommended/image_id", k8sVersion)}, forgotten)
+	require.Equal(t, fresh.ID, idOf("al2023@latest"), "the next resolution reads SSM again")
+	require.Equal(t, 1, local.Calls("ssm", "GetParameter")-ssmBefore, "only the forgotten parameter is read again")
+	require.Equal(t, pinned.ID, idOf("al2023@"+pinned.Version), "a pinned version keeps its image")
 }
