@@ -40,6 +40,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/tagging"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass"
 	nodeclasshash "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass/hash"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/ssminvalidation"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instanceprofile"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
@@ -87,6 +88,7 @@ type Provider struct {
 	prices    *pricing.Provider
 	types     *instancetypes.Provider
 	nodeClass *nodeclass.Controller
+	amis      *amifamily.Provider
 	opts      Options
 	log       logr.Logger
 }
@@ -135,6 +137,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		clients: clients,
 		prices:  prices,
 		types:   types,
+		amis:    amis,
 		opts:    o,
 		log:     o.Logger,
 		CloudProvider: awscloudprovider.New(awscloudprovider.Options{
@@ -176,6 +179,7 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		tagging.NewController(kube, p.clients.EC2, s.ClusterName),
 		awsmetrics.NewController(kube, p.CloudProvider, p.opts.Unavailable, p.log.WithName("metrics")),
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
+		ssminvalidation.New(p.amis, p.nodeClass, s.SSMInvalidationInterval, p.log.WithName("ssm")),
 	}
 	if s.InterruptionQueue != "" {
 		opts := interruption.Options{Unavailable: p.opts.Unavailable, Recorder: recorder, Clock: p.opts.Clock, ReplaceOnRebalance: s.InterruptionReplaceOnRebalance}

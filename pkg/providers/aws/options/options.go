@@ -40,6 +40,10 @@ type Options struct {
 	// zero is upstream's minute. Test-only (env INSTANCE_STATUS_INTERVAL,
 	// no flag), so e2e tests need not wait a minute for a check.
 	InstanceStatusInterval time.Duration
+	// SSMInvalidationInterval is how often cached "latest" AMI parameters
+	// are checked for deprecated images; zero is upstream's 30 minutes.
+	// Test-only (env SSM_INVALIDATION_INTERVAL, no flag).
+	SSMInvalidationInterval time.Duration
 	// ReservedENIs are ENIs left out of the max-pods computation.
 	ReservedENIs          int
 	DisableDryRun         bool
@@ -134,12 +138,17 @@ func (o *Options) Parse(fs *flag.FlagSet, lookupEnv func(string) (string, bool),
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("parsing flags: %w", err)
 	}
-	if v, ok := lookupEnv(EnvInstanceStatusInterval); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("parsing environment variable %s=%q: want a positive duration", EnvInstanceStatusInterval, v)
+	for env, dst := range map[string]*time.Duration{
+		EnvInstanceStatusInterval:  &o.InstanceStatusInterval,
+		EnvSSMInvalidationInterval: &o.SSMInvalidationInterval,
+	} {
+		if v, ok := lookupEnv(env); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("parsing environment variable %s=%q: want a positive duration", env, v)
+			}
+			*dst = d
 		}
-		o.InstanceStatusInterval = d
 	}
 	return o.Validate()
 }
@@ -147,6 +156,10 @@ func (o *Options) Parse(fs *flag.FlagSet, lookupEnv func(string) (string, bool),
 // EnvInstanceStatusInterval is the test-only environment variable behind
 // InstanceStatusInterval.
 const EnvInstanceStatusInterval = "INSTANCE_STATUS_INTERVAL"
+
+// EnvSSMInvalidationInterval is the test-only environment variable behind
+// SSMInvalidationInterval.
+const EnvSSMInvalidationInterval = "SSM_INVALIDATION_INTERVAL"
 
 // Validate reports every invalid setting at once, with upstream's rules.
 func (o *Options) Validate() error {

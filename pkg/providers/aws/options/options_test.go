@@ -45,12 +45,17 @@ func TestDefaultsAndEnv(t *testing.T) {
 	assert.Len(t, options.EnvNames(), 15)
 	assert.Zero(t, o.InstanceStatusInterval, "upstream's minute unless the test-only env says")
 
-	o, err = parse(map[string]string{"CLUSTER_NAME": "c", options.EnvInstanceStatusInterval: "5s"})
+	assert.Zero(t, o.SSMInvalidationInterval, "upstream's 30 minutes unless the test-only env says")
+
+	o, err = parse(map[string]string{"CLUSTER_NAME": "c", options.EnvInstanceStatusInterval: "5s", options.EnvSSMInvalidationInterval: "7s"})
 	require.NoError(t, err)
 	assert.Equal(t, 5*time.Second, o.InstanceStatusInterval)
-	for _, bad := range []string{"soon", "0s", "-1s"} {
-		_, err = parse(map[string]string{"CLUSTER_NAME": "c", options.EnvInstanceStatusInterval: bad})
-		assert.ErrorContains(t, err, options.EnvInstanceStatusInterval, bad)
+	assert.Equal(t, 7*time.Second, o.SSMInvalidationInterval)
+	for _, env := range []string{options.EnvInstanceStatusInterval, options.EnvSSMInvalidationInterval} {
+		for _, bad := range []string{"soon", "0s", "-1s"} {
+			_, err = parse(map[string]string{"CLUSTER_NAME": "c", env: bad})
+			assert.ErrorContains(t, err, env, bad)
+		}
 	}
 }
 

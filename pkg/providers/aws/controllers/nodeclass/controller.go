@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -86,11 +87,31 @@ type Options struct {
 type Controller struct {
 	kube client.Client
 	opts Options
+	// resync carries the classes Resync asks to be reconciled now.
+	resync chan event.TypedGenericEvent[*awsv1.EC2NodeClass]
 }
 
 // NewController returns the nodeclass controller.
 func NewController(kube client.Client, opts Options) *Controller {
-	return &Controller{kube: kube, opts: opts}
+	return &Controller{kube: kube, opts: opts, resync: make(chan event.TypedGenericEvent[*awsv1.EC2NodeClass], 16)}
+}
+
+// Resync reconciles every EC2NodeClass now instead of at its next requeue:
+// after a resolver forgot a cached answer (a deprecated AMI's "latest"
+// parameter), status should not wait up to five minutes for the new one.
+func (c *Controller) Resync(ctx context.Context) error {
+	var list awsv1.EC2NodeClassList
+	if err := c.kube.List(ctx, &list); err != nil {
+		return fmt.Errorf("listing ec2nodeclasses: %w", err)
+	}
+	for i := range list.Items {
+		select {
+		case c.resync <- event.TypedGenericEvent[*awsv1.EC2NodeClass]{Object: &list.Items[i]}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // Name is the controller's name in logs and metrics.
@@ -117,6 +138,7 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 			DeleteFunc:  func(event.DeleteEvent) bool { return true },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
+		WatchesRawSource(source.Channel(c.resync, &handler.TypedEnqueueRequestForObject[*awsv1.EC2NodeClass]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 10}).
 		Complete(c)
 }
