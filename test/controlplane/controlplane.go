@@ -281,16 +281,16 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL stri
 		return fmt.Errorf("writing token file: %w", err)
 	}
 	args := []string{
-		"--etcd-servers="+etcdURL,
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(port),
-		"--cert-dir="+certs,
-		"--token-auth-file="+tokens,
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + certs,
+		"--token-auth-file=" + tokens,
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+saKey,
-		"--service-account-signing-key-file="+saKey,
+		"--service-account-key-file=" + saKey,
+		"--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
 		// Without the token controller no ServiceAccount tokens exist; the
