@@ -72,6 +72,9 @@ type Options struct {
 	// AuditPolicy, when set, is an audit policy (YAML) the API server logs
 	// by, as JSON lines in ControlPlane.AuditLogPath.
 	AuditPolicy string
+	// APIServerArgs are extra kube-apiserver flags (feature gates, say),
+	// after the harness's own.
+	APIServerArgs []string
 }
 
 // User is an identity the API server authenticates by a static token.
@@ -308,6 +311,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL stri
 		cp.AuditLogPath = filepath.Join(cp.Dir, "logs", "audit.log")
 		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath, "--audit-log-format=json", "--audit-log-mode=blocking")
 	}
+	args = append(args, cp.opts.APIServerArgs...)
 	p, err := cp.spawn(binDir, "kube-apiserver", args...)
 	if err != nil {
 		return err
