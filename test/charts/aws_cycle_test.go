@@ -232,7 +232,7 @@ func TestServiceAccountCycleAWS(t *testing.T) {
 	noForbidden(t, logPath)
 
 	t.Run("every rule is needed", func(t *testing.T) {
-		proveEveryRuleNeeded(ctx, t, cp, kube, ns, nil)
+		proveEveryRuleNeeded(ctx, t, cp, kube, ns)
 	})
 }
 

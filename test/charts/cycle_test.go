@@ -291,7 +291,7 @@ func TestServiceAccountCycle(t *testing.T) {
 	noForbidden(t, logPath)
 
 	t.Run("every rule is needed", func(t *testing.T) {
-		proveEveryRuleNeeded(ctx, t, cp, kube, ns, nil)
+		proveEveryRuleNeeded(ctx, t, cp, kube, ns)
 	})
 }
 
