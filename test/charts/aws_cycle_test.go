@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -29,11 +30,14 @@ import (
 // termination finalizer and hash annotation and goes Ready (status), inflate
 // launches instances that join as Nodes and are tagged (NodeClaim
 // annotations), an interruption message deletes a NodeClaim under pods
-// (events, delete; the pods move), a scale to zero consolidates every node,
+// (events, delete; the pods move), the kwok cycle's other workloads (a
+// volume, drain's deadline for a PDB-guarded pod, a repeated event) run on
+// it, a scale to zero consolidates every node,
 // and deleting the EC2NodeClass removes its finalizer. Nothing in the log may
-// be forbidden.
+// be forbidden. Then it proves every rule the chart grants in AWS mode
+// needed (rbac_test.go).
 func TestServiceAccountCycleAWS(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
 	phase := func(what string) { t.Logf("%5.1fs %s", time.Since(start).Seconds(), what) }
@@ -48,7 +52,9 @@ func TestServiceAccountCycleAWS(t *testing.T) {
 		l, err := awslocal.Start(ctx, awslocal.Options{Dir: motoDir})
 		moto <- started{l, err}
 	}()
-	cp, cpErr := controlplane.Start(ctx, controlplane.Options{SkipCRDs: true, ControllerManager: true, Scheduler: true, Kwok: true})
+	const ns = "karpenter"
+	sa := chartServiceAccount(ns)
+	cp, cpErr := controlplane.Start(ctx, cycleControlPlane(sa))
 	m := <-moto
 	if cpErr == nil {
 		t.Cleanup(cp.Stop)
@@ -81,7 +87,6 @@ func TestServiceAccountCycleAWS(t *testing.T) {
 	booter := local.Boot(ctx, cp.Client, awslocal.BootOptions{ClusterName: "local"})
 	t.Cleanup(booter.Stop)
 
-	const ns = "karpenter"
 	// Default values (the AWS provider) plus the settings upstream's
 	// install command gives; no replicas, as in TestServiceAccountCycle.
 	values := []string{"--set", "replicas=0",
@@ -89,7 +94,8 @@ func TestServiceAccountCycleAWS(t *testing.T) {
 		"--set", "settings.clusterEndpoint=" + cp.Config.Host,
 		"--set", "settings.interruptionQueue=" + queueName,
 	}
-	helm(t, []string{"KUBECONFIG=" + cp.KubeconfigPath}, append([]string{"install", "karpenter", chartDir(t, "karpenter"),
+	kube := []string{"KUBECONFIG=" + cp.KubeconfigPath}
+	helm(t, kube, append([]string{"install", "karpenter", chartDir(t, "karpenter"),
 		"--namespace", ns, "--create-namespace"}, values...)...)
 	_, objs := render(t, values...)
 	if env, _ := controllerEnv(t, deployment(t, objs, "karpenter")); env["CLOUD_PROVIDER"] != "aws" {
@@ -102,6 +108,17 @@ func TestServiceAccountCycleAWS(t *testing.T) {
 		}
 		if err := controlplane.Apply(ctx, cp.Client, b); err != nil {
 			t.Fatalf("applying examples/%s: %v", f, err)
+		}
+	}
+	// The pool gets the kwok cycle's drain deadline, before it has any
+	// NodeClaim to drift, and the kwok cycle's other workloads.
+	np := &v1.NodePool{ObjectMeta: metaName("general-purpose")}
+	if err := cp.Client.Patch(ctx, np, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"template":{"spec":{"terminationGracePeriod":"5s"}}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range documents(t, drainWorkloads("general-purpose")) {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatalf("creating %s/%s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
 	// The pod gets its AWS credentials from IRSA or Pod Identity; here
@@ -133,6 +150,8 @@ func TestServiceAccountCycleAWS(t *testing.T) {
 	// data, and the tagging controller's NodeClaim annotations.
 	scaleTo(ctx, t, cp, "inflate", 2)
 	pods := waitRunning(ctx, t, cp, logPath, "inflate", 2)
+	waitRunning(ctx, t, cp, logPath, "stateful", 1)
+	guarded := waitRunning(ctx, t, cp, logPath, "guarded", 1)[0]
 	eventually(ctx, t, logPath, time.Minute, "every NodeClaim tagged", func() bool {
 		claims := nodeClaims(ctx, t, cp)
 		for _, nc := range claims {
@@ -174,12 +193,26 @@ func TestServiceAccountCycleAWS(t *testing.T) {
 	if !recorded {
 		t.Errorf("no %s event on NodeClaim %s", interruption.EventTerminatingOnInterruption, victim.Name)
 	}
+	// The guarded pod's NodeClaim goes too (deleted, when the
+	// interruption did not take it), so drain meets the PDB.
+	for _, nc := range nodeClaims(ctx, t, cp) {
+		if nc.Status.NodeName == guarded.Spec.NodeName {
+			if err := cp.Client.Delete(ctx, &nc); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(ctx, t, cp, &v1.NodeClaim{}, client.ObjectKey{Name: nc.Name})
+		}
+	}
 	waitRunning(ctx, t, cp, logPath, "inflate", 2)
-	phase("interrupted NodeClaim gone")
+	drainedAndRetried(ctx, t, cp, logPath, guarded.Name)
+	waitRunning(ctx, t, cp, logPath, "guarded", 1)
+	phase("interrupted NodeClaim gone, guarded pod deleted at the deadline")
 
 	// Disruption: scale to zero and let emptiness consolidation remove
 	// every node.
 	scaleTo(ctx, t, cp, "inflate", 0)
+	scaleTo(ctx, t, cp, "stateful", 0)
+	scaleTo(ctx, t, cp, "guarded", 0)
 	eventually(ctx, t, logPath, 3*time.Minute, "every NodeClaim consolidated", func() bool {
 		return len(nodeClaims(ctx, t, cp)) == 0
 	})
@@ -197,6 +230,10 @@ func TestServiceAccountCycleAWS(t *testing.T) {
 	waitGone(ctx, t, cp, &awsv1.EC2NodeClass{}, client.ObjectKey{Name: "default"})
 	phase("EC2NodeClass finalized")
 	noForbidden(t, logPath)
+
+	t.Run("every rule is needed", func(t *testing.T) {
+		proveEveryRuleNeeded(ctx, t, cp, kube, ns)
+	})
 }
 
 // eventually polls cond every second for up to timeout, failing the test

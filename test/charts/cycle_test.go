@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +39,9 @@ spec:
       labels:
         rbac.example.io/pool: rbac
     spec:
+      # Drain's deadline: the guarded pod, whose PDB refuses every
+      # eviction, is deleted once it passes.
+      terminationGracePeriod: 5s
       requirements:
         - key: karpenter.sh/capacity-type
           operator: In
@@ -74,7 +79,16 @@ spec:
             requests:
               cpu: "1"
               memory: 256Mi
----
+`
+
+// drainWorkloadsYAML are the cycles' workloads beside inflate, for NodePool
+// POOL: a pod with a PersistentVolumeClaim (the volume kinds are read), a
+// pod whose PDB refuses every eviction (drain deletes it once the pool's
+// terminationGracePeriod has passed) and a pod no instance type fits (every
+// provisioning round, one each 10 s while it is pending, records the same
+// FailedScheduling event, which the event recorder then patches instead of
+// creating again).
+const drainWorkloadsYAML = `
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata:
@@ -122,7 +136,7 @@ spec:
         app: stateful
     spec:
       nodeSelector:
-        rbac.example.io/pool: rbac
+        karpenter.sh/nodepool: POOL
       terminationGracePeriodSeconds: 0
       containers:
         - name: pause
@@ -135,32 +149,92 @@ spec:
         - name: data
           persistentVolumeClaim:
             claimName: rbac-data
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: guarded
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: guarded
+  template:
+    metadata:
+      labels:
+        app: guarded
+    spec:
+      nodeSelector:
+        karpenter.sh/nodepool: POOL
+      terminationGracePeriodSeconds: 0
+      containers:
+        - name: pause
+          image: pause
+          resources:
+            requests:
+              cpu: 100m
+              memory: 64Mi
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: oversized
+  namespace: default
+spec:
+  nodeSelector:
+    karpenter.sh/nodepool: POOL
+  containers:
+    - name: pause
+      image: pause
+      resources:
+        requests:
+          cpu: "1000"
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: guarded
+  namespace: default
+spec:
+  maxUnavailable: 0
+  selector:
+    matchLabels:
+      app: guarded
 `
+
+func drainWorkloads(pool string) string { return strings.ReplaceAll(drainWorkloadsYAML, "POOL", pool) }
 
 // TestServiceAccountCycle runs the controller as the chart's ServiceAccount
 // through provisioning (NodeClaims, Nodes created by the kwok provider; one
 // pod with a PersistentVolumeClaim, so volumes are read too),
-// termination of a NodeClaim that carries pods (cordon, evictions, the
-// replacement for the evicted pods) and emptiness consolidation after a
-// scale-down, and finds no forbidden request in its log.
+// termination of the NodeClaims that carry an inflate pod and the guarded
+// pod (cordon, evictions, the guarded pod's refused by its PDB until the
+// pool's terminationGracePeriod passes and drain deletes it, the
+// replacement for the moved pods), a pod no instance type fits (its
+// FailedScheduling event repeated) and emptiness consolidation after a
+// scale-down, and finds no forbidden request in its log. Then it proves
+// every rule the chart grants in kwok mode needed (rbac_test.go).
 func TestServiceAccountCycle(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{SkipCRDs: true, ControllerManager: true, Scheduler: true, Kwok: true})
+	const ns = "karpenter"
+	sa := chartServiceAccount(ns)
+	cp, err := controlplane.Start(ctx, cycleControlPlane(sa))
 	if err != nil {
 		t.Fatalf("starting control plane: %v", err)
 	}
 	t.Cleanup(cp.Stop)
-	const ns = "karpenter"
 	// No replicas: the pods could never run here (no image), and the
 	// controller runs as a process below, as their ServiceAccount. The
 	// kwok provider, one value away from the default AWS provider.
 	values := []string{"--set", "replicas=0", "--set", "kwok.enabled=true"}
-	helm(t, []string{"KUBECONFIG=" + cp.KubeconfigPath}, append([]string{"install", "karpenter", chartDir(t, "karpenter"),
+	kube := []string{"KUBECONFIG=" + cp.KubeconfigPath}
+	helm(t, kube, append([]string{"install", "karpenter", chartDir(t, "karpenter"),
 		"--namespace", ns, "--create-namespace"}, values...)...)
 	logPath := startAsServiceAccount(ctx, t, cp, ns, values, nil)
 
-	for _, o := range documents(t, cycleObjects) {
+	for _, o := range documents(t, cycleObjects+"---\n"+drainWorkloads("rbac")) {
 		if err := cp.Client.Create(ctx, o); err != nil {
 			t.Fatalf("creating %s/%s: %v", o.GetKind(), o.GetName(), err)
 		}
@@ -169,33 +243,42 @@ func TestServiceAccountCycle(t *testing.T) {
 	// Provisioning.
 	pods := waitRunning(ctx, t, cp, logPath, "inflate", 2)
 	waitRunning(ctx, t, cp, logPath, "stateful", 1)
+	guarded := waitRunning(ctx, t, cp, logPath, "guarded", 1)[0]
 	claims := nodeClaims(ctx, t, cp)
 	if len(claims) == 0 {
 		t.Fatal("pods run but no NodeClaim exists")
 	}
 
-	// Termination: delete the NodeClaim under a pod; its pods are evicted
-	// and provisioned for again.
-	victim := ""
+	// Termination: delete the NodeClaims under an inflate pod and under
+	// the guarded pod; their pods are evicted, the guarded one deleted at
+	// the deadline, and provisioned for again.
+	victims := map[string]string{} // NodeClaim → Node
 	for _, nc := range claims {
-		if nc.Status.NodeName == pods[0].Spec.NodeName {
-			victim = nc.Name
+		if nc.Status.NodeName == pods[0].Spec.NodeName || nc.Status.NodeName == guarded.Spec.NodeName {
+			victims[nc.Name] = nc.Status.NodeName
 		}
 	}
-	if victim == "" {
-		t.Fatalf("no NodeClaim for node %s (claims %v)", pods[0].Spec.NodeName, claimNames(claims))
+	if len(victims) == 0 || (pods[0].Spec.NodeName != guarded.Spec.NodeName) != (len(victims) == 2) {
+		t.Fatalf("no NodeClaim for node %s or %s (claims %v)", pods[0].Spec.NodeName, guarded.Spec.NodeName, claimNames(claims))
 	}
-	if err := cp.Client.Delete(ctx, &v1.NodeClaim{ObjectMeta: metaName(victim)}); err != nil {
-		t.Fatal(err)
+	for nc := range victims {
+		if err := cp.Client.Delete(ctx, &v1.NodeClaim{ObjectMeta: metaName(nc)}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	waitGone(ctx, t, cp, &v1.NodeClaim{}, client.ObjectKey{Name: victim})
-	waitGone(ctx, t, cp, &corev1.Node{}, client.ObjectKey{Name: pods[0].Spec.NodeName})
+	for nc, node := range victims {
+		waitGone(ctx, t, cp, &v1.NodeClaim{}, client.ObjectKey{Name: nc})
+		waitGone(ctx, t, cp, &corev1.Node{}, client.ObjectKey{Name: node})
+	}
 	waitRunning(ctx, t, cp, logPath, "inflate", 2)
+	drainedAndRetried(ctx, t, cp, logPath, guarded.Name)
+	waitRunning(ctx, t, cp, logPath, "guarded", 1)
 
 	// Disruption: scale to zero and let emptiness consolidation remove
 	// every node.
 	scaleTo(ctx, t, cp, "inflate", 0)
 	scaleTo(ctx, t, cp, "stateful", 0)
+	scaleTo(ctx, t, cp, "guarded", 0)
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := forbiddenIn(logPath); err != nil {
 			return false, err
@@ -206,6 +289,33 @@ func TestServiceAccountCycle(t *testing.T) {
 		t.Fatalf("empty nodes not consolidated: %v (claims %v)", err, claimNames(nodeClaims(ctx, t, cp)))
 	}
 	noForbidden(t, logPath)
+
+	t.Run("every rule is needed", func(t *testing.T) {
+		proveEveryRuleNeeded(ctx, t, cp, kube, ns)
+	})
+}
+
+// drainedAndRetried checks the two paths of drainWorkloads that leave no
+// other trace: drain deleted the guarded pod at the termination deadline
+// (its Disrupted event), and the oversized pod's FailedScheduling event was
+// recorded twice (patched). It then deletes the oversized pod, so nothing
+// pending is left when the nodes are consolidated.
+func drainedAndRetried(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, logPath, guarded string) {
+	t.Helper()
+	var events corev1.EventList
+	eventually(ctx, t, logPath, time.Minute, "Disrupted on pod "+guarded+" and FailedScheduling on pod oversized recorded twice", func() bool {
+		if err := cp.Client.List(ctx, &events, client.InNamespace("default")); err != nil {
+			return false
+		}
+		return slices.ContainsFunc(events.Items, func(ev corev1.Event) bool {
+			return ev.InvolvedObject.Name == guarded && ev.Reason == "Disrupted"
+		}) && slices.ContainsFunc(events.Items, func(ev corev1.Event) bool {
+			return ev.InvolvedObject.Name == "oversized" && ev.Reason == "FailedScheduling" && ev.Count >= 2 && ev.Source.Component == "karpenter"
+		})
+	})
+	if err := cp.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "oversized"}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitRunning waits until exactly want pods of app run on nodes in

@@ -198,7 +198,7 @@ func runAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.Con
 // chart renders for values (which must be the installed release's, so the
 // provider it picks is the one its RBAC is for) plus extraEnv
 // ("NAME=value", what a pod would get from elsewhere: AWS credentials),
-// impersonating the chart's ServiceAccount, and waits until it is ready
+// authenticated as the chart's ServiceAccount, and waits until it is ready
 // (every informer synced, which needs list and watch on every kind it
 // watches from the start) and leads (the Role's Lease rules). It returns
 // the log's path; the controller stops when the test ends.
@@ -210,7 +210,12 @@ func startAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.C
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building controller: %v\n%s", err, out)
 	}
-	kubeconfig := impersonatingKubeconfig(t, cp, ns, "karpenter")
+	// A bearer token of the ServiceAccount's name and groups, as a pod's
+	// projected token gives (the control plane must list the user).
+	kubeconfig, err := cp.KubeconfigFor(chartServiceAccount(ns).Name)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	_, objs := render(t, values...)
 	env, _ := controllerEnv(t, deployment(t, objs, "karpenter"))
@@ -293,28 +298,6 @@ func noForbidden(t *testing.T, logPath string) {
 	}
 }
 
-// impersonatingKubeconfig is cp's admin kubeconfig acting as the
-// ServiceAccount ns/name with the groups a real token carries.
-func impersonatingKubeconfig(t *testing.T, cp *controlplane.ControlPlane, ns, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(cp.KubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	const marker = "  user:\n"
-	if !strings.Contains(s, marker) {
-		t.Fatalf("unexpected kubeconfig layout:\n%s", s)
-	}
-	as := fmt.Sprintf("  user:\n    as: system:serviceaccount:%s:%s\n    as-groups:\n    - system:serviceaccounts\n    - system:serviceaccounts:%s\n    - system:authenticated\n", ns, name, ns)
-	s = strings.Replace(s, marker, as, 1)
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func establishedCRD(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, name string) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
 	got := &apiextensionsv1.CustomResourceDefinition{}
@@ -354,7 +337,7 @@ func chartCluster(t *testing.T) (context.Context, *controlplane.ControlPlane, []
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	cp, err := controlplane.Start(ctx, controlplane.Options{SkipCRDs: true})
+	cp, err := controlplane.Start(ctx, controlplane.Options{SkipCRDs: true, Users: []controlplane.User{chartServiceAccount("karpenter")}})
 	if err != nil {
 		t.Fatalf("starting control plane: %v", err)
 	}

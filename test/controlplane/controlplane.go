@@ -63,6 +63,24 @@ type Options struct {
 	// Scheme is used for Client; nil means client-go's types plus every API
 	// group of this project.
 	Scheme *runtime.Scheme
+	// Users are identities, beside the admin, that the API server accepts
+	// static bearer tokens for (KubeconfigFor writes a kubeconfig for one):
+	// a component run as a ServiceAccount without the token controller.
+	// Unlike impersonation by the admin, such a client is the user from
+	// the first filter on, so the audit policy can select it.
+	Users []User
+	// AuditPolicy, when set, is an audit policy (YAML) the API server logs
+	// by, as JSON lines in ControlPlane.AuditLogPath.
+	AuditPolicy string
+	// APIServerArgs are extra kube-apiserver flags (feature gates, say),
+	// after the harness's own.
+	APIServerArgs []string
+}
+
+// User is an identity the API server authenticates by a static token.
+type User struct {
+	Name   string
+	Groups []string
 }
 
 // ControlPlane is a running control plane.
@@ -77,8 +95,14 @@ type ControlPlane struct {
 	KubeconfigPath string
 	// Dir is the working directory; per-process logs are in Dir/logs.
 	Dir string
+	// AuditLogPath is the API server's audit log, when Options.AuditPolicy
+	// is set. The log backend blocks, so a request's event is written
+	// before its response.
+	AuditLogPath string
 
 	opts      Options
+	host      string
+	tokens    map[string]string
 	removeDir bool
 	procs     []*process
 }
@@ -244,21 +268,32 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL stri
 	if err != nil {
 		return err
 	}
+	// The static token file: token,user,uid,"group,group".
+	lines := token + ",admin,admin,system:masters\n"
+	cp.tokens = map[string]string{}
+	for _, u := range cp.opts.Users {
+		t, err := randomToken()
+		if err != nil {
+			return err
+		}
+		cp.tokens[u.Name] = t
+		lines += fmt.Sprintf("%s,%s,%s,%q\n", t, u.Name, u.Name, strings.Join(u.Groups, ","))
+	}
 	tokens := filepath.Join(certs, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(token+",admin,admin,system:masters\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte(lines), 0o600); err != nil {
 		return fmt.Errorf("writing token file: %w", err)
 	}
-	p, err := cp.spawn(binDir, "kube-apiserver",
-		"--etcd-servers="+etcdURL,
+	args := []string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(port),
-		"--cert-dir="+certs,
-		"--token-auth-file="+tokens,
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + certs,
+		"--token-auth-file=" + tokens,
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+saKey,
-		"--service-account-signing-key-file="+saKey,
+		"--service-account-key-file=" + saKey,
+		"--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--allow-privileged=true",
 		// Without the token controller no ServiceAccount tokens exist; the
@@ -267,11 +302,22 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL stri
 		// The endpoint reconciler refuses loopback addresses; nothing in
 		// a single-host control plane needs the kubernetes Service endpoints.
 		"--endpoint-reconciler-type=none",
-	)
+	}
+	if cp.opts.AuditPolicy != "" {
+		policy := filepath.Join(cp.Dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(cp.opts.AuditPolicy), 0o600); err != nil {
+			return fmt.Errorf("writing audit policy: %w", err)
+		}
+		cp.AuditLogPath = filepath.Join(cp.Dir, "logs", "audit.log")
+		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath, "--audit-log-format=json", "--audit-log-mode=blocking")
+	}
+	args = append(args, cp.opts.APIServerArgs...)
+	p, err := cp.spawn(binDir, "kube-apiserver", args...)
 	if err != nil {
 		return err
 	}
 	host := "https://127.0.0.1:" + strconv.Itoa(port)
+	cp.host = host
 	cp.Config = &rest.Config{
 		Host:            host,
 		BearerToken:     token,
@@ -434,6 +480,20 @@ func randomToken() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
+// KubeconfigFor writes a kubeconfig that authenticates as one of
+// Options.Users and returns its path.
+func (cp *ControlPlane) KubeconfigFor(user string) (string, error) {
+	token, ok := cp.tokens[user]
+	if !ok {
+		return "", fmt.Errorf("no token for user %q: list it in Options.Users", user)
+	}
+	path := filepath.Join(cp.Dir, "kubeconfig-"+hex.EncodeToString([]byte(user)))
+	if err := writeKubeconfig(path, cp.host, token); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
 func writeKubeconfig(path, host, token string) error {
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -453,7 +513,10 @@ contexts:
     user: admin
 current-context: local
 `, host, token)
-	return os.WriteFile(path, []byte(cfg), 0o600)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return nil
 }
 
 // findBinDir resolves where the tool binaries live and checks the essential

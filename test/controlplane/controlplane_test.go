@@ -12,7 +12,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -97,4 +100,49 @@ func TestChildrenDieWithParent(t *testing.T) {
 		}
 		return true
 	}, 15*time.Second, 100*time.Millisecond, "control-plane processes outlived their parent")
+}
+
+// TestUsersAndAuditLog checks that a listed user authenticates with the
+// kubeconfig KubeconfigFor writes, as itself and with its groups (RBAC
+// refuses it what nothing grants), and that the audit policy selects its
+// requests by user name.
+func TestUsersAndAuditLog(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const user = "system:serviceaccount:harness:reader"
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		SkipCRDs: true,
+		Users:    []controlplane.User{{Name: user, Groups: []string{"system:serviceaccounts", "system:authenticated"}}},
+		AuditPolicy: `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    users: ["` + user + `"]
+  - level: None
+`,
+	})
+	require.NoError(t, err)
+	defer cp.Stop()
+	_, err = cp.KubeconfigFor("nobody")
+	require.Error(t, err)
+	path, err := cp.KubeconfigFor(user)
+	require.NoError(t, err)
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	_, err = cs.CoreV1().ConfigMaps("default").Get(ctx, "audited", metav1.GetOptions{})
+	require.True(t, apierrors.IsForbidden(err), "want forbidden, got %v", err)
+	require.Contains(t, err.Error(), `"`+user+`"`)
+	// The admin's requests are not logged.
+	_, err = cp.Kubernetes.CoreV1().ConfigMaps("default").Get(ctx, "unaudited", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "want not found, got %v", err)
+
+	b, err := os.ReadFile(cp.AuditLogPath)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"name":"audited"`)
+	require.Contains(t, string(b), `"username":"`+user+`"`)
+	require.NotContains(t, string(b), "unaudited")
 }
