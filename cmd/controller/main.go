@@ -94,6 +94,7 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		p, err := awsoperator.New(ctx, awsoperator.Options{
 			Kube: op.Client, RestConfig: cfg, AWS: awsCfg, Settings: awsOpts,
 			Unavailable: unavailable, Clock: op.Clock, Logger: op.Logger.WithName("aws"),
+			ReservedCapacity: opts.FeatureGates.ReservedCapacity,
 		})
 		if err != nil {
 			return fmt.Errorf("building aws cloud provider: %w", err)

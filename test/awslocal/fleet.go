@@ -888,7 +888,11 @@ func (f *front) describeInstances(ctx context.Context, w http.ResponseWriter, c 
 	for _, r := range doc.items("reservationSet") {
 		for _, inst := range r.items("instancesSet") {
 			if rec := s.instances[inst.text("instanceId")]; rec != nil {
-				augment(inst, rec)
+				// Once its reservation is no longer active (expired,
+				// cancelled) an instance runs on as plain on-demand
+				// capacity: EC2 stops reporting the reservation.
+				res := s.reservations[rec.ReservationID]
+				augment(inst, rec, res != nil && res.State == ReservationStateActive)
 			}
 		}
 	}
@@ -897,13 +901,13 @@ func (f *front) describeInstances(ctx context.Context, w http.ResponseWriter, c 
 	return true
 }
 
-func augment(inst *xnode, rec *launched) {
+func augment(inst *xnode, rec *launched, inReservation bool) {
 	pref := rec.ReservationPreference
 	if pref == "" {
 		pref = "open"
 	}
 	spec := el("capacityReservationSpecification", leaf("capacityReservationPreference", pref))
-	if rec.ReservationID != "" {
+	if rec.ReservationID != "" && inReservation {
 		spec = el("capacityReservationSpecification", el("capacityReservationTarget", leaf("capacityReservationId", rec.ReservationID)))
 		inst.set(leaf("capacityReservationId", rec.ReservationID))
 	}

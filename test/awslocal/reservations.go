@@ -51,6 +51,9 @@ type CapacityReservation struct {
 	EndDate                *time.Time        `json:"endDate,omitempty"`
 	OwnerID                string            `json:"ownerId,omitempty"`
 	Tags                   map[string]string `json:"tags,omitempty"`
+	// Interruptible reservations may be reclaimed by their owner (EC2's
+	// interruptible ODCRs).
+	Interruptible bool `json:"interruptible,omitempty"`
 	// InstanceIDs are the instances running in the reservation.
 	InstanceIDs []string `json:"instanceIds,omitempty"`
 }
@@ -348,8 +351,9 @@ func writeReservation(b *strings.Builder, r CapacityReservation, zones []zone) {
 	if r.EndDate != nil {
 		b.WriteString("<endDate>" + ts(*r.EndDate) + "</endDate>")
 	}
-	fmt.Fprintf(b, "<instanceMatchCriteria>%s</instanceMatchCriteria><createDate>%s</createDate><reservationType>%s</reservationType><tagSet>",
-		r.InstanceMatchCriteria, ts(r.StartDate), r.ReservationType)
+	fmt.Fprintf(b, "<instanceMatchCriteria>%s</instanceMatchCriteria><createDate>%s</createDate><reservationType>%s</reservationType>"+
+		"<interruptible>%t</interruptible><tagSet>",
+		r.InstanceMatchCriteria, ts(r.StartDate), r.ReservationType, r.Interruptible)
 	keys := make([]string, 0, len(r.Tags))
 	for k := range r.Tags {
 		keys = append(keys, k)

@@ -46,6 +46,7 @@ func TestCapacityReservationsCountDownWithTargetedLaunches(t *testing.T) {
 	require.Equal(t, "us-east-1a", *got.AvailabilityZone)
 	require.NotEmpty(t, *got.AvailabilityZoneId)
 	require.Equal(t, "123456789012", *got.OwnerId)
+	require.False(t, aws.ToBool(got.Interruptible))
 
 	// Selected by tag and owner the way the provider resolves selector terms.
 	byTag, err := e.ec2.DescribeCapacityReservations(ctx, &ec2.DescribeCapacityReservationsInput{Filters: []ec2types.Filter{
@@ -82,8 +83,13 @@ func TestCapacityReservationsCountDownWithTargetedLaunches(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(1), *describeReservation(t, e.ec2, cr.ID).AvailableInstanceCount)
 
-	// An expired reservation takes no launches and drops out of state=active.
+	// An expired reservation takes no launches and drops out of state=active;
+	// the instance still running in it goes on as plain on-demand capacity,
+	// no longer reporting the reservation.
 	require.NoError(t, local.SetCapacityReservationState(cr.ID, awslocal.ReservationStateExpired))
+	desc, err := e.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: e.launched[1:2]})
+	require.NoError(t, err)
+	require.Nil(t, desc.Reservations[0].Instances[0].CapacityReservationId)
 	out, err = e.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, e.overrides("m5.large"))
 	require.NoError(t, err)
 	require.Empty(t, out.Instances)
@@ -119,6 +125,11 @@ func TestCapacityBlockReservation(t *testing.T) {
 	require.Equal(t, ec2types.CapacityReservationTypeCapacityBlock, got.ReservationType)
 	require.Equal(t, ec2types.EndDateTypeLimited, got.EndDateType)
 	require.True(t, end.Equal(*got.EndDate), "%s != %s", end, got.EndDate)
+
+	interruptible, err := local.AddCapacityReservation(awslocal.CapacityReservation{InstanceType: "m5.large", AvailabilityZone: "us-east-1a", TotalInstanceCount: 1, Interruptible: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { local.RemoveCapacityReservation(interruptible.ID) })
+	require.True(t, aws.ToBool(describeReservation(t, e.ec2, interruptible.ID).Interruptible))
 
 	out, err := e.fleet(t, ec2types.DefaultTargetCapacityTypeCapacityBlock, e.overrides("m5.large"))
 	require.NoError(t, err)

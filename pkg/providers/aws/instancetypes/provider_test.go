@@ -23,6 +23,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/capacityreservation"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetypes"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/pricing"
@@ -400,4 +401,56 @@ func newPools(n int, nc *awsv1.EC2NodeClass) *pools {
 
 func (e *pools) getInstanceTypes(ctx context.Context, p *instancetypes.Provider, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
 	return p.List(ctx, e.classes[np.Spec.Template.Spec.NodeClassRef.Name])
+}
+
+// The reserved offerings follow the capacity-reservation tracker: seeded
+// from DescribeCapacityReservations, then launches, terminations and
+// interruptions between describes.
+func TestReservedOfferingsFollowTheReservationTracker(t *testing.T) {
+	ctx := context.Background()
+	cr, err := local.AddCapacityReservation(awslocal.CapacityReservation{InstanceType: "m5.large", AvailabilityZone: "us-east-1a", TotalInstanceCount: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { local.RemoveCapacityReservation(cr.ID) })
+	tracker := capacityreservation.NewProvider(ec2API, nil)
+	found, err := tracker.List(ctx, awsv1.CapacityReservationSelectorTerm{ID: cr.ID})
+	require.NoError(t, err)
+	status, err := capacityreservation.Status(time.Now(), found)
+	require.NoError(t, err)
+	nc := twoZoneClass("tracked")
+	nc.Status.CapacityReservations = status
+
+	p := newProvider(instancetypes.Options{Reservations: tracker})
+	offering := func() scheduling.Offering {
+		t.Helper()
+		its, err := p.List(ctx, nc)
+		require.NoError(t, err)
+		for _, o := range byName(its)["m5.large"].Offerings {
+			if o.ReservationID == cr.ID {
+				return o
+			}
+		}
+		t.Fatalf("no reserved offering for %s", cr.ID)
+		return scheduling.Offering{}
+	}
+	steps := []struct {
+		name      string
+		mark      func(string)
+		available bool
+		capacity  int
+	}{
+		{"seeded from EC2", nil, true, 2},
+		{"one launched", tracker.MarkLaunched, true, 1},
+		{"both launched", tracker.MarkLaunched, false, 0},
+		{"one terminated", tracker.MarkTerminated, true, 1},
+		{"interrupted", tracker.MarkUnavailable, false, 0},
+	}
+	for _, s := range steps {
+		if s.mark != nil {
+			s.mark(cr.ID)
+		}
+		o := offering()
+		assert.Equal(t, s.available, o.Available, s.name)
+		assert.Equal(t, s.capacity, o.ReservationCapacity, s.name)
+		assert.Equal(t, scheduling.CapacityTypeReserved, o.CapacityType, s.name)
+	}
 }

@@ -34,7 +34,10 @@ import (
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/amifamily"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/capacityreservation"
 	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacityreservation/capacitytype"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacityreservation/expiration"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
 	awsmetrics "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/metrics"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/tagging"
@@ -75,6 +78,10 @@ type Options struct {
 	Clock clock.Clock
 	// Logger reports refresh failures; logr.Discard when zero.
 	Logger logr.Logger
+	// ReservedCapacity is the ReservedCapacity feature gate: capacity
+	// reservations are resolved into EC2NodeClass status (and Ready waits
+	// for them), and the capacity-type and expiration controllers run.
+	ReservedCapacity bool
 }
 
 // Provider is the assembled AWS provider.
@@ -91,6 +98,10 @@ type Provider struct {
 	amis      *amifamily.Provider
 	opts      Options
 	log       logr.Logger
+
+	// reservations resolves capacity reservations and tracks their
+	// remaining instances.
+	reservations *capacityreservation.Provider
 }
 
 // WellKnownLabels are the label keys the AWS provider's instance types
@@ -120,11 +131,13 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		pricingAPI = pricing.NewAPI(o.AWS)
 	}
 	prices := pricing.NewProvider(pricingAPI, clients.EC2, pricing.Options{Region: clients.Region, IsolatedVPC: s.IsolatedVPC, Clock: o.Clock})
+	reservations := capacityreservation.NewProvider(clients.EC2, o.Clock)
 	types := instancetypes.NewProvider(clients.EC2, prices, instancetypes.Options{
-		Region:      clients.Region,
-		Settings:    instancetype.Settings{VMMemoryOverheadPercent: s.VMMemoryOverheadPercent, ReservedENIs: s.ReservedENIs},
-		Unavailable: o.Unavailable,
-		Clock:       o.Clock,
+		Region:       clients.Region,
+		Settings:     instancetype.Settings{VMMemoryOverheadPercent: s.VMMemoryOverheadPercent, ReservedENIs: s.ReservedENIs},
+		Unavailable:  o.Unavailable,
+		Reservations: reservations,
+		Clock:        o.Clock,
 	})
 	launchTemplates := launchtemplate.NewProvider(clients.EC2, s.ClusterName, launchtemplate.ProviderOptions{})
 	version := kubernetesVersion(o.RestConfig)
@@ -132,6 +145,10 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	// One subnet provider for status and launches: launches' address
 	// tracking rides on the same DescribeSubnets cache.
 	subnets := subnet.NewProvider(clients.EC2, s.SubnetRefreshInterval)
+	var nodeClassReservations *capacityreservation.Provider
+	if o.ReservedCapacity {
+		nodeClassReservations = reservations
+	}
 	p := &Provider{
 		Cluster: cluster,
 		clients: clients,
@@ -157,8 +174,12 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			LaunchTemplates:  launchTemplates,
 			ClusterName:      s.ClusterName,
 			DisableDryRun:    s.DisableDryRun,
+			// Nil with the ReservedCapacity gate off.
+			CapacityReservations: nodeClassReservations,
+			Clock:                o.Clock,
 		}),
 	}
+	p.reservations = reservations
 	return p, nil
 }
 
@@ -181,8 +202,15 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
 		ssminvalidation.New(p.amis, p.nodeClass, s.SSMInvalidationInterval, p.log.WithName("ssm")),
 	}
+	if p.opts.ReservedCapacity {
+		// The capacity-type check only lists instances: a provider of its
+		// own leaves the launch path's alone.
+		instances := instance.NewProvider(p.clients.EC2, s.ClusterName, nil)
+		registrars = append(registrars, capacitytype.NewController(kube, instances), expiration.NewController(kube, p.reservations, p.opts.Clock))
+	}
 	if s.InterruptionQueue != "" {
-		opts := interruption.Options{Unavailable: p.opts.Unavailable, Recorder: recorder, Clock: p.opts.Clock, ReplaceOnRebalance: s.InterruptionReplaceOnRebalance}
+		opts := interruption.Options{Unavailable: p.opts.Unavailable, Recorder: recorder, Clock: p.opts.Clock, ReplaceOnRebalance: s.InterruptionReplaceOnRebalance,
+			Reservations: p.reservations}
 		if s.InterruptionRateLearning {
 			opts.Learner = interruption.NewLearner(p.opts.Unavailable, interruption.LearnerOptions{})
 		}

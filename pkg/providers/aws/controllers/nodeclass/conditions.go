@@ -24,8 +24,9 @@ const (
 	ReasonAwaitingReconciliation = "AwaitingReconciliation"
 )
 
-// readyDependents are the conditions Ready is the conjunction of (without
-// the ReservedCapacity gate, which adds CapacityReservationsReady).
+// readyDependents are the conditions Ready is the conjunction of without
+// the ReservedCapacity gate; dependents adds CapacityReservationsReady when
+// the gate is on.
 var readyDependents = []string{
 	awsv1.ConditionTypeAMIsReady,
 	awsv1.ConditionTypeSubnetsReady,
@@ -33,6 +34,17 @@ var readyDependents = []string{
 	awsv1.ConditionTypeInstanceProfileReady,
 	awsv1.ConditionTypeValidationSucceeded,
 	awsv1.ConditionTypePlacementGroupReady,
+}
+
+// dependents are the conditions Ready waits for: readyDependents, plus
+// CapacityReservationsReady when reservations are resolved (the
+// ReservedCapacity gate).
+func dependents(reservations bool) []string {
+	out := append([]string(nil), readyDependents...)
+	if reservations {
+		out = append(out, awsv1.ConditionTypeCapacityReservationsReady)
+	}
+	return out
 }
 
 // setTrue marks condType True with its own type as reason, as upstream's
@@ -70,8 +82,8 @@ func conditionStatus(nc *awsv1.EC2NodeClass, condType string) metav1.ConditionSt
 
 // initConditions adds every dependent still missing as Unknown, so a fresh
 // object shows what it waits for.
-func initConditions(nc *awsv1.EC2NodeClass) {
-	for _, dep := range readyDependents {
+func initConditions(nc *awsv1.EC2NodeClass, deps []string) {
+	for _, dep := range deps {
 		if meta.FindStatusCondition(nc.Status.Conditions, dep) == nil {
 			setUnknown(nc, dep, ReasonAwaitingReconciliation, "object is awaiting reconciliation")
 		}
@@ -81,9 +93,9 @@ func initConditions(nc *awsv1.EC2NodeClass) {
 // recomputeReady sets Ready: True when every dependent is True, False when
 // any is False, Unknown otherwise; a non-True Ready lists the dependents
 // holding it back.
-func recomputeReady(nc *awsv1.EC2NodeClass) {
+func recomputeReady(nc *awsv1.EC2NodeClass, deps []string) {
 	var falses, unknowns []string
-	for _, dep := range readyDependents {
+	for _, dep := range deps {
 		switch conditionStatus(nc, dep) {
 		case metav1.ConditionFalse:
 			falses = append(falses, dep+"=False")

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -31,6 +32,7 @@ import (
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/amifamily"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/capacityreservation"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instanceprofile"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/securitygroup"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/subnet"
@@ -41,6 +43,7 @@ const (
 	amiRequeue           = 5 * time.Minute
 	amiNotFoundRequeue   = time.Minute
 	subnetRequeue        = time.Minute
+	reservationRequeue   = time.Minute
 	securityGroupRequeue = 5 * time.Minute
 	validationRequeue    = 10 * time.Minute
 	waitingEventRequeue  = 10 * time.Minute
@@ -81,19 +84,34 @@ type Options struct {
 	ClusterName string
 	// DisableDryRun is DISABLE_DRY_RUN.
 	DisableDryRun bool
+	// CapacityReservations resolves capacityReservationSelectorTerms into
+	// status.capacityReservations and CapacityReservationsReady, which
+	// Ready then also requires. Set it only with the ReservedCapacity
+	// gate on; nil leaves both out.
+	CapacityReservations *capacityreservation.Provider
+	// Clock judges capacity blocks' expiring state; the real clock when
+	// nil.
+	Clock clock.Clock
 }
 
 // Controller reconciles EC2NodeClass status and finalization.
 type Controller struct {
-	kube client.Client
-	opts Options
+	kube       client.Client
+	opts       Options
+	dependents []string
 	// resync carries the classes Resync asks to be reconciled now.
 	resync chan event.TypedGenericEvent[*awsv1.EC2NodeClass]
 }
 
 // NewController returns the nodeclass controller.
 func NewController(kube client.Client, opts Options) *Controller {
-	return &Controller{kube: kube, opts: opts, resync: make(chan event.TypedGenericEvent[*awsv1.EC2NodeClass], 16)}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Controller{
+		kube: kube, opts: opts, dependents: dependents(opts.CapacityReservations != nil),
+		resync: make(chan event.TypedGenericEvent[*awsv1.EC2NodeClass], 16),
+	}
 }
 
 // Resync reconciles every EC2NodeClass now instead of at its next requeue:
@@ -166,20 +184,23 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	stored := nc.DeepCopy()
-	initConditions(nc)
+	initConditions(nc, c.dependents)
 
 	var results []reconcile.Result
 	var errs []error
-	for _, step := range []func(context.Context, *awsv1.EC2NodeClass) (reconcile.Result, error){
-		c.amis, c.subnets, c.securityGroups, c.instanceProfile, c.placementGroup, c.validation,
-	} {
+	steps := []func(context.Context, *awsv1.EC2NodeClass) (reconcile.Result, error){c.amis}
+	if c.opts.CapacityReservations != nil {
+		steps = append(steps, c.capacityReservations)
+	}
+	steps = append(steps, c.subnets, c.securityGroups, c.instanceProfile, c.placementGroup, c.validation)
+	for _, step := range steps {
 		res, err := step(ctx, nc)
 		results = append(results, res)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	recomputeReady(nc)
+	recomputeReady(nc, c.dependents)
 
 	if !equality.Semantic.DeepEqual(stored.Status, nc.Status) {
 		if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -231,6 +252,37 @@ func (c *Controller) amis(ctx context.Context, nc *awsv1.EC2NodeClass) (reconcil
 	nc.Status.AMIs = status
 	setTrue(nc, awsv1.ConditionTypeAMIsReady)
 	return reconcile.Result{RequeueAfter: amiRequeue}, nil
+}
+
+// capacityReservations resolves the selected reservations into status and
+// looks again in a minute, or sooner when a capacity block turns expiring
+// or a reservation ends before then. No terms (or no match) is ready with
+// nothing reserved. A reservation the status cannot represent is logged
+// and left out, as upstream.
+func (c *Controller) capacityReservations(ctx context.Context, nc *awsv1.EC2NodeClass) (reconcile.Result, error) {
+	found, err := c.opts.CapacityReservations.List(ctx, nc.Spec.CapacityReservationSelectorTerms...)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("getting capacity reservations: %w", err)
+	}
+	now := c.opts.Clock.Now()
+	status, err := capacityreservation.Status(now, found)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "failed to parse capacity reservations")
+	}
+	if !equality.Semantic.DeepEqual(status, nc.Status.CapacityReservations) && len(status) > 0 {
+		ids := make([]string, 0, len(status))
+		for _, r := range status {
+			ids = append(ids, r.ID)
+		}
+		log.FromContext(ctx).V(1).Info("discovered capacity reservations", "ids", ids)
+	}
+	nc.Status.CapacityReservations = status
+	setTrue(nc, awsv1.ConditionTypeCapacityReservationsReady)
+	requeue := reservationRequeue
+	if next := capacityreservation.NextChange(now, found); !next.IsZero() && next.Sub(now) < requeue {
+		requeue = next.Sub(now)
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
 func (c *Controller) subnets(ctx context.Context, nc *awsv1.EC2NodeClass) (reconcile.Result, error) {

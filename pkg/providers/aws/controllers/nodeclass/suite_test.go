@@ -109,21 +109,26 @@ func seed(ctx context.Context) error {
 }
 
 // newController builds the controller over fresh providers (no warm
-// caches between tests); ssmTTL shortens the alias parameter cache.
-func newController(ssmTTL time.Duration) (*nodeclass.Controller, *recorder) {
+// caches between tests); ssmTTL shortens the alias parameter cache and
+// mutate adjusts the options.
+func newController(ssmTTL time.Duration, mutate ...func(*nodeclass.Options)) (*nodeclass.Controller, *recorder) {
 	rec := &recorder{}
 	amis := amifamily.NewProvider(clients.EC2, clients.SSM, amifamily.Options{
 		KubernetesVersion: func(context.Context) (string, error) { return k8sVersion, nil },
 		SSMTTL:            ssmTTL, ImageTTL: time.Millisecond,
 	})
-	return nodeclass.NewController(cp.Client, nodeclass.Options{
+	opts := nodeclass.Options{
 		Subnets:          subnet.NewProvider(clients.EC2, time.Minute),
 		SecurityGroups:   securitygroup.NewProvider(clients.EC2, 0),
 		AMIs:             amis,
 		InstanceProfiles: instanceprofile.NewProvider(clients.IAM, clients.Region, clusterName),
 		Recorder:         rec,
 		ClusterName:      clusterName,
-	}), rec
+	}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	return nodeclass.NewController(cp.Client, opts), rec
 }
 
 func newNodeClass(t *testing.T, name string, mutate func(*awsv1.EC2NodeClass)) *awsv1.EC2NodeClass {
