@@ -263,7 +263,7 @@ func (p *Provider) newLaunch(req Request) (*launch, error) {
 	}
 	configs := capOverrides(req.Configs, MaxInstanceTypes)
 	if len(configs) == 0 {
-		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no %s offering to launch for nodeclaim %s", req.CapacityType, req.NodeClaimName))
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("all requested instance types were unavailable during launch: no %s offering for nodeclaim %s", req.CapacityType, req.NodeClaimName))
 	}
 	l := &launch{req: req, zoneOf: map[string]string{}, imageOf: map[string]string{}, reservationOf: map[string]string{}}
 	var ltConfigs []ec2types.FleetLaunchTemplateConfigRequest
