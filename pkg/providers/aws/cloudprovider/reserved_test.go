@@ -389,3 +389,45 @@ func TestUnreservedLaunchesNeverTargetAReservation(t *testing.T) {
 		})
 	}
 }
+
+// TestReservedOnlyCreateIsIdempotentWhenItFilledTheReservation: the
+// solver's reserved NodeClaim allows only reserved capacity; its launch
+// takes the reservation's last unit, so a second Create finds no room
+// anywhere, and must still return the instance rather than insufficient
+// capacity (which would delete the NodeClaim and orphan the instance).
+func TestReservedOnlyCreateIsIdempotentWhenItFilledTheReservation(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	tr := newTracker()
+	withReservations(e, tr, ec2API)
+	order := e.byPrice(t)
+	id := reserve(t, e, tr, reservation{instanceType: order[0], count: 1})[0]
+	nc := e.nodeClaim(t, "reserved")
+	nc.Spec.Requirements = append(nc.Spec.Requirements, v1.NodeSelectorRequirementWithMinValues{
+		Key: "karpenter.sh/reservation-id", Operator: corev1.NodeSelectorOpIn, Values: []string{id}})
+
+	got, err := e.cp.Create(ctx, nc)
+	require.NoError(t, err)
+	assert.Equal(t, id, aws.ToString(describeInstance(t, got.Status.ProviderID).CapacityReservationId))
+	n, _ := tr.Available(id)
+	require.Zero(t, n, "the launch took the last unit")
+
+	fleets := local.Calls("ec2", "CreateFleet")
+	again, err := e.cp.Create(ctx, nc)
+	require.NoError(t, err)
+	assert.Equal(t, got.Status.ProviderID, again.Status.ProviderID)
+	assert.Equal(t, id, again.Labels["karpenter.sh/reservation-id"])
+	assert.Equal(t, fleets, local.Calls("ec2", "CreateFleet"))
+	launched, _, _ := tr.calls()
+	assert.Len(t, launched, 1)
+	cleanup(t, e, got)
+
+	// With the instance gone and the tracker still at zero, a new
+	// reserved-only NodeClaim gets insufficient capacity without a launch.
+	tr.mu.Lock()
+	tr.room[id] = 0
+	tr.mu.Unlock()
+	_, err = e.cp.Create(ctx, e.nodeClaim(t, "reserved"))
+	assert.True(t, cloudprovider.IsInsufficientCapacityError(err), err)
+	assert.Equal(t, fleets, local.Calls("ec2", "CreateFleet"))
+}
