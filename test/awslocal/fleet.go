@@ -615,6 +615,10 @@ func (f *front) evaluate(ctx context.Context, region string, req *fleetRequest, 
 					"Please retry your request by not specifying an Availability Zone or choosing another Availability Zone.", o.InstanceType, sub.Zone)
 				continue
 			}
+			if code, msg := marketMismatch(req.CapacityType, lt, f.reservationType(lt.ReservationID)); code != "" {
+				cd.failCode, cd.failMsg = code, msg
+				continue
+			}
 			if lt.ReservationID != "" {
 				res, code, msg := f.checkReservation(region, lt.ReservationID, o.InstanceType, sub.Zone)
 				if code != "" {
@@ -647,6 +651,41 @@ func (f *front) evaluate(ctx context.Context, region string, req *fleetRequest, 
 		}
 	}
 	return out, nil
+}
+
+// reservationType is the type of the reservation id names, "" when there
+// is none.
+func (f *front) reservationType(id string) string {
+	if id == "" {
+		return ""
+	}
+	s := f.ec2
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.reservations[id]; ok {
+		return r.ReservationType
+	}
+	return ""
+}
+
+// marketMismatch is EC2's refusal of a fleet whose market does not fit the
+// template's reservation: a capacity block launches only with the
+// capacity-block market type in the template and capacity-block as the
+// fleet's default target capacity type, and those two mean nothing
+// without a capacity block to launch into; an ordinary reservation takes
+// on-demand launches only.
+func marketMismatch(fleetType string, lt *launchTemplate, resType string) (string, string) {
+	const code = "InvalidParameterCombination"
+	block := lt.MarketType == ReservationTypeCapacityBlock || fleetType == ReservationTypeCapacityBlock
+	switch {
+	case resType == ReservationTypeCapacityBlock && (lt.MarketType != ReservationTypeCapacityBlock || fleetType != ReservationTypeCapacityBlock):
+		return code, fmt.Sprintf("To launch into Capacity Block %s, the launch template must set the market type capacity-block and the fleet's DefaultTargetCapacityType must be capacity-block.", lt.ReservationID)
+	case resType != ReservationTypeCapacityBlock && block:
+		return code, "The capacity-block market type and DefaultTargetCapacityType capacity-block require a launch template that targets a Capacity Block."
+	case resType != "" && fleetType == CapacityTypeSpot:
+		return code, fmt.Sprintf("Spot Instances cannot launch into Capacity Reservation %s.", lt.ReservationID)
+	}
+	return "", ""
 }
 
 func (f *front) subnetFor(ctx context.Context, region string, o fleetOverride) (subnetInfo, bool, error) {

@@ -140,6 +140,53 @@ func TestCapacityBlockReservation(t *testing.T) {
 	require.Zero(t, *describeReservation(t, e.ec2, cr.ID).AvailableInstanceCount)
 }
 
+// TestReservationMarketMustMatch: EC2 launches into a capacity block only
+// with the capacity-block market type in the template and capacity-block
+// as the fleet's target capacity type; an ordinary reservation takes
+// on-demand launches; either mismatch is an error per override and
+// launches nothing.
+func TestReservationMarketMustMatch(t *testing.T) {
+	block, err := local.AddCapacityReservation(awslocal.CapacityReservation{InstanceType: "m5.large", AvailabilityZone: "us-east-1a", TotalInstanceCount: 5,
+		ReservationType: awslocal.ReservationTypeCapacityBlock})
+	require.NoError(t, err)
+	t.Cleanup(func() { local.RemoveCapacityReservation(block.ID) })
+	odcr, err := local.AddCapacityReservation(awslocal.CapacityReservation{InstanceType: "m5.large", AvailabilityZone: "us-east-1a", TotalInstanceCount: 5})
+	require.NoError(t, err)
+	t.Cleanup(func() { local.RemoveCapacityReservation(odcr.ID) })
+	blockMarket := func(d *ec2types.RequestLaunchTemplateData) {
+		d.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeCapacityBlock}
+	}
+	cases := []struct {
+		name     string
+		opts     []envOption
+		fleet    ec2types.DefaultTargetCapacityType
+		wantCode string // "" launches
+	}{
+		{"capacity block with its market and fleet type", []envOption{targeting(block.ID), blockMarket}, ec2types.DefaultTargetCapacityTypeCapacityBlock, ""},
+		{"capacity block without the market type", []envOption{targeting(block.ID)}, ec2types.DefaultTargetCapacityTypeCapacityBlock, "InvalidParameterCombination"},
+		{"capacity block from an on-demand fleet", []envOption{targeting(block.ID), blockMarket}, ec2types.DefaultTargetCapacityTypeOnDemand, "InvalidParameterCombination"},
+		{"ordinary reservation from an on-demand fleet", []envOption{targeting(odcr.ID)}, ec2types.DefaultTargetCapacityTypeOnDemand, ""},
+		{"ordinary reservation from a spot fleet", []envOption{targeting(odcr.ID)}, ec2types.DefaultTargetCapacityTypeSpot, "InvalidParameterCombination"},
+		{"ordinary reservation from a capacity-block fleet", []envOption{targeting(odcr.ID)}, ec2types.DefaultTargetCapacityTypeCapacityBlock, "InvalidParameterCombination"},
+		{"capacity-block fleet without a reservation", nil, ec2types.DefaultTargetCapacityTypeCapacityBlock, "InvalidParameterCombination"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newFleetEnv(t, tc.opts...)
+			out, err := e.fleet(t, tc.fleet, e.overrides("m5.large"))
+			require.NoError(t, err)
+			if tc.wantCode == "" {
+				require.Empty(t, out.Errors)
+				require.Len(t, instanceIDs(out), 1)
+				return
+			}
+			require.Empty(t, out.Instances)
+			require.NotEmpty(t, out.Errors)
+			require.Equal(t, tc.wantCode, aws.ToString(out.Errors[0].ErrorCode))
+		})
+	}
+}
+
 func TestInstanceStatusImpairmentsAndEvents(t *testing.T) {
 	ctx := context.Background()
 	client := ec2Client(t)

@@ -4,7 +4,9 @@
 // resolves and ensures launch templates with the family's user data
 // (launchtemplate), launches through CreateFleet (instance), maps
 // instances back to NodeClaims, and tells whether a launched instance still
-// matches its class (drift.go).
+// matches its class (drift.go). Launches go into a selected capacity
+// reservation first when the NodeClaim allows reserved capacity and one
+// has room (reserved.go).
 package cloudprovider
 
 import (
@@ -21,6 +23,7 @@ import (
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	coreoptions "github.com/karpenter-go/karpenter/pkg/operator/options"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/launchtemplate"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
@@ -47,7 +50,20 @@ type Instances interface {
 	Create(ctx context.Context, req instance.Request) (*instance.Instance, error)
 	Get(ctx context.Context, id string) (*instance.Instance, error)
 	List(ctx context.Context) ([]*instance.Instance, error)
-	Delete(ctx context.Context, id string) error
+	// Terminate returns the instance when this call terminated it, nil
+	// while it already shuts down, and NodeClaimNotFoundError once gone.
+	Terminate(ctx context.Context, id string) (*instance.Instance, error)
+}
+
+// Reservations tracks how many more instances each capacity reservation
+// can take (the capacity reservation provider). Create launches into a
+// reservation only while Available reports room, and reports launches,
+// terminations and reservations EC2 found full.
+type Reservations interface {
+	Available(id string) (int, bool)
+	MarkLaunched(id string)
+	MarkTerminated(id string)
+	MarkUnavailable(id string)
 }
 
 // Subnets picks the subnet a launch uses in each zone and tracks the
@@ -70,6 +86,10 @@ type Options struct {
 	// Cluster is what every node bootstraps with; Cluster.Name names the
 	// cluster in tags.
 	Cluster launchtemplate.Cluster
+	// Reservations, when set (and the ReservedCapacity gate on), lets
+	// Create launch into the class's capacity reservations; without it
+	// reserved offerings are never launched into.
+	Reservations Reservations
 }
 
 // CloudProvider is the AWS cloud provider. It is safe for concurrent use.
@@ -188,11 +208,6 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if err != nil {
 		return nil, fmt.Errorf("listing instance types of %s: %w", nodeClass.Name, err)
 	}
-	its := compatibleTypes(all, reqs, nc.Spec.Resources.Requests)
-	if len(its) == 0 {
-		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("all requested instance types were unavailable during launch"))
-	}
-	capacityType := chooseCapacityType(its, reqs)
 	subnetOf, err := c.zonalSubnets(ctx, nodeClass)
 	if err != nil {
 		return nil, err
@@ -202,27 +217,57 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		// Hand back the addresses counted in the subnets not launched into.
 		defer func() { c.opts.Subnets.UpdateInflightIPs(subnetOf, launched) }()
 	}
-	configs, err := c.launchConfigs(ctx, nc, nodeClass, reqs, its, capacityType, subnetOf)
-	if err != nil {
-		return nil, err
-	}
-	inst, err := c.opts.Instances.Create(ctx, instance.Request{
+	req := instance.Request{
 		NodeClaimName: nc.Name,
 		NodePoolName:  nc.Labels[v1.NodePoolLabelKey],
 		NodeClassName: nodeClass.Name,
-		CapacityType:  capacityType,
-		Configs:       configs,
 		ClassTags:     nodeClass.Spec.Tags,
-	})
+	}
+	gate := coreoptions.FromContext(ctx).FeatureGates.ReservedCapacity
+	var reserved []reservedOffering
+	if gate && c.opts.Reservations != nil && reqs.Get(scheduling.LabelCapacityType).Has(scheduling.CapacityTypeReserved) {
+		reserved = selectReserved(all, reqs, nc.Spec.Resources.Requests, nodeClass, subnetOf, c.opts.Reservations)
+	}
+	if len(reserved) > 0 {
+		req.CapacityType = instance.CapacityTypeReserved
+		req.ReservationType = reserved[0].reservationType()
+		if req.Configs, err = c.reservedLaunchConfigs(ctx, nc, nodeClass, reqs, reserved, subnetOf); err != nil {
+			return nil, err
+		}
+	} else {
+		// With nothing to launch, Instances.Create still runs without
+		// configs: it returns the instance an earlier Create launched (a
+		// reserved NodeClaim whose reservation that launch filled) before
+		// answering insufficient capacity.
+		its := compatibleTypes(all, reqs, nc.Spec.Resources.Requests)
+		req.CapacityType = chooseCapacityType(its, reqs)
+		// With the gate on, an unreserved launch must not land in an open
+		// reservation Karpenter does not count.
+		preference := ""
+		if gate {
+			preference = launchtemplate.CapacityReservationPreferenceNone
+		}
+		if len(its) > 0 {
+			if req.Configs, err = c.launchConfigs(ctx, nc, nodeClass, reqs, its, req.CapacityType, subnetOf, preference); err != nil {
+				return nil, err
+			}
+		}
+	}
+	inst, err := c.opts.Instances.Create(ctx, req)
 	if err != nil {
+		c.markFull(instance.FullReservations(err))
 		return nil, err
+	}
+	c.markFull(inst.FullReservations)
+	if c.opts.Reservations != nil && inst.Launched && inst.CapacityReservationID != "" {
+		c.opts.Reservations.MarkLaunched(inst.CapacityReservationID)
 	}
 	launched = inst.SubnetID
 	byName := map[string]*scheduling.InstanceType{}
 	for _, it := range all {
 		byName[it.Name] = it
 	}
-	out := c.toNodeClaim(inst, byName[inst.Type])
+	out := c.toNodeClaim(inst, byName[inst.Type], reservationOf(nodeClass, inst.CapacityReservationID))
 	// Keep what the NodeClaim already says; the launch adds to it.
 	res := nc.DeepCopy()
 	for k, v := range out.Labels {
@@ -247,8 +292,19 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	return res, nil
 }
 
+// markFull tells the tracker of the reservations EC2 found full, so the
+// next launch (and the next plan) falls back to other capacity.
+func (c *CloudProvider) markFull(ids []string) {
+	if c.opts.Reservations == nil {
+		return
+	}
+	for _, id := range ids {
+		c.opts.Reservations.MarkUnavailable(id)
+	}
+}
+
 // compatibleTypes are the types the NodeClaim allows, that fit its requests
-// and have an available offering it allows.
+// and have an available unreserved offering it allows.
 func compatibleTypes(its []*scheduling.InstanceType, reqs scheduling.Requirements, requests corev1.ResourceList) []*scheduling.InstanceType {
 	var out []*scheduling.InstanceType
 	for _, it := range its {
@@ -318,10 +374,11 @@ func (c *CloudProvider) zonalSubnets(ctx context.Context, nodeClass *awsv1.EC2No
 }
 
 // launchConfigs groups the types by image and pod capacity (one launch
-// template each, since both are in the user data), ensures the templates,
-// and lists each type's offerings of capacityType as overrides in the
-// zone's subnet (subnetOf).
-func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, its []*scheduling.InstanceType, capacityType string, subnetOf map[string]string) ([]instance.LaunchConfig, error) {
+// template each, since both are in the user data), ensures the templates
+// (with the capacity reservation preference, "" for none), and lists each
+// type's unreserved offerings of capacityType as overrides in the zone's
+// subnet (subnetOf).
+func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, its []*scheduling.InstanceType, capacityType string, subnetOf map[string]string, preference string) ([]instance.LaunchConfig, error) {
 	type groupKey struct {
 		image string
 		pods  int64
@@ -341,28 +398,15 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 		groups[k] = append(groups[k], it)
 	}
 	if len(order) == 0 {
-		return nil, cloudprovider.NewCreateError(fmt.Errorf("no image of %s is compatible with the requested instance types", nodeClass.Name), "NoCompatibleImage", "No AMI of the EC2NodeClass matches the instance types")
+		return nil, cloudprovider.NewCreateError(errNoImage(nodeClass), "NoCompatibleImage", "No AMI of the EC2NodeClass matches the instance types")
 	}
-	labels := reqs.Labels()
-	for k, v := range nc.Labels {
-		labels[k] = v
-	}
-	taints := append(append([]corev1.Taint(nil), nc.Spec.Taints...), nc.Spec.StartupTaints...)
-	tags := instance.Tags(c.opts.Cluster.Name, nc.Labels[v1.NodePoolLabelKey], "", nodeClass.Name, nodeClass.Spec.Tags)
-	var opts []*launchtemplate.Options
+	var launches []launchtemplate.Launch
 	for _, k := range order {
-		pods := int32(k.pods)
-		o, err := launchtemplate.Resolve(ctx, nodeClass, c.opts.Cluster, launchtemplate.Launch{
-			ImageID: k.image, Labels: labels, Taints: taints, MaxPods: &pods, Tags: tags,
-		})
-		if err != nil {
-			return nil, cloudprovider.NewCreateError(err, "LaunchTemplateResolutionFailed", err.Error())
-		}
-		opts = append(opts, o)
+		launches = append(launches, c.launch(nc, nodeClass, reqs, k.image, k.pods, nil, launchtemplate.CapacityReservation{Preference: preference}))
 	}
-	lts, err := c.opts.LaunchTemplates.EnsureAll(ctx, opts)
+	lts, err := c.ensureTemplates(ctx, nodeClass, launches)
 	if err != nil {
-		return nil, cloudprovider.NewCreateError(fmt.Errorf("ensuring launch templates: %w", err), "LaunchTemplateCreationFailed", err.Error())
+		return nil, err
 	}
 	var configs []instance.LaunchConfig
 	for i, k := range order {
@@ -383,6 +427,43 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 		}
 	}
 	return configs, nil
+}
+
+// launch is one launch template's launch: the NodeClaim's labels (plus
+// extra, a reserved offering's), taints and tags, the image and pods.
+func (c *CloudProvider) launch(nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, image string, pods int64, extra map[string]string, cr launchtemplate.CapacityReservation) launchtemplate.Launch {
+	labels := reqs.Labels()
+	for k, v := range nc.Labels {
+		labels[k] = v
+	}
+	for k, v := range extra {
+		labels[k] = v
+	}
+	taints := append(append([]corev1.Taint(nil), nc.Spec.Taints...), nc.Spec.StartupTaints...)
+	tags := instance.Tags(c.opts.Cluster.Name, nc.Labels[v1.NodePoolLabelKey], "", nodeClass.Name, nodeClass.Spec.Tags)
+	maxPods := int32(pods)
+	return launchtemplate.Launch{ImageID: image, Labels: labels, Taints: taints, MaxPods: &maxPods, Tags: tags, CapacityReservation: cr}
+}
+
+// ensureTemplates resolves and ensures one template per launch, in order.
+func (c *CloudProvider) ensureTemplates(ctx context.Context, nodeClass *awsv1.EC2NodeClass, launches []launchtemplate.Launch) ([]launchtemplate.LaunchTemplate, error) {
+	opts := make([]*launchtemplate.Options, 0, len(launches))
+	for _, l := range launches {
+		o, err := launchtemplate.Resolve(ctx, nodeClass, c.opts.Cluster, l)
+		if err != nil {
+			return nil, cloudprovider.NewCreateError(err, "LaunchTemplateResolutionFailed", err.Error())
+		}
+		opts = append(opts, o)
+	}
+	lts, err := c.opts.LaunchTemplates.EnsureAll(ctx, opts)
+	if err != nil {
+		return nil, cloudprovider.NewCreateError(fmt.Errorf("ensuring launch templates: %w", err), "LaunchTemplateCreationFailed", err.Error())
+	}
+	return lts, nil
+}
+
+func errNoImage(nodeClass *awsv1.EC2NodeClass) error {
+	return fmt.Errorf("no image of %s is compatible with the requested instance types", nodeClass.Name)
 }
 
 // imageFor is the first of the class's images (status order, newest
@@ -419,7 +500,8 @@ func (c *CloudProvider) Get(ctx context.Context, providerID string) (*v1.NodeCla
 	if err != nil {
 		return nil, err
 	}
-	return c.toNodeClaim(inst, c.instanceType(ctx, inst)), nil
+	it, nodeClass := c.instanceType(ctx, inst)
+	return c.toNodeClaim(inst, it, reservationOf(nodeClass, inst.CapacityReservationID)), nil
 }
 
 // List implements cloudprovider.CloudProvider.
@@ -431,7 +513,7 @@ func (c *CloudProvider) List(ctx context.Context) ([]*v1.NodeClaim, error) {
 	out := make([]*v1.NodeClaim, 0, len(insts))
 	for _, inst := range insts {
 		// Garbage collection needs names and ages, not capacity.
-		out = append(out, c.toNodeClaim(inst, nil))
+		out = append(out, c.toNodeClaim(inst, nil, nil))
 	}
 	return out, nil
 }
@@ -442,39 +524,62 @@ func (c *CloudProvider) Delete(ctx context.Context, nc *v1.NodeClaim) error {
 	if err != nil {
 		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("nodeclaim %s: %w", nc.Name, err))
 	}
-	return c.opts.Instances.Delete(ctx, id)
-}
-
-// instanceType looks up the type of inst in its class's list, for capacity;
-// nil when the class or type is gone.
-func (c *CloudProvider) instanceType(ctx context.Context, inst *instance.Instance) *scheduling.InstanceType {
-	name := inst.Tags[awsv1.NodeClassTagKey]
-	if name == "" {
-		return nil
-	}
-	nodeClass := &awsv1.EC2NodeClass{}
-	if err := c.opts.Kube.Get(ctx, client.ObjectKey{Name: name}, nodeClass); err != nil {
-		return nil
-	}
-	its, err := c.opts.InstanceTypes.List(ctx, nodeClass)
+	inst, err := c.opts.Instances.Terminate(ctx, id)
 	if err != nil {
-		return nil
+		return err
 	}
-	for _, it := range its {
-		if it.Name == inst.Type {
-			return it
-		}
+	// Only the call that terminated it gives the reservation's unit back.
+	if inst != nil && inst.CapacityReservationID != "" && c.opts.Reservations != nil {
+		c.opts.Reservations.MarkTerminated(inst.CapacityReservationID)
 	}
 	return nil
 }
 
+// instanceType looks up the type of inst in its class's list, for
+// capacity, and the class; nil when the class or type is gone.
+func (c *CloudProvider) instanceType(ctx context.Context, inst *instance.Instance) (*scheduling.InstanceType, *awsv1.EC2NodeClass) {
+	name := inst.Tags[awsv1.NodeClassTagKey]
+	if name == "" {
+		return nil, nil
+	}
+	nodeClass := &awsv1.EC2NodeClass{}
+	if err := c.opts.Kube.Get(ctx, client.ObjectKey{Name: name}, nodeClass); err != nil {
+		return nil, nil
+	}
+	its, err := c.opts.InstanceTypes.List(ctx, nodeClass)
+	if err != nil {
+		return nil, nodeClass
+	}
+	for _, it := range its {
+		if it.Name == inst.Type {
+			return it, nodeClass
+		}
+	}
+	return nil, nodeClass
+}
+
+// reservationLabels are the keys only a reserved instance carries: a
+// type's requirements name its reservations whatever the capacity type,
+// so they never come from there.
+var reservationLabels = map[string]bool{
+	scheduling.LabelReservationID:               true,
+	awsv1.LabelCapacityReservationID:            true,
+	awsv1.LabelCapacityReservationType:          true,
+	awsv1.LabelCapacityReservationInterruptible: true,
+}
+
 // toNodeClaim is the NodeClaim view of inst: provider ID, image, the
-// type's single-valued labels, zone and capacity type, and capacity.
-func (c *CloudProvider) toNodeClaim(inst *instance.Instance, it *scheduling.InstanceType) *v1.NodeClaim {
+// type's single-valued labels, zone and capacity type, and capacity; for
+// an instance in a reservation, the reservation's labels (res, the class
+// status's entry, says whether it is interruptible; nil when unknown).
+func (c *CloudProvider) toNodeClaim(inst *instance.Instance, it *scheduling.InstanceType, res *awsv1.CapacityReservation) *v1.NodeClaim {
 	nc := &v1.NodeClaim{}
 	nc.Labels = map[string]string{}
 	if it != nil {
 		for _, k := range it.Requirements.Keys() {
+			if reservationLabels[k] {
+				continue
+			}
 			r := it.Requirements.Get(k)
 			if r.Operator() == string(corev1.NodeSelectorOpIn) && r.Len() == 1 {
 				nc.Labels[k] = r.Values()[0]
@@ -486,6 +591,11 @@ func (c *CloudProvider) toNodeClaim(inst *instance.Instance, it *scheduling.Inst
 	nc.Labels[scheduling.LabelInstanceType] = inst.Type
 	nc.Labels[scheduling.LabelZone] = inst.Zone
 	nc.Labels[scheduling.LabelCapacityType] = inst.CapacityType
+	if inst.CapacityType == instance.CapacityTypeReserved && inst.CapacityReservationID != "" {
+		for k, v := range reservedLabels(inst.CapacityReservationID, inst.CapacityReservationType, res) {
+			nc.Labels[k] = v
+		}
+	}
 	if np, ok := inst.Tags[v1.NodePoolLabelKey]; ok {
 		nc.Labels[v1.NodePoolLabelKey] = np
 	}

@@ -20,3 +20,12 @@ func ChunkByTagBudget(names []string, budget int) []int {
 	}
 	return chunkByTagBudget(ls, budget)
 }
+
+// LaunchHash is the batch key of req's launch.
+func LaunchHash(p *Provider, req Request) (string, error) {
+	l, err := p.newLaunch(req)
+	if err != nil {
+		return "", err
+	}
+	return l.hash()
+}

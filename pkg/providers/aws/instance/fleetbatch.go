@@ -81,15 +81,25 @@ type launch struct {
 	tags    map[string]string     // shared by every NodeClaim of the batch
 	zoneOf  map[string]string     // subnet → zone
 	imageOf map[string]string     // launch template → image
+	// reservationOf maps a reserved launch's templates to the
+	// reservations they target.
+	reservationOf map[string]string
 }
 
-// hash is the batch key: the whole request but the NodeClaim.
+// hash is the batch key: the whole request but the NodeClaim. The
+// capacity type and reservations are named on their own, not only through
+// the template names that embed them: a reserved launch must never share
+// a fleet with an unreserved one, whose instances would be labelled as in
+// a reservation they are not in (or the reverse).
 func (l *launch) hash() (string, error) {
 	raw, err := json.Marshal(struct {
-		Input   *ec2.CreateFleetInput
-		Tags    map[string]string
-		ImageOf map[string]string
-	}{l.input, l.tags, l.imageOf})
+		Input           *ec2.CreateFleetInput
+		Tags            map[string]string
+		ImageOf         map[string]string
+		CapacityType    string
+		ReservationType string
+		ReservationOf   map[string]string
+	}{l.input, l.tags, l.imageOf, l.req.CapacityType, l.req.ReservationType, l.reservationOf})
 	if err != nil {
 		return "", fmt.Errorf("encoding the fleet request of nodeclaim %s: %w", l.req.NodeClaimName, err)
 	}
@@ -216,15 +226,19 @@ func (p *Provider) launchOne(ctx context.Context, l *launch) (*Instance, error) 
 		// the retries: the lifecycle retries the NodeClaim.
 		return nil, cloudprovider.NewCreateError(fmt.Errorf("creating fleet for nodeclaim %s: %w", l.req.NodeClaimName, err), "LaunchFailed", "CreateFleet failed")
 	}
-	iced := p.recordErrors(out.Errors, l.req.CapacityType, l.zoneOf)
-	if insts := l.instances(out, tags); len(insts) > 0 {
+	iced, full := p.recordErrors(out.Errors, l)
+	if insts := l.instances(out, tags, full); len(insts) > 0 {
 		return insts[0], nil
 	}
-	return nil, l.noInstance(out.Errors, iced)
+	return nil, l.noInstance(out.Errors, iced, full)
 }
 
 // noInstance is the error of a launch CreateFleet gave no instance to.
-func (l *launch) noInstance(errs []ec2types.CreateFleetError, iced []cloudprovider.OfferingKey) error {
+func (l *launch) noInstance(errs []ec2types.CreateFleetError, iced []cloudprovider.OfferingKey, full []string) error {
+	if len(full) > 0 {
+		return &reservationsFullError{ids: full, err: cloudprovider.NewInsufficientCapacityError(
+			fmt.Errorf("creating fleet for nodeclaim %s: %s", l.req.NodeClaimName, fleetErrors(errs)), iced...)}
+	}
 	if len(iced) > 0 {
 		return cloudprovider.NewInsufficientCapacityError(fmt.Errorf("creating fleet for nodeclaim %s: %s", l.req.NodeClaimName, fleetErrors(errs)), iced...)
 	}
@@ -256,15 +270,15 @@ func (p *Provider) launchBatch(ctx context.Context, ls []*launch) []batcher.Resu
 		}
 		return res
 	}
-	iced := p.recordErrors(out.Errors, ls[0].req.CapacityType, ls[0].zoneOf)
-	insts := ls[0].instances(out, tags)
+	iced, full := p.recordErrors(out.Errors, ls[0])
+	insts := ls[0].instances(out, tags, full)
 	// Instance-id order is the order assignOwners reads back after a crash.
 	sort.Slice(insts, func(i, j int) bool { return insts[i].ID < insts[j].ID })
 	sem := make(chan struct{}, claimConcurrency)
 	var wg sync.WaitGroup
 	for i, l := range ls {
 		if i >= len(insts) {
-			res[i].Err = l.noInstance(out.Errors, iced)
+			res[i].Err = l.noInstance(out.Errors, iced, full)
 			continue
 		}
 		wg.Add(1)
@@ -281,8 +295,9 @@ func (p *Provider) launchBatch(ctx context.Context, ls []*launch) []batcher.Resu
 }
 
 // instances are the instances a CreateFleet answer launched, described
-// from the request (the answer has no tags, zone or image).
-func (l *launch) instances(out *ec2.CreateFleetOutput, tags map[string]string) []*Instance {
+// from the request (the answer has no tags, zone, image or reservation);
+// full are the reservations the answer found full.
+func (l *launch) instances(out *ec2.CreateFleetOutput, tags map[string]string, full []string) []*Instance {
 	var insts []*Instance
 	for _, fi := range out.Instances {
 		for _, id := range fi.InstanceIds {
@@ -293,6 +308,9 @@ func (l *launch) instances(out *ec2.CreateFleetOutput, tags map[string]string) [
 				State:        "pending",
 				Tags:         map[string]string{},
 				LaunchTime:   time.Now(),
+				Launched:     true,
+				// FullReservations: shared read-only by the batch's instances.
+				FullReservations: full,
 			}
 			for k, v := range tags {
 				inst.Tags[k] = v
@@ -306,7 +324,13 @@ func (l *launch) instances(out *ec2.CreateFleetOutput, tags map[string]string) [
 					}
 				}
 				if lto.LaunchTemplateSpecification != nil {
-					inst.ImageID = l.imageOf[aws.ToString(lto.LaunchTemplateSpecification.LaunchTemplateName)]
+					name := aws.ToString(lto.LaunchTemplateSpecification.LaunchTemplateName)
+					inst.ImageID = l.imageOf[name]
+					if id := l.reservationOf[name]; id != "" {
+						inst.CapacityType = CapacityTypeReserved
+						inst.CapacityReservationID = id
+						inst.CapacityReservationType = l.req.ReservationType
+					}
 				}
 			}
 			insts = append(insts, inst)

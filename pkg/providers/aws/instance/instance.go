@@ -8,13 +8,17 @@
 // CreateFleet (fleetbatch.go, as upstream's batcher). Create is idempotent
 // per NodeClaim: an instance already tagged with the NodeClaim's name, or
 // one a batched launch made for it before a crash, is returned instead of
-// a new launch.
+// a new launch. A reserved launch targets its capacity reservations
+// through its launch templates, asks EC2 for on-demand (capacity-block for
+// a capacity block), and reports the reservations EC2 found full instead
+// of caching their offerings (FullReservations).
 package instance
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -38,6 +42,13 @@ const MaxInstanceTypes = 60
 const (
 	CapacityTypeOnDemand = "on-demand"
 	CapacityTypeSpot     = "spot"
+	CapacityTypeReserved = "reserved"
+)
+
+// Capacity reservation types (the EC2NodeClass status's reservationType).
+const (
+	ReservationTypeDefault       = string(awsv1.CapacityReservationTypeDefault)
+	ReservationTypeCapacityBlock = string(awsv1.CapacityReservationTypeCapacityBlock)
 )
 
 // States counts as "exists": terminated instances are gone.
@@ -57,8 +68,9 @@ var unfulfillableCapacityCodes = map[string]bool{
 }
 
 const (
-	errInstanceNotFound = "InvalidInstanceID.NotFound"
-	errNoFreeAddresses  = "InsufficientFreeAddressesInSubnet"
+	errInstanceNotFound  = "InvalidInstanceID.NotFound"
+	errNoFreeAddresses   = "InsufficientFreeAddressesInSubnet"
+	errReservationIsFull = "ReservationCapacityExceeded"
 )
 
 // EC2API is the part of the EC2 client the provider calls.
@@ -111,6 +123,16 @@ type Instance struct {
 	SecurityGroupIDs []string
 	// CapacityReservationID is the reservation the instance runs in, or "".
 	CapacityReservationID string
+	// CapacityReservationType is default or capacity-block for an instance
+	// in a reservation.
+	CapacityReservationType string
+	// Launched is true when this Create launched the instance, false when
+	// it found or adopted one launched before (reservation counts must
+	// not count it twice).
+	Launched bool
+	// FullReservations are the capacity reservations CreateFleet reported
+	// full (ReservationCapacityExceeded) while launching this instance.
+	FullReservations []string
 }
 
 // ProviderID is the instance's Kubernetes provider ID.
@@ -142,6 +164,9 @@ type LaunchConfig struct {
 	LaunchTemplateName string
 	ImageID            string
 	Overrides          []Override
+	// CapacityReservationID is the reservation the template targets (a
+	// reserved launch), or "".
+	CapacityReservationID string
 }
 
 // Request is one NodeClaim's launch.
@@ -149,9 +174,12 @@ type Request struct {
 	NodeClaimName string
 	NodePoolName  string
 	NodeClassName string
-	// CapacityType is spot or on-demand for every override.
+	// CapacityType is spot, on-demand or reserved for every override.
 	CapacityType string
-	Configs      []LaunchConfig
+	// ReservationType is default or capacity-block for a reserved launch:
+	// EC2 takes one kind per fleet.
+	ReservationType string
+	Configs         []LaunchConfig
 	// ClassTags are the EC2NodeClass's spec.tags; Karpenter's own tags win.
 	ClassTags map[string]string
 }
@@ -215,14 +243,38 @@ func (p *Provider) Create(ctx context.Context, req Request) (*Instance, error) {
 	} else if adopted != nil {
 		return adopted, nil
 	}
+	l, err := p.newLaunch(req)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := p.fleets.Add(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	return inst, nil
+}
+
+// newLaunch is req's CreateFleet request for one instance, before
+// batching: the configs capped at MaxInstanceTypes types, the fleet's
+// capacity type and allocation strategy, and the shared tags.
+func (p *Provider) newLaunch(req Request) (*launch, error) {
+	if req.CapacityType == CapacityTypeReserved && req.ReservationType == "" {
+		req.ReservationType = ReservationTypeDefault
+	}
 	configs := capOverrides(req.Configs, MaxInstanceTypes)
 	if len(configs) == 0 {
-		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no %s offering to launch for nodeclaim %s", req.CapacityType, req.NodeClaimName))
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("all requested instance types were unavailable during launch: no %s offering for nodeclaim %s", req.CapacityType, req.NodeClaimName))
 	}
-	l := &launch{req: req, zoneOf: map[string]string{}, imageOf: map[string]string{}}
+	l := &launch{req: req, zoneOf: map[string]string{}, imageOf: map[string]string{}, reservationOf: map[string]string{}}
 	var ltConfigs []ec2types.FleetLaunchTemplateConfigRequest
 	for _, c := range configs {
+		if (req.CapacityType == CapacityTypeReserved) != (c.CapacityReservationID != "") {
+			return nil, fmt.Errorf("launching nodeclaim %s: launch template %s targets reservation %q in a %s launch", req.NodeClaimName, c.LaunchTemplateName, c.CapacityReservationID, req.CapacityType)
+		}
 		l.imageOf[c.LaunchTemplateName] = c.ImageID
+		if c.CapacityReservationID != "" {
+			l.reservationOf[c.LaunchTemplateName] = c.CapacityReservationID
+		}
 		overrides := make([]ec2types.FleetLaunchTemplateOverridesRequest, 0, len(c.Overrides))
 		for _, o := range c.Overrides {
 			l.zoneOf[o.SubnetID] = o.Zone
@@ -246,7 +298,7 @@ func (p *Provider) Create(ctx context.Context, req Request) (*Instance, error) {
 		Type:                  ec2types.FleetTypeInstant,
 		LaunchTemplateConfigs: ltConfigs,
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
-			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(req.CapacityType),
+			DefaultTargetCapacityType: targetCapacityType(req),
 			TotalTargetCapacity:       aws.Int32(1),
 		},
 	}
@@ -255,21 +307,33 @@ func (p *Provider) Create(ctx context.Context, req Request) (*Instance, error) {
 	} else {
 		l.input.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
 	}
-	inst, err := p.fleets.Add(ctx, l)
-	if err != nil {
-		return nil, err
+	return l, nil
+}
+
+// targetCapacityType is the fleet's DefaultTargetCapacityType: a capacity
+// block launches only as capacity-block, and an ordinary reservation is
+// on-demand capacity the templates target.
+func targetCapacityType(req Request) ec2types.DefaultTargetCapacityType {
+	switch {
+	case req.CapacityType == CapacityTypeReserved && req.ReservationType == ReservationTypeCapacityBlock:
+		return ec2types.DefaultTargetCapacityTypeCapacityBlock
+	case req.CapacityType == CapacityTypeReserved:
+		return ec2types.DefaultTargetCapacityTypeOnDemand
 	}
-	return inst, nil
+	return ec2types.DefaultTargetCapacityType(req.CapacityType)
 }
 
 // recordErrors marks the offerings CreateFleet had no capacity for as
-// unavailable and returns them. A subnet out of addresses counts as the
-// zone having no capacity for the offering, as upstream: the next launch
-// goes to another zone (or, once the cache entry expires, to the zone's
-// fullest-free subnet, which the subnet provider now knows this one is
-// not).
-func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, capacityType string, zoneOf map[string]string) []cloudprovider.OfferingKey {
+// unavailable and returns them, with the reservations it found full. A
+// subnet out of addresses counts as the zone having no capacity for the
+// offering, as upstream: the next launch goes to another zone (or, once
+// the cache entry expires, to the zone's fullest-free subnet, which the
+// subnet provider now knows this one is not). A full reservation is the
+// reservation's business (the caller's tracker), not the offering's: the
+// same type may still launch on-demand there.
+func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, l *launch) ([]cloudprovider.OfferingKey, []string) {
 	var keys []cloudprovider.OfferingKey
+	var full []string
 	seen := map[cloudprovider.OfferingKey]bool{}
 	for _, e := range errs {
 		if !unfulfillableCapacityCodes[aws.ToString(e.ErrorCode)] || e.LaunchTemplateAndOverrides == nil || e.LaunchTemplateAndOverrides.Overrides == nil {
@@ -279,12 +343,19 @@ func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, capacityType s
 		if aws.ToString(e.ErrorCode) == errNoFreeAddresses && p.subnets != nil && aws.ToString(o.SubnetId) != "" {
 			p.subnets.MarkExhausted(aws.ToString(o.SubnetId))
 		}
+		reservation := l.reservationOfError(e)
+		if aws.ToString(e.ErrorCode) == errReservationIsFull {
+			if reservation != "" && !slices.Contains(full, reservation) {
+				full = append(full, reservation)
+			}
+			continue
+		}
 		zone := aws.ToString(o.AvailabilityZone)
 		if zone == "" {
-			zone = zoneOf[aws.ToString(o.SubnetId)]
+			zone = l.zoneOf[aws.ToString(o.SubnetId)]
 		}
-		ct := capacityType
-		if e.Lifecycle != "" {
+		ct := l.req.CapacityType
+		if e.Lifecycle != "" && ct != CapacityTypeReserved {
 			ct = capacityTypeOf(e.Lifecycle)
 		}
 		key := cloudprovider.OfferingKey{InstanceType: string(o.InstanceType), Zone: zone, CapacityType: ct}
@@ -297,7 +368,37 @@ func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, capacityType s
 			p.unavailable.MarkUnavailable(key)
 		}
 	}
-	return keys
+	return keys, full
+}
+
+// reservationOfError is the reservation the failed override's template
+// targets, or "".
+func (l *launch) reservationOfError(e ec2types.CreateFleetError) string {
+	if e.LaunchTemplateAndOverrides == nil || e.LaunchTemplateAndOverrides.LaunchTemplateSpecification == nil {
+		return ""
+	}
+	return l.reservationOf[aws.ToString(e.LaunchTemplateAndOverrides.LaunchTemplateSpecification.LaunchTemplateName)]
+}
+
+// reservationsFullError is an insufficient-capacity error that names the
+// reservations CreateFleet found full.
+type reservationsFullError struct {
+	ids []string
+	err error
+}
+
+func (e *reservationsFullError) Error() string { return e.err.Error() }
+func (e *reservationsFullError) Unwrap() error { return e.err }
+
+// FullReservations are the capacity reservations a failed Create found
+// full (ReservationCapacityExceeded); the caller's tracker stops offering
+// them.
+func FullReservations(err error) []string {
+	var rf *reservationsFullError
+	if errors.As(err, &rf) {
+		return rf.ids
+	}
+	return nil
 }
 
 func fleetErrors(errs []ec2types.CreateFleetError) string {
@@ -460,21 +561,29 @@ func (p *Provider) describe(ctx context.Context, filters []ec2types.Filter) ([]*
 // the instance is gone (terminated or unknown); while it shuts down it
 // returns nil so the caller asks again.
 func (p *Provider) Delete(ctx context.Context, id string) error {
+	_, err := p.Terminate(ctx, id)
+	return err
+}
+
+// Terminate is Delete that also returns the instance when this call asked
+// EC2 to terminate it (nil while it was already shutting down), so the
+// caller gives its reservation's unit back once.
+func (p *Provider) Terminate(ctx context.Context, id string) (*Instance, error) {
 	inst, err := p.Get(ctx, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if inst.State == "shutting-down" {
-		return nil
+		return nil, nil
 	}
 	_, err = p.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
 	if errorCode(err) == errInstanceNotFound {
-		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
 	}
 	if err != nil {
-		return fmt.Errorf("terminating instance %s: %w", id, err)
+		return nil, fmt.Errorf("terminating instance %s: %w", id, err)
 	}
-	return nil
+	return inst, nil
 }
 
 func live(i ec2types.Instance) bool {
@@ -497,7 +606,16 @@ func fromEC2(i ec2types.Instance) *Instance {
 	for _, g := range i.SecurityGroups {
 		inst.SecurityGroupIDs = append(inst.SecurityGroupIDs, aws.ToString(g.GroupId))
 	}
-	inst.CapacityReservationID = aws.ToString(i.CapacityReservationId)
+	// An instance in a reservation is reserved capacity (Karpenter only
+	// launches into reservations it targets); one whose reservation ended
+	// is on-demand again, which is how EC2 reports it.
+	if inst.CapacityReservationID = aws.ToString(i.CapacityReservationId); inst.CapacityReservationID != "" {
+		inst.CapacityType = CapacityTypeReserved
+		inst.CapacityReservationType = ReservationTypeDefault
+		if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeCapacityBlock {
+			inst.CapacityReservationType = ReservationTypeCapacityBlock
+		}
+	}
 	if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
 		inst.CapacityType = CapacityTypeSpot
 	}

@@ -186,6 +186,12 @@ func TestName(t *testing.T) {
 		"metadata":  func(o *launchtemplate.Options) { o.MetadataOptions.HTTPTokens = "optional" },
 		"tag":       func(o *launchtemplate.Options) { o.Tags["team"] = "db" },
 		"public ip": func(o *launchtemplate.Options) { o.AssociatePublicIPAddress = aws.Bool(true) },
+		// Reserved and non-reserved launches must never share a template.
+		"reservation": func(o *launchtemplate.Options) { o.CapacityReservation.ID = "cr-0123456789abcdef0" },
+		"preference": func(o *launchtemplate.Options) {
+			o.CapacityReservation.Preference = launchtemplate.CapacityReservationPreferenceNone
+		},
+		"block type": func(o *launchtemplate.Options) { o.CapacityReservation.Type = "capacity-block" },
 	} {
 		c := resolve(t, nc, launchFor("name", 110))
 		mutate(c)
@@ -303,6 +309,58 @@ func TestEnsurePublicIPAndMonitoring(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(ud), "[settings.kubernetes]")
 	require.Contains(t, string(ud), "cluster-name = 'lt-cluster'")
+}
+
+// TestEnsureCapacityReservationTargeting: a reserved launch's template
+// targets its reservation only, a capacity block's adds the capacity-block
+// market type, a non-reserved one with the gate on says "none", and with
+// the gate off the template says nothing (EC2's default, open).
+func TestEnsureCapacityReservationTargeting(t *testing.T) {
+	cases := []struct {
+		name       string
+		cr         launchtemplate.CapacityReservation
+		wantPref   ec2types.CapacityReservationPreference
+		wantTarget string
+		wantMarket ec2types.MarketType
+	}{
+		{"default reservation", launchtemplate.CapacityReservation{ID: "cr-00000000000000001", Type: "default"},
+			ec2types.CapacityReservationPreferenceCapacityReservationsOnly, "cr-00000000000000001", ""},
+		{"capacity block", launchtemplate.CapacityReservation{ID: "cr-00000000000000002", Type: "capacity-block"},
+			ec2types.CapacityReservationPreferenceCapacityReservationsOnly, "cr-00000000000000002", ec2types.MarketTypeCapacityBlock},
+		{"not reserved, gate on", launchtemplate.CapacityReservation{Preference: launchtemplate.CapacityReservationPreferenceNone},
+			ec2types.CapacityReservationPreferenceNone, "", ""},
+		{"gate off", launchtemplate.CapacityReservation{}, "", "", ""},
+	}
+	p := launchtemplate.NewProvider(clients.EC2, cluster.Name, launchtemplate.ProviderOptions{})
+	names := map[string]bool{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			launch := launchFor("reserved", 110)
+			launch.CapacityReservation = tc.cr
+			lt, err := p.Ensure(context.Background(), resolve(t, readyNodeClass("reserved", awsv1.AMIFamilyAL2023), launch))
+			require.NoError(t, err)
+			require.False(t, names[lt.Name], "each targeting has its own template")
+			names[lt.Name] = true
+			data := describeVersion(t, lt.Name)
+			if tc.wantPref == "" {
+				require.Nil(t, data.CapacityReservationSpecification)
+			} else {
+				require.NotNil(t, data.CapacityReservationSpecification)
+				require.Equal(t, tc.wantPref, data.CapacityReservationSpecification.CapacityReservationPreference)
+				if tc.wantTarget == "" {
+					require.Nil(t, data.CapacityReservationSpecification.CapacityReservationTarget)
+				} else {
+					require.Equal(t, tc.wantTarget, aws.ToString(data.CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId))
+				}
+			}
+			if tc.wantMarket == "" {
+				require.Nil(t, data.InstanceMarketOptions)
+			} else {
+				require.NotNil(t, data.InstanceMarketOptions)
+				require.Equal(t, tc.wantMarket, data.InstanceMarketOptions.MarketType)
+			}
+		})
+	}
 }
 
 func TestEnsureConcurrentMakesOne(t *testing.T) {

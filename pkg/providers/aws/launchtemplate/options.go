@@ -35,7 +35,30 @@ type Options struct {
 	DetailedMonitoring       bool
 	AssociatePublicIPAddress *bool
 	Tags                     map[string]string
+	// CapacityReservation says which capacity reservations the template's
+	// launches may use; part of the name, so a template targeting a
+	// reservation never serves another launch.
+	CapacityReservation CapacityReservation
 }
+
+// CapacityReservation is a launch template's capacity reservation
+// targeting. With an ID, launches go only into that reservation
+// (preference capacity-reservations-only), and a capacity block also needs
+// the capacity-block market type. Without one, Preference "none" keeps
+// launches out of open reservations the cluster did not select (the
+// ReservedCapacity gate on, as upstream), and "" leaves the template silent
+// (EC2's default, open).
+type CapacityReservation struct {
+	ID         string
+	Type       string
+	Preference string
+}
+
+// Capacity reservation preferences a template can carry.
+const (
+	CapacityReservationPreferenceNone = "none"
+	CapacityReservationPreferenceOnly = "capacity-reservations-only"
+)
 
 // BlockDeviceMapping is one EBS volume, its size in GiB.
 type BlockDeviceMapping struct {
@@ -94,6 +117,8 @@ type Launch struct {
 	Tags map[string]string
 	// BottlerocketDefaultMountPaths: see bootstrap.Options.
 	BottlerocketDefaultMountPaths bool
+	// CapacityReservation is the template's reservation targeting.
+	CapacityReservation CapacityReservation
 }
 
 // Resolve turns a ready EC2NodeClass and one launch into template options:
@@ -152,6 +177,7 @@ func Resolve(ctx context.Context, nodeClass *awsv1.EC2NodeClass, cluster Cluster
 		DetailedMonitoring:       aws.ToBool(nodeClass.Spec.DetailedMonitoring),
 		AssociatePublicIPAddress: nodeClass.Spec.AssociatePublicIPAddress,
 		Tags:                     tags,
+		CapacityReservation:      launch.CapacityReservation,
 	}, nil
 }
 
@@ -297,6 +323,21 @@ func (o *Options) requestData() *ec2types.RequestLaunchTemplateData {
 		}}
 	} else {
 		data.SecurityGroupIds = o.SecurityGroupIDs
+	}
+	switch cr := o.CapacityReservation; {
+	case cr.ID != "":
+		data.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
+			CapacityReservationPreference: ec2types.CapacityReservationPreferenceCapacityReservationsOnly,
+			CapacityReservationTarget:     &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String(cr.ID)},
+		}
+		// EC2 launches into a capacity block only with its market type.
+		if cr.Type == string(awsv1.CapacityReservationTypeCapacityBlock) {
+			data.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeCapacityBlock}
+		}
+	case cr.Preference != "":
+		data.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
+			CapacityReservationPreference: ec2types.CapacityReservationPreference(cr.Preference),
+		}
 	}
 	if len(o.Tags) > 0 {
 		data.TagSpecifications = []ec2types.LaunchTemplateTagSpecificationRequest{

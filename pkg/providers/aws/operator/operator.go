@@ -146,8 +146,13 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	// tracking rides on the same DescribeSubnets cache.
 	subnets := subnet.NewProvider(clients.EC2, s.SubnetRefreshInterval)
 	var nodeClassReservations *capacityreservation.Provider
+	// Launches into reservations decrement the same tracker the reserved
+	// offerings read. Set only with the gate on: a nil pointer inside the
+	// interface would not read as "none".
+	var launchReservations awscloudprovider.Reservations
 	if o.ReservedCapacity {
 		nodeClassReservations = reservations
+		launchReservations = reservations
 	}
 	p := &Provider{
 		Cluster: cluster,
@@ -164,6 +169,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			Instances:       instance.NewProvider(clients.EC2, s.ClusterName, o.Unavailable, instance.WithSubnets(subnets)),
 			Subnets:         subnets,
 			Cluster:         cluster,
+			Reservations:    launchReservations,
 		}),
 		nodeClass: nodeclass.NewController(o.Kube, nodeclass.Options{
 			Subnets:          subnets,
