@@ -623,8 +623,12 @@ spec:
 //   - a static field (spec.tags): the class hash moves, the NodeClaims go
 //     Drifted with NodeClassDrift, and are replaced one at a time by
 //     instances carrying the new tag;
-//   - the AMI (an id term naming a newer image): AMIDrift, and the
-//     replacements run the new image.
+//   - the AMI alias (al2023@latest) gets a new release and the release
+//     the nodes run is deprecated: the SSM invalidation controller (its
+//     interval shortened by the test-only SSM_INVALIDATION_INTERVAL) forgets
+//     the day-long cached parameter, the class resolves the new image, the
+//     NodeClaims go Drifted with AMIDrift and are replaced one at a time on
+//     the new image.
 func TestAWSDrift(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
@@ -632,6 +636,7 @@ func TestAWSDrift(t *testing.T) {
 	cp := e.cp
 	applyExamples(t, ctx, cp, "00-ec2nodeclass.yaml", "01-nodepool.yaml")
 	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(awsSpread)))
+	t.Setenv("SSM_INVALIDATION_INTERVAL", "5s")
 	e.startAWSController(t, "controller")
 
 	// settled waits for 3 Ready NodeClaims, none deleting, all passing
@@ -723,15 +728,17 @@ func TestAWSDrift(t *testing.T) {
 		require.Equal(t, "drift", tags["team"], "the replacement %s carries the new tag", id)
 	}
 
-	// A newer AL2023 release, selected by id.
+	// A newer AL2023 release behind the class's own alias; the release the
+	// nodes run is deprecated, which is what lets the controller look past
+	// its day-long cache of the alias's parameter.
 	v, err := cp.Kubernetes.Discovery().ServerVersion()
 	require.NoError(t, err)
 	img, err := e.local.PublishImage(ctx, awslocal.Series{Family: awslocal.FamilyAL2023, KubernetesVersion: v.Major + "." + strings.TrimSuffix(v.Minor, "+"), Arch: "x86_64", Variant: "standard"})
 	require.NoError(t, err)
-	require.NotEqual(t, after[0].Status.ImageID, img.ID)
-	replaced(after, "AMIDrift", func(c *awsv1.EC2NodeClass) {
-		c.Spec.AMIFamily = aws.String("AL2023")
-		c.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{ID: img.ID}}
+	running := after[0].Status.ImageID
+	require.NotEqual(t, running, img.ID)
+	replaced(after, "AMIDrift", func(*awsv1.EC2NodeClass) {
+		require.NoError(t, e.local.DeprecateImage(ctx, running, time.Now().Add(-time.Minute)))
 	})
 	settled("three replacements on the new image", func(nc v1.NodeClaim) bool { return nc.Status.ImageID == img.ID })
 	require.Len(t, e.liveInstances(t, ctx), 3, "no instance left behind")
