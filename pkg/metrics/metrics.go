@@ -193,5 +193,6 @@ func All() []prometheus.Collector {
 	out = append(out, ConsolidationCollectors()...)
 	out = append(out, InterruptionCollectors()...)
 	out = append(out, OfferingCollectors()...)
+	out = append(out, CloudProviderCollectors()...)
 	return append(out, NodeClaimsUnhealthyDisruptedTotal)
 }

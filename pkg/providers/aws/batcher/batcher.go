@@ -45,6 +45,10 @@ type Options[In, Out any] struct {
 	Exec func(ctx context.Context, in []In) []Result[Out]
 	// ExecTimeout bounds one Exec call (0: one minute).
 	ExecTimeout time.Duration
+	// Observe, when set, is told of each executed batch: how long its
+	// window stayed open and how many requests it merged (upstream's
+	// batch_time_seconds and batch_size metrics).
+	Observe func(window time.Duration, size int)
 }
 
 // Batcher merges requests with equal hashes into one Exec call.
@@ -141,6 +145,7 @@ func (b *Batcher[In, Out]) detach(key string, bk *bucket[In, Out]) {
 
 // wait closes bk when its window ends and executes it.
 func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
+	opened := time.Now()
 	idle := time.NewTimer(b.opts.IdleTimeout)
 	defer idle.Stop()
 	max := time.NewTimer(b.opts.MaxTimeout)
@@ -163,6 +168,9 @@ func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
 	b.mu.Unlock()
 	if len(requests) == 0 {
 		return // every caller left before the window closed
+	}
+	if b.opts.Observe != nil {
+		b.opts.Observe(time.Since(opened), len(requests))
 	}
 	ins := make([]In, len(requests))
 	for i, r := range requests {

@@ -232,3 +232,36 @@ func TestBatcherConcurrentUse(t *testing.T) {
 		t.Fatalf("bucket goroutines leaked: %d before, %d now:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestBatcherObserve: each executed batch reports its size and how long its
+// window stayed open (at least the idle timeout after the last request);
+// a batch every caller left is not reported.
+func TestBatcherObserve(t *testing.T) {
+	type seen struct {
+		window time.Duration
+		size   int
+	}
+	var mu sync.Mutex
+	var got []seen
+	rec := &recorder{}
+	b := batcher.New(batcher.Options[string, string]{
+		IdleTimeout: 30 * time.Millisecond, MaxTimeout: time.Second, Hash: keyOf, Exec: rec.exec,
+		Observe: func(w time.Duration, n int) { mu.Lock(); got = append(got, seen{w, n}); mu.Unlock() },
+	})
+	var wg sync.WaitGroup
+	for _, in := range []string{"a1", "a2", "a3"} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = b.Add(context.Background(), in) }()
+	}
+	wg.Wait()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(5 * time.Millisecond); cancel() }()
+	_, err := b.Add(ctx, "b1")
+	require.Error(t, err)
+	time.Sleep(60 * time.Millisecond) // the abandoned window closes unreported
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, got, 1)
+	assert.Equal(t, 3, got[0].size)
+	assert.GreaterOrEqual(t, got[0].window, 30*time.Millisecond)
+}

@@ -373,6 +373,17 @@ func (c *CloudProvider) zonalSubnets(ctx context.Context, nodeClass *awsv1.EC2No
 	return subnetOf, nil
 }
 
+// zoneIDs maps the class's zones to their ids, from its resolved subnets.
+func zoneIDs(nodeClass *awsv1.EC2NodeClass) map[string]string {
+	out := map[string]string{}
+	for _, s := range nodeClass.Status.Subnets {
+		if s.ZoneID != "" {
+			out[s.Zone] = s.ZoneID
+		}
+	}
+	return out
+}
+
 // launchConfigs groups the types by image and pod capacity (one launch
 // template each, since both are in the user data), ensures the templates
 // (with the capacity reservation preference, "" for none), and lists each
@@ -408,6 +419,7 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 	if err != nil {
 		return nil, err
 	}
+	zoneIDOf := zoneIDs(nodeClass)
 	var configs []instance.LaunchConfig
 	for i, k := range order {
 		cfg := instance.LaunchConfig{LaunchTemplateName: lts[i].Name, ImageID: k.image}
@@ -418,7 +430,7 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 				if !ok || !o.Available || o.CapacityType != capacityType || o.ReservationID != "" || !cloudprovider.OfferingCompatible(o, reqs) {
 					continue
 				}
-				cfg.Overrides = append(cfg.Overrides, instance.Override{InstanceType: it.Name, Zone: o.Zone, SubnetID: subnet, Price: o.Price})
+				cfg.Overrides = append(cfg.Overrides, instance.Override{InstanceType: it.Name, Zone: o.Zone, ZoneID: zoneIDOf[o.Zone], SubnetID: subnet, Price: o.Price})
 			}
 		}
 		sort.SliceStable(cfg.Overrides, func(a, b int) bool { return cfg.Overrides[a].Price < cfg.Overrides[b].Price })

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/test/awslocal"
 )
 
@@ -68,11 +70,21 @@ func TestInsufficientCapacityFallsBackAndIsCached(t *testing.T) {
 	e := newEnv(t)
 	order := e.byPrice(t)
 	require.NoError(t, local.SetCapacity(order[0], zone, awslocal.CapacityTypeOnDemand, 0))
+	var zoneID string
+	for _, s := range e.nodeClass.Status.Subnets {
+		if s.Zone == zone {
+			zoneID = s.ZoneID
+		}
+	}
+	require.NotEmpty(t, zoneID)
+	failures := metrics.InstanceLaunchFailuresTotal.WithLabelValues(zone, zoneID, "on-demand", "InsufficientInstanceCapacity")
+	before := testutil.ToFloat64(failures)
 
 	nc := e.nodeClaim(t)
 	got, err := e.cp.Create(ctx, nc)
 	require.NoError(t, err)
 	assert.Equal(t, order[1], got.Labels[corev1.LabelInstanceTypeStable], "the next cheapest launches")
+	assert.Equal(t, 1.0, testutil.ToFloat64(failures)-before, "the failed override is counted with its zone id and EC2's code")
 	key := cloudprovider.OfferingKey{InstanceType: order[0], Zone: zone, CapacityType: "on-demand"}
 	assert.True(t, e.unavailable.IsUnavailable(key), "the ICE'd offering is cached unavailable")
 	assert.False(t, e.unavailable.IsUnavailable(cloudprovider.OfferingKey{InstanceType: order[1], Zone: zone, CapacityType: "on-demand"}))

@@ -138,7 +138,7 @@ func (c *CloudProvider) reservedLaunchConfigs(ctx context.Context, nc *v1.NodeCl
 			LaunchTemplateName:    lts[i].Name,
 			ImageID:               images[i],
 			CapacityReservationID: r.res.ID,
-			Overrides:             []instance.Override{{InstanceType: r.it.Name, Zone: r.o.Zone, SubnetID: subnetOf[r.o.Zone], Price: r.o.Price}},
+			Overrides:             []instance.Override{{InstanceType: r.it.Name, Zone: r.o.Zone, ZoneID: zoneIDs(nodeClass)[r.o.Zone], SubnetID: subnetOf[r.o.Zone], Price: r.o.Price}},
 		})
 	}
 	return configs, nil

@@ -76,11 +76,14 @@ const (
 
 // launch is one NodeClaim's CreateFleet request, before batching.
 type launch struct {
-	req     Request
-	input   *ec2.CreateFleetInput // TotalTargetCapacity 1, no tags
-	tags    map[string]string     // shared by every NodeClaim of the batch
-	zoneOf  map[string]string     // subnet → zone
-	imageOf map[string]string     // launch template → image
+	req    Request
+	input  *ec2.CreateFleetInput // TotalTargetCapacity 1, no tags
+	tags   map[string]string     // shared by every NodeClaim of the batch
+	zoneOf map[string]string     // subnet → zone
+	// zoneIDOf maps zones to their ids, for the launch-failure metric
+	// (a function of the zone, so not part of the batch key).
+	zoneIDOf map[string]string
+	imageOf  map[string]string // launch template → image
 	// reservationOf maps a reserved launch's templates to the
 	// reservations they target.
 	reservationOf map[string]string

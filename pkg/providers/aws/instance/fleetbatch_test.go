@@ -12,10 +12,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/test/awslocal"
 )
@@ -146,8 +149,12 @@ func TestBatchedLaunches(t *testing.T) {
 				reqs = append(reqs, e.request(e.cluster+"-nc-"+string(rune('a'+i)), it))
 			}
 			fleets := local.Calls("ec2", "CreateFleet")
+			batches, merged := batchSizes(t)
 			outs := createAll(p, reqs)
 			assert.Equal(t, tc.wantFleets, local.Calls("ec2", "CreateFleet")-fleets, "CreateFleet calls")
+			nowBatches, nowMerged := batchSizes(t)
+			assert.Equal(t, uint64(tc.wantFleets), nowBatches-batches, "one batch_size sample per fleet")
+			assert.Equal(t, float64(len(tc.types)), nowMerged-merged, "batch_size adds up to the launches")
 
 			tags := e.describeTags(t)
 			ice, seen := 0, map[string]bool{}
@@ -284,4 +291,15 @@ func TestBatchedLaunchCancelled(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, 0, local.Calls("ec2", "CreateFleet")-fleets)
 	assert.Empty(t, e.describeTags(t))
+}
+
+// batchSizes reads the create_fleet batch_size histogram: its sample count
+// and sum.
+func batchSizes(t *testing.T) (uint64, float64) {
+	t.Helper()
+	var m dto.Metric
+	h, ok := metrics.BatcherBatchSize.WithLabelValues("create_fleet").(prometheus.Histogram)
+	require.True(t, ok)
+	require.NoError(t, h.Write(&m))
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 }

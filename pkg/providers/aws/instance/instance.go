@@ -31,6 +31,7 @@ import (
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/batcher"
 )
 
@@ -155,8 +156,11 @@ func ParseProviderID(providerID string) (string, error) {
 type Override struct {
 	InstanceType string
 	Zone         string
-	SubnetID     string
-	Price        float64
+	// ZoneID is the zone's id (use1-az1), when known; it labels the
+	// launch-failure metric.
+	ZoneID   string
+	SubnetID string
+	Price    float64
 }
 
 // LaunchConfig is a launch template and the overrides that launch from it.
@@ -207,6 +211,10 @@ func NewProvider(api EC2API, clusterName string, unavailable UnavailableOffering
 	p.fleets = batcher.New(batcher.Options[*launch, *Instance]{
 		IdleTimeout: p.batchIdle, MaxTimeout: p.batchMax, MaxItems: FleetBatchMaxItems,
 		Hash: (*launch).hash, Exec: p.launchAll,
+		Observe: func(window time.Duration, size int) {
+			metrics.BatcherBatchTimeSeconds.WithLabelValues(batcherCreateFleet).Observe(window.Seconds())
+			metrics.BatcherBatchSize.WithLabelValues(batcherCreateFleet).Observe(float64(size))
+		},
 	})
 	return p
 }
@@ -265,7 +273,7 @@ func (p *Provider) newLaunch(req Request) (*launch, error) {
 	if len(configs) == 0 {
 		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("all requested instance types were unavailable during launch: no %s offering for nodeclaim %s", req.CapacityType, req.NodeClaimName))
 	}
-	l := &launch{req: req, zoneOf: map[string]string{}, imageOf: map[string]string{}, reservationOf: map[string]string{}}
+	l := &launch{req: req, zoneOf: map[string]string{}, zoneIDOf: map[string]string{}, imageOf: map[string]string{}, reservationOf: map[string]string{}}
 	var ltConfigs []ec2types.FleetLaunchTemplateConfigRequest
 	for _, c := range configs {
 		if (req.CapacityType == CapacityTypeReserved) != (c.CapacityReservationID != "") {
@@ -278,6 +286,9 @@ func (p *Provider) newLaunch(req Request) (*launch, error) {
 		overrides := make([]ec2types.FleetLaunchTemplateOverridesRequest, 0, len(c.Overrides))
 		for _, o := range c.Overrides {
 			l.zoneOf[o.SubnetID] = o.Zone
+			if o.ZoneID != "" {
+				l.zoneIDOf[o.Zone] = o.ZoneID
+			}
 			overrides = append(overrides, ec2types.FleetLaunchTemplateOverridesRequest{
 				InstanceType:     ec2types.InstanceType(o.InstanceType),
 				SubnetId:         aws.String(o.SubnetID),
@@ -323,6 +334,31 @@ func targetCapacityType(req Request) ec2types.DefaultTargetCapacityType {
 	return ec2types.DefaultTargetCapacityType(req.CapacityType)
 }
 
+// batcherCreateFleet is the batcher label of the CreateFleet batcher.
+const batcherCreateFleet = "create_fleet"
+
+// countFailure counts one CreateFleet error entry in
+// karpenter_cloudprovider_instance_launch_failures_total, labelled with the
+// failed override's zone, zone id and capacity type (those it names, else
+// the launch's) and the error code.
+func countFailure(e ec2types.CreateFleetError, l *launch) {
+	zone, ct := "", l.req.CapacityType
+	if lo := e.LaunchTemplateAndOverrides; lo != nil && lo.Overrides != nil {
+		zone = aws.ToString(lo.Overrides.AvailabilityZone)
+		if zone == "" {
+			zone = l.zoneOf[aws.ToString(lo.Overrides.SubnetId)]
+		}
+	}
+	if e.Lifecycle != "" && ct != CapacityTypeReserved {
+		ct = capacityTypeOf(e.Lifecycle)
+	}
+	reason := aws.ToString(e.ErrorCode)
+	if reason == "" {
+		reason = "Unknown"
+	}
+	metrics.InstanceLaunchFailuresTotal.WithLabelValues(zone, l.zoneIDOf[zone], ct, reason).Inc()
+}
+
 // recordErrors marks the offerings CreateFleet had no capacity for as
 // unavailable and returns them, with the reservations it found full. A
 // subnet out of addresses counts as the zone having no capacity for the
@@ -336,6 +372,7 @@ func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, l *launch) ([]
 	var full []string
 	seen := map[cloudprovider.OfferingKey]bool{}
 	for _, e := range errs {
+		countFailure(e, l)
 		if !unfulfillableCapacityCodes[aws.ToString(e.ErrorCode)] || e.LaunchTemplateAndOverrides == nil || e.LaunchTemplateAndOverrides.Overrides == nil {
 			continue
 		}
