@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 )
 
@@ -38,6 +39,9 @@ type Objects struct {
 	PersistentVolumeClaims []corev1.PersistentVolumeClaim `json:"persistentVolumeClaims,omitempty"`
 	PersistentVolumes      []corev1.PersistentVolume      `json:"persistentVolumes,omitempty"`
 	StorageClasses         []storagev1.StorageClass       `json:"storageClasses,omitempty"`
+	// EC2NodeClasses are listed when the cluster serves them (the AWS
+	// provider), for `simulate` of class edits.
+	EC2NodeClasses []awsv1.EC2NodeClass `json:"ec2NodeClasses,omitempty"`
 	// NominationEvents are the provisioner's Nominated events on pods
 	// ("Pod should schedule on: nodeclaim/…"): which pods each NodeClaim was
 	// launched for, while the API server keeps them (an hour by default).
@@ -74,6 +78,13 @@ func Load(ctx context.Context, kube client.Reader, now time.Time) (*Objects, err
 		}
 		l.take(l.list)
 	}
+	// A cluster without the AWS provider's CRD serves no EC2NodeClasses,
+	// and a user may not be allowed to list them; only `simulate` of a
+	// class edit needs them, and it says so when they are missing.
+	classes := &awsv1.EC2NodeClassList{}
+	if err := kube.List(ctx, classes); err == nil {
+		o.EC2NodeClasses = classes.Items
+	}
 	// Only "why node" reads these, to say which pods a node was launched
 	// for; a user who may not list events still gets every other answer.
 	events := &corev1.EventList{}
@@ -89,6 +100,9 @@ func Load(ctx context.Context, kube client.Reader, now time.Time) (*Objects, err
 func (o *Objects) stripManagedFields() {
 	for i := range o.NodePools {
 		o.NodePools[i].ManagedFields = nil
+	}
+	for i := range o.EC2NodeClasses {
+		o.EC2NodeClasses[i].ManagedFields = nil
 	}
 	for i := range o.NodeClaims {
 		o.NodeClaims[i].ManagedFields = nil

@@ -226,6 +226,13 @@ func sorted(m map[string]bool) []string {
 	return out
 }
 
+func nodeClaimsOrNone(names []string) string {
+	if len(names) == 0 {
+		return "no launched NodeClaim"
+	}
+	return "nodeclaims " + strings.Join(names, ", ")
+}
+
 func renderSimulate(w io.Writer, a *SimulateAnswer) {
 	fmt.Fprintf(w, "$/h %.4f -> %.4f; pods added %d, removed %d; %d evictions\n", a.CostBefore, a.CostAfter, a.PodsAdded, a.PodsRemoved, a.Evictions)
 	if len(a.NodeClaims) > 0 {
@@ -244,6 +251,10 @@ func renderSimulate(w io.Writer, a *SimulateAnswer) {
 		for _, d := range a.Drifted {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", dash(d.Node), d.NodeClaim, d.NodePool, d.Reason)
 		}
+	}
+	for _, u := range a.Unresolved {
+		fmt.Fprintf(w, "ec2nodeclass %s: %s changed; they resolve through AWS, which simulate does not call: %s may still drift once the controller resolves them\n",
+			u.NodeClass, strings.Join(u.Fields, ", "), nodeClaimsOrNone(u.NodeClaims))
 	}
 	if len(a.Disruptions) > 0 {
 		fmt.Fprintln(w)

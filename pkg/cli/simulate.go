@@ -20,24 +20,28 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-go/karpenter/pkg/apis"
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
+	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // Changes are the edits `simulate` applies to the listed objects: NodePools
-// replace the one of the same name (or are added), and Deployments set how
-// many of their pods run (pods matching the Deployment's selector in its
-// namespace), adding pending pods from its template or removing pods.
+// and EC2NodeClasses replace the one of the same name (or are added), and
+// Deployments set how many of their pods run (pods matching the
+// Deployment's selector in its namespace), adding pending pods from its
+// template or removing pods.
 type Changes struct {
-	NodePools   []v1.NodePool
-	Deployments []appsv1.Deployment
+	NodePools      []v1.NodePool
+	EC2NodeClasses []awsv1.EC2NodeClass
+	Deployments    []appsv1.Deployment
 }
 
-// ReadChanges parses a multi-document YAML (or JSON) file of NodePools and
-// Deployments. Any other kind is refused by name, so that an edit the
+// ReadChanges parses a multi-document YAML (or JSON) file of NodePools,
+// EC2NodeClasses and Deployments. Any other kind is refused by name, so that an edit the
 // simulation would silently ignore is never taken for a prediction.
 func ReadChanges(raw []byte) (*Changes, error) {
 	c := &Changes{}
@@ -64,6 +68,12 @@ func ReadChanges(raw []byte) (*Changes, error) {
 				return nil, fmt.Errorf("document %d (NodePool): %w", i, err)
 			}
 			c.NodePools = append(c.NodePools, np)
+		case meta.Kind == "EC2NodeClass" && meta.APIVersion == awsv1.GroupVersion.String():
+			nc := awsv1.EC2NodeClass{}
+			if err := yaml.UnmarshalStrict(doc, &nc); err != nil {
+				return nil, fmt.Errorf("document %d (EC2NodeClass): %w", i, err)
+			}
+			c.EC2NodeClasses = append(c.EC2NodeClasses, nc)
 		case meta.Kind == "Deployment" && meta.APIVersion == "apps/v1":
 			d := appsv1.Deployment{}
 			if err := yaml.UnmarshalStrict(doc, &d); err != nil {
@@ -74,11 +84,11 @@ func ReadChanges(raw []byte) (*Changes, error) {
 			}
 			c.Deployments = append(c.Deployments, d)
 		default:
-			return nil, fmt.Errorf("document %d: %s %s cannot be simulated (NodePool karpenter.sh/v1 and Deployment apps/v1 can)", i, meta.APIVersion, meta.Kind)
+			return nil, fmt.Errorf("document %d: %s %s cannot be simulated (NodePool karpenter.sh/v1, EC2NodeClass karpenter.k8s.aws/v1 and Deployment apps/v1 can)", i, meta.APIVersion, meta.Kind)
 		}
 	}
-	if len(c.NodePools) == 0 && len(c.Deployments) == 0 {
-		return nil, fmt.Errorf("no NodePool or Deployment to simulate")
+	if len(c.NodePools) == 0 && len(c.EC2NodeClasses) == 0 && len(c.Deployments) == 0 {
+		return nil, fmt.Errorf("no NodePool, EC2NodeClass or Deployment to simulate")
 	}
 	return c, nil
 }
@@ -90,8 +100,12 @@ type SimulateAnswer struct {
 	NodeClaims []SimulatedNodeClaim `json:"nodeClaims,omitempty"`
 	// Unschedulable counts pending pods no NodePool could take.
 	Unschedulable int `json:"unschedulable,omitempty"`
-	// Drifted are the nodes the changed NodePools would mark Drifted.
+	// Drifted are the nodes the changed NodePools and EC2NodeClasses
+	// would mark Drifted.
 	Drifted []SimulatedDrift `json:"drifted,omitempty"`
+	// Unresolved are class edits whose effect needs the cloud: selectors
+	// the controller resolves through AWS, which the CLI does not call.
+	Unresolved []SimulatedUnresolved `json:"unresolved,omitempty"`
 	// Disruptions are the commands the next disruption pass would start
 	// (the first method that finds any, as the controller acts).
 	Disruptions []SimulatedDisruption `json:"disruptions,omitempty"`
@@ -124,6 +138,19 @@ type SimulatedDrift struct {
 	NodeClaim string `json:"nodeClaim"`
 	NodePool  string `json:"nodePool"`
 	Reason    string `json:"reason"`
+}
+
+// SimulatedUnresolved is an EC2NodeClass edit the simulation cannot follow
+// to its end: its changed selectors resolve through AWS (subnets, security
+// groups, AMIs, capacity reservations), so its NodeClaims may still drift
+// (SubnetDrift, SecurityGroupDrift, AMIDrift, CapacityReservationDrift)
+// once the controller has resolved them.
+type SimulatedUnresolved struct {
+	NodeClass string `json:"nodeClass"`
+	// Fields are the changed selectors; all of them when the class was not
+	// listed (nothing to compare with).
+	Fields     []string `json:"fields"`
+	NodeClaims []string `json:"nodeClaims,omitempty"`
 }
 
 // SimulatedDisruption is one disruption command.
@@ -183,6 +210,10 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 		}
 		changed[np.Name] = true
 	}
+	classDrift, err := o.applyNodeClasses(changes.EC2NodeClasses, ans)
+	if err != nil {
+		return nil, err
+	}
 	for i := range changes.Deployments {
 		added, removed, err := o.scale(&changes.Deployments[i])
 		if err != nil {
@@ -200,10 +231,18 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 	for i := range o.NodeClaims {
 		nc := &o.NodeClaims[i]
 		pool := nc.Labels[v1.NodePoolLabelKey]
-		if !changed[pool] || !nc.DeletionTimestamp.IsZero() {
+		if !nc.DeletionTimestamp.IsZero() {
 			continue
 		}
-		reason := disruption.TemplateDrift(pools[pool], nc)
+		reason := ""
+		if changed[pool] {
+			reason = disruption.TemplateDrift(pools[pool], nc)
+		}
+		if reason == "" {
+			// The core's template checks come first, as in the drift
+			// controller; then the provider's.
+			reason = classDrift[nc.Name]
+		}
 		if reason == "" {
 			continue
 		}
@@ -268,6 +307,84 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 	}
 	ans.CostAfter = ans.CostBefore + added
 	return ans, nil
+}
+
+// applyNodeClasses puts the proposed EC2NodeClasses in place of the listed
+// ones (defaulted as the API server stores them and stamped with their hash
+// as the hash controller would) and returns the static drift each changed
+// class causes, by NodeClaim name, with the provider's own check. Changed
+// selectors, which only AWS can resolve, are reported in ans.Unresolved.
+func (o *Objects) applyNodeClasses(classes []awsv1.EC2NodeClass, ans *SimulateAnswer) (map[string]string, error) {
+	drift := map[string]string{}
+	for i := range classes {
+		nc, err := defaultedClass(&classes[i])
+		if err != nil {
+			return nil, err
+		}
+		if nc.Annotations == nil {
+			nc.Annotations = map[string]string{}
+		}
+		nc.Annotations[awsv1.AnnotationEC2NodeClassHash] = nc.Hash()
+		nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
+		var old *awsv1.EC2NodeClass
+		for j := range o.EC2NodeClasses {
+			if o.EC2NodeClasses[j].Name == nc.Name {
+				old = o.EC2NodeClasses[j].DeepCopy()
+				nc.Status = o.EC2NodeClasses[j].Status
+				o.EC2NodeClasses[j] = *nc
+			}
+		}
+		if old == nil {
+			nc.Status = awsv1.EC2NodeClassStatus{}
+			o.EC2NodeClasses = append(o.EC2NodeClasses, *nc)
+		}
+		fields := changedSelectors(old, nc)
+		var unresolved []string
+		for j := range o.NodeClaims {
+			claim := &o.NodeClaims[j]
+			ref := claim.Spec.NodeClassRef
+			if ref == nil || ref.Group != awsv1.Group || ref.Name != nc.Name || claim.Status.ProviderID == "" {
+				continue
+			}
+			if reason := awscloudprovider.StaticDrift(claim, nc); reason != "" {
+				drift[claim.Name] = string(reason)
+			} else if len(fields) > 0 {
+				unresolved = append(unresolved, claim.Name)
+			}
+		}
+		if len(fields) > 0 {
+			sort.Strings(unresolved)
+			ans.Unresolved = append(ans.Unresolved, SimulatedUnresolved{NodeClass: nc.Name, Fields: fields, NodeClaims: unresolved})
+		}
+	}
+	return drift, nil
+}
+
+// changedSelectors names the selectors of next that differ from old's (all
+// of them when old is nil: the class was not listed).
+func changedSelectors(old, next *awsv1.EC2NodeClass) []string {
+	type selector struct {
+		name      string
+		old, next any
+	}
+	var o awsv1.EC2NodeClassSpec
+	if old != nil {
+		o = old.Spec
+	}
+	var out []string
+	for _, s := range []selector{
+		{"amiSelectorTerms", o.AMISelectorTerms, next.Spec.AMISelectorTerms},
+		{"subnetSelectorTerms", o.SubnetSelectorTerms, next.Spec.SubnetSelectorTerms},
+		{"securityGroupSelectorTerms", o.SecurityGroupSelectorTerms, next.Spec.SecurityGroupSelectorTerms},
+		{"capacityReservationSelectorTerms", o.CapacityReservationSelectorTerms, next.Spec.CapacityReservationSelectorTerms},
+	} {
+		a, _ := json.Marshal(s.old)
+		b, _ := json.Marshal(s.next)
+		if old == nil || !bytes.Equal(a, b) {
+			out = append(out, s.name)
+		}
+	}
+	return out
 }
 
 // copy is a deep copy of the objects, through their JSON form (the
@@ -350,27 +467,41 @@ func (o *Objects) scale(d *appsv1.Deployment) (added, removed int, err error) {
 // writes one (without consolidationPolicy, budgets or expireAfter) is
 // simulated as it would be stored.
 func defaulted(np *v1.NodePool) (*v1.NodePool, error) {
-	schema, err := nodePoolSchema()
+	out := &v1.NodePool{}
+	return out, withDefaults(np, out, nodePoolSchema, "nodepool "+np.Name)
+}
+
+// defaultedClass is defaulted for an EC2NodeClass: its schema defaults
+// (metadataOptions among them) are part of the class hash, so a class
+// written without them must be hashed as it would be stored.
+func defaultedClass(nc *awsv1.EC2NodeClass) (*awsv1.EC2NodeClass, error) {
+	out := &awsv1.EC2NodeClass{}
+	return out, withDefaults(nc, out, ec2NodeClassSchema, "ec2nodeclass "+nc.Name)
+}
+
+// withDefaults round-trips in through JSON into out with the schema's
+// defaults applied.
+func withDefaults(in, out any, schemaOf func() (*apiextensionsv1.JSONSchemaProps, error), what string) error {
+	schema, err := schemaOf()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	raw, err := json.Marshal(np)
+	raw, err := json.Marshal(in)
 	if err != nil {
-		return nil, fmt.Errorf("encoding nodepool %s: %w", np.Name, err)
+		return fmt.Errorf("encoding %s: %w", what, err)
 	}
 	var obj any
 	if err := json.Unmarshal(raw, &obj); err != nil {
-		return nil, fmt.Errorf("decoding nodepool %s: %w", np.Name, err)
+		return fmt.Errorf("decoding %s: %w", what, err)
 	}
 	applyDefaults(obj, schema)
 	if raw, err = json.Marshal(obj); err != nil {
-		return nil, fmt.Errorf("encoding nodepool %s: %w", np.Name, err)
+		return fmt.Errorf("encoding %s: %w", what, err)
 	}
-	out := &v1.NodePool{}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return nil, fmt.Errorf("decoding defaulted nodepool %s: %w", np.Name, err)
+		return fmt.Errorf("decoding defaulted %s: %w", what, err)
 	}
-	return out, nil
+	return nil
 }
 
 // applyDefaults sets, in every object present in x, the properties the
@@ -403,21 +534,30 @@ func applyDefaults(x any, s *apiextensionsv1.JSONSchemaProps) {
 	}
 }
 
-// nodePoolSchema is the schema of the embedded NodePool CRD.
-var nodePoolSchema = sync.OnceValues(func() (*apiextensionsv1.JSONSchemaProps, error) {
+// The schemas of the embedded NodePool and EC2NodeClass CRDs.
+var (
+	nodePoolSchema = sync.OnceValues(func() (*apiextensionsv1.JSONSchemaProps, error) {
+		return crdSchema(v1.Group, "NodePool", v1.GroupVersion.Version)
+	})
+	ec2NodeClassSchema = sync.OnceValues(func() (*apiextensionsv1.JSONSchemaProps, error) {
+		return crdSchema(awsv1.Group, "EC2NodeClass", awsv1.GroupVersion.Version)
+	})
+)
+
+func crdSchema(group, kind, version string) (*apiextensionsv1.JSONSchemaProps, error) {
 	crds, err := apis.CRDs()
 	if err != nil {
 		return nil, err
 	}
 	for _, crd := range crds {
-		if crd.Spec.Group != v1.Group || crd.Spec.Names.Kind != "NodePool" {
+		if crd.Spec.Group != group || crd.Spec.Names.Kind != kind {
 			continue
 		}
 		for _, ver := range crd.Spec.Versions {
-			if ver.Name == v1.GroupVersion.Version && ver.Schema != nil && ver.Schema.OpenAPIV3Schema != nil {
+			if ver.Name == version && ver.Schema != nil && ver.Schema.OpenAPIV3Schema != nil {
 				return ver.Schema.OpenAPIV3Schema, nil
 			}
 		}
 	}
-	return nil, fmt.Errorf("no NodePool %s schema among the embedded CRDs", v1.GroupVersion.Version)
-})
+	return nil, fmt.Errorf("no %s %s schema among the embedded CRDs", kind, version)
+}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -621,7 +622,8 @@ spec:
 // pool's default budget, 10%, allows one disruption at a time) and checks
 // AWS drift end to end through the controller binary:
 //   - a static field (spec.tags): the class hash moves, the NodeClaims go
-//     Drifted with NodeClassDrift, and are replaced one at a time by
+//     Drifted with NodeClassDrift (as `karpenter simulate` of the edit
+//     predicted beforehand), and are replaced one at a time by
 //     instances carrying the new tag;
 //   - the AMI alias (al2023@latest) gets a new release and the release
 //     the nodes run is deprecated: the SSM invalidation controller (its
@@ -712,6 +714,24 @@ func TestAWSDrift(t *testing.T) {
 	for _, nc := range before {
 		require.Equal(t, hash, nc.Annotations[awsv1.AnnotationEC2NodeClassHash], "launched with the class's hash")
 	}
+
+	// `karpenter simulate` of the edit predicts what the controller then
+	// does: exactly these NodeClaims drift, with NodeClassDrift.
+	edited := class.DeepCopy()
+	edited.APIVersion, edited.Kind = awsv1.GroupVersion.String(), "EC2NodeClass"
+	edited.Spec.Tags = map[string]string{"team": "drift"}
+	manifest, err := yaml.Marshal(edited)
+	require.NoError(t, err)
+	predicted := simulate(t, ctx, cp, string(manifest))
+	var want, got []string
+	for _, nc := range before {
+		want = append(want, nc.Name+" NodeClassDrift")
+	}
+	for _, d := range predicted.Drifted {
+		got = append(got, d.NodeClaim+" "+d.Reason)
+	}
+	require.ElementsMatch(t, want, got, "simulate predicts the class edit's drift")
+	require.Empty(t, predicted.Unresolved, "a tag edit changes no selector")
 
 	replaced(before, "NodeClassDrift", func(c *awsv1.EC2NodeClass) { c.Spec.Tags = map[string]string{"team": "drift"} })
 	after := settled("three replacements with the new tag", func(nc v1.NodeClaim) bool {

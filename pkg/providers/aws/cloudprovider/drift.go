@@ -49,7 +49,7 @@ func (c *CloudProvider) IsDrifted(ctx context.Context, nc *v1.NodeClaim) (cloudp
 	if err != nil {
 		return "", fmt.Errorf("resolving node class %s: %w", nc.Spec.NodeClassRef.Name, err)
 	}
-	if reason := staticDrift(nc, nodeClass); reason != "" {
+	if reason := StaticDrift(nc, nodeClass); reason != "" {
 		return reason, nil
 	}
 	var inst *instance.Instance
@@ -93,11 +93,11 @@ func (c *CloudProvider) launchedInstance(ctx context.Context, nc *v1.NodeClaim) 
 	return inst, nil
 }
 
-// staticDrift compares the class hash the NodeClaim was launched with to
+// StaticDrift compares the class hash the NodeClaim was launched with to
 // the class's current one. Both come from annotations (the hash controller
 // stamps the class); hashes of different versions were computed
 // differently, so they are only compared when the versions agree.
-func staticDrift(nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass) cloudprovider.DriftReason {
+func StaticDrift(nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass) cloudprovider.DriftReason {
 	classHash, ok1 := nodeClass.Annotations[awsv1.AnnotationEC2NodeClassHash]
 	classVersion, ok2 := nodeClass.Annotations[awsv1.AnnotationEC2NodeClassHashVersion]
 	claimHash, ok3 := nc.Annotations[awsv1.AnnotationEC2NodeClassHash]
