@@ -85,6 +85,7 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	unavailable := lifecycle.NewUnavailableOfferings(op.Clock, 0)
 	var cloud cloudprovider.CloudProvider
 	var wellKnown []string
+	reservationKey := ""
 	switch *provider {
 	case ProviderAWS:
 		awsCfg, err := sdk.Load(ctx, sdk.Settings{})
@@ -103,7 +104,7 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			return err
 		}
 		op.Logger.Info("discovered cluster", "cluster", p.Cluster.Name, "endpoint", p.Cluster.Endpoint, "service-cidr", p.Cluster.CIDR, "region", awsCfg.Region)
-		cloud, wellKnown = p.CloudProvider, awsoperator.WellKnownLabels()
+		cloud, wellKnown, reservationKey = p.CloudProvider, awsoperator.WellKnownLabels(), awsoperator.ReservationIDLabel()
 	default:
 		kwokOpts.Unavailable = unavailable.IsUnavailable
 		p, err := kwok.New(ctx, op.Client, kwokOpts)
@@ -117,7 +118,8 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		Unavailable:   unavailable,
 		// The solver is pure: the provider's label keys reach it through
 		// the input, not through a global it registered at init.
-		WellKnownLabels: wellKnown,
+		WellKnownLabels:    wellKnown,
+		ReservationIDLabel: reservationKey,
 	}); err != nil {
 		return err
 	}

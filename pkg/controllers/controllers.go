@@ -46,6 +46,9 @@ type Shared struct {
 	// WellKnownLabels are the provider's own well-known label keys (for
 	// kwok, kwok.WellKnownLabels()); every solver Input carries them.
 	WellKnownLabels []string
+	// ReservationIDLabel is the provider's key for the reservation a
+	// reserved NodeClaim targets (see provisioning.Options).
+	ReservationIDLabel string
 }
 
 // Register builds the cluster-state cache and registers every controller on
@@ -78,6 +81,7 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		AnticipateReplicaSets: op.Options.FeatureGates.AnticipateReplicaSets,
 		Unavailable:           shared.Unavailable,
 		WellKnownLabels:       shared.WellKnownLabels,
+		ReservationIDLabel:    shared.ReservationIDLabel,
 		Clock:                 op.Clock,
 	})
 	// Disruption simulates with a builder of its own, configured as

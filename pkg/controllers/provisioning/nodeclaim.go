@@ -16,9 +16,11 @@ import (
 
 // buildNodeClaim turns a planned NodeClaim into the API object: the pool's
 // template with the solver's narrowed requirements and the pods' requests.
-func buildNodeClaim(np *v1.NodePool, planned *scheduling.NewNodeClaim) *v1.NodeClaim {
+// The reservation a reserved NodeClaim was planned on is written under
+// reservationKey (see Options.ReservationIDLabel), or left out when empty.
+func buildNodeClaim(np *v1.NodePool, planned *scheduling.NewNodeClaim, reservationKey string) *v1.NodeClaim {
 	nc := NodeClaimFromTemplate(np, planned.Labels)
-	requirements := toAPIRequirements(planned.Requirements)
+	requirements := toAPIRequirements(rekeyReservation(planned.Requirements, reservationKey))
 	if hasMinValues(requirements) {
 		nc.Annotations[v1.NodeClaimMinValuesRelaxedAnnotationKey] = strconv.FormatBool(planned.MinValuesRelaxed)
 	}
@@ -81,6 +83,23 @@ func NodeClaimFromTemplate(np *v1.NodePool, extraLabels map[string]string) *v1.N
 
 // toAPIRequirements renders solver requirements in the NodeClaim's shape,
 // sorted by key; minValues rides on the first entry of its key.
+// rekeyReservation moves the solver's karpenter.sh/reservation-id
+// requirement to key (dropping it when key is empty): the NodeClaim CRD,
+// as upstream's, admits no other karpenter.sh key than capacity-type and
+// nodepool in spec.requirements. The capacity type stays reserved.
+func rekeyReservation(reqs scheduling.Requirements, key string) scheduling.Requirements {
+	r, ok := reqs[scheduling.LabelReservationID]
+	if !ok || key == scheduling.LabelReservationID {
+		return reqs
+	}
+	out := reqs.Copy()
+	delete(out, scheduling.LabelReservationID)
+	if key != "" {
+		out.Add(scheduling.NewRequirement(key, r.Operator(), r.Values()...))
+	}
+	return out
+}
+
 func toAPIRequirements(reqs scheduling.Requirements) []v1.NodeSelectorRequirementWithMinValues {
 	var out []v1.NodeSelectorRequirementWithMinValues
 	for _, k := range reqs.Keys() {

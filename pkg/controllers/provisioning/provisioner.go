@@ -47,7 +47,15 @@ type Options struct {
 	// WellKnownLabels are the cloud provider's own well-known label keys
 	// (see snapshot.Options).
 	WellKnownLabels []string
-	Clock           clock.Clock
+	// ReservationIDLabel is the key a reserved NodeClaim's spec.requirements
+	// name its planned reservation under: the provider's own label, as
+	// upstream's cloudprovider.ReservationIDLabel (AWS:
+	// karpenter.k8s.aws/capacity-reservation-id). The CRD refuses the
+	// solver's karpenter.sh/reservation-id there; empty leaves the
+	// reservation out, and the provider picks one of the NodeClaim's
+	// reserved offerings.
+	ReservationIDLabel string
+	Clock              clock.Clock
 }
 
 // Provisioner plans and creates NodeClaims for pending pods.
@@ -375,7 +383,7 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, planned []*schedulin
 }
 
 func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, planned *scheduling.NewNodeClaim) (*v1.NodeClaim, error) {
-	nc := buildNodeClaim(np, planned)
+	nc := buildNodeClaim(np, planned, p.opts.ReservationIDLabel)
 	if err := p.kube.Create(ctx, nc); err != nil {
 		return nil, fmt.Errorf("creating nodeclaim for nodepool %s: %w", np.Name, err)
 	}

@@ -204,6 +204,7 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if err != nil {
 		return nil, err
 	}
+	reqs = plannedReservation(reqs)
 	all, err := c.opts.InstanceTypes.List(ctx, nodeClass)
 	if err != nil {
 		return nil, fmt.Errorf("listing instance types of %s: %w", nodeClass.Name, err)

@@ -144,6 +144,21 @@ func (c *CloudProvider) reservedLaunchConfigs(ctx context.Context, nc *v1.NodeCl
 	return configs, nil
 }
 
+// plannedReservation reads the reservation the provisioner planned a
+// reserved NodeClaim on, written under karpenter.k8s.aws/capacity-reservation-id
+// (the CRD refuses karpenter.sh/reservation-id in spec.requirements), into
+// the solver's key, so that only that reservation's offerings are
+// compatible, as upstream's cloudprovider.ReservationIDLabel does.
+func plannedReservation(reqs scheduling.Requirements) scheduling.Requirements {
+	r, ok := reqs[awsv1.LabelCapacityReservationID]
+	if !ok || reqs.Has(scheduling.LabelReservationID) {
+		return reqs
+	}
+	out := reqs.Copy()
+	out.Add(scheduling.NewRequirement(scheduling.LabelReservationID, r.Operator(), r.Values()...))
+	return out
+}
+
 // reservationOf is the class status's entry for the reservation, or nil.
 func reservationOf(nodeClass *awsv1.EC2NodeClass, id string) *awsv1.CapacityReservation {
 	if nodeClass == nil || id == "" {

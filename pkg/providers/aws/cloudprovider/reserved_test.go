@@ -342,6 +342,34 @@ func TestReservedSelection(t *testing.T) {
 	}
 }
 
+// TestReservedLaunchTargetsThePlannedReservation: the provisioner writes
+// the reservation it planned a NodeClaim on under
+// karpenter.k8s.aws/capacity-reservation-id (the CRD refuses
+// karpenter.sh/reservation-id in spec.requirements, as upstream's); Create
+// launches into that one, not the cheaper reservation with more room it
+// would pick unpinned.
+func TestReservedLaunchTargetsThePlannedReservation(t *testing.T) {
+	ctx := context.Background()
+	rec := &recordingEC2{Client: ec2API}
+	e := newEnvWith(t, rec)
+	tr := newTracker()
+	withReservations(e, tr, rec)
+	order := e.byPrice(t)
+	ids := reserve(t, e, tr, reservation{instanceType: order[0], count: 3}, reservation{instanceType: order[1], count: 1})
+
+	nc := e.nodeClaim(t, "reserved")
+	nc.Spec.Requirements = append(nc.Spec.Requirements, v1.NodeSelectorRequirementWithMinValues{
+		Key: awsv1.LabelCapacityReservationID, Operator: corev1.NodeSelectorOpIn, Values: []string{ids[1]}})
+	got, err := e.cp.Create(ctx, nc)
+	require.NoError(t, err)
+	data := templateOf(t, rec.last(t), 0)
+	assert.Equal(t, ids[1], aws.ToString(data.CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId))
+	assert.Equal(t, ids[1], aws.ToString(describeInstance(t, got.Status.ProviderID).CapacityReservationId))
+	assert.Equal(t, ids[1], got.Labels[awsv1.LabelCapacityReservationID])
+	assert.Equal(t, order[1], got.Labels[corev1.LabelInstanceTypeStable])
+	cleanup(t, e, got)
+}
+
 // TestUnreservedLaunchesNeverTargetAReservation: a NodeClaim that does not
 // allow reserved capacity, a provider without a tracker, or the
 // ReservedCapacity gate off launch on-demand beside a reservation with

@@ -108,6 +108,11 @@ type Provider struct {
 // carry, which the solver treats as well known.
 func WellKnownLabels() []string { return sets.List(awsv1.WellKnownLabels) }
 
+// ReservationIDLabel is the key a reserved NodeClaim's spec.requirements
+// name its reservation under, as upstream's AWS provider sets
+// cloudprovider.ReservationIDLabel; the cloud provider reads it back.
+func ReservationIDLabel() string { return awsv1.LabelCapacityReservationID }
+
 // New builds the provider. It calls AWS once, to discover what the settings
 // leave out of the cluster's details (EKS DescribeCluster).
 func New(ctx context.Context, o Options) (*Provider, error) {
