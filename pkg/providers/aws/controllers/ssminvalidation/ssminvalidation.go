@@ -9,11 +9,12 @@ package ssminvalidation
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/karpenter-go/karpenter/pkg/controllers/periodic"
 )
 
 // DefaultInterval is upstream's period.
@@ -55,28 +56,12 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 }
 
 func (c *Controller) run(ctx context.Context) error {
-	t := time.NewTicker(c.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if err := c.Check(ctx); err != nil && ctx.Err() == nil {
-				c.log.Error(err, "invalidating cached ssm parameters")
-			}
-		}
-	}
+	// No pass at start: nothing is cached before the first resolutions.
+	return periodic.Loop{Interval: c.interval, Pass: c.Check, Log: c.log, Failure: "invalidating cached ssm parameters"}.Run(ctx)
 }
 
-// Check runs one pass. A panic is recovered and returned as an error so
-// one bad answer cannot stop the loop or the process.
-func (c *Controller) Check(ctx context.Context) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
+// Check runs one pass.
+func (c *Controller) Check(ctx context.Context) error {
 	forgotten, err := c.params.InvalidateDeprecated(ctx)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 
+	"github.com/karpenter-go/karpenter/pkg/controllers/periodic"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/ssminvalidation"
 )
 
@@ -41,12 +42,13 @@ func TestCheck(t *testing.T) {
 		{"nothing forgotten: classes keep their requeue", params{}, 0, ""},
 		{"a parameter forgotten: every class is reconciled", params{forgotten: []string{"/aws/service/x"}}, 1, ""},
 		{"an error is returned, no resync", params{err: errors.New("throttled")}, 0, "throttled"},
-		{"a panic is recovered as an error", params{panics: true}, 0, "panic: bad answer"},
+		{"a panic is returned as an error by the loop", params{panics: true}, 0, "panic: bad answer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cl := &classes{}
-			err := ssminvalidation.New(tt.params, cl, 0, logr.Discard()).Check(context.Background())
+			// Through periodic.Safe, as the loop runs it.
+			err := periodic.Safe(context.Background(), ssminvalidation.New(tt.params, cl, 0, logr.Discard()).Check)
 			if tt.err != "" {
 				require.ErrorContains(t, err, tt.err)
 			} else {

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +26,7 @@ import (
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/periodic"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -74,32 +74,11 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 	return nil
 }
 
-// Run checks at once and then every Interval until ctx is done. A failed
-// pass is logged and retried next time; a panic is recovered so the loop
-// never dies.
+// Run checks at once and then every Interval until ctx is done
+// (periodic.Loop: a failed pass is logged and retried, a panic recovered).
 func (c *Controller) Run(ctx context.Context) error {
-	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("controller", Name))
-	t := time.NewTicker(Interval)
-	defer t.Stop()
-	for {
-		if err := c.safeReconcile(ctx); err != nil && ctx.Err() == nil {
-			log.FromContext(ctx).Error(err, "syncing capacity types of reserved nodeclaims")
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-func (c *Controller) safeReconcile(ctx context.Context) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic syncing capacity types: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return c.Reconcile(ctx)
+	logger := log.FromContext(ctx).WithValues("controller", Name)
+	return periodic.Loop{Interval: Interval, Immediately: true, Pass: c.Reconcile, Log: logger, Failure: "syncing capacity types of reserved nodeclaims"}.Run(log.IntoContext(ctx, logger))
 }
 
 // Reconcile runs one pass. Instances EC2 did not list (terminated, or not

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sort"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/periodic"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/capacityreservation"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -67,32 +67,11 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 	return nil
 }
 
-// Run checks at once and then every Interval until ctx is done. A failed
-// pass is logged and retried next time; a panic is recovered so the loop
-// never dies.
+// Run checks at once and then every Interval until ctx is done
+// (periodic.Loop: a failed pass is logged and retried, a panic recovered).
 func (c *Controller) Run(ctx context.Context) error {
-	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("controller", Name))
-	t := time.NewTicker(Interval)
-	defer t.Stop()
-	for {
-		if err := c.safeReconcile(ctx); err != nil && ctx.Err() == nil {
-			log.FromContext(ctx).Error(err, "expiring capacity block nodeclaims")
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-func (c *Controller) safeReconcile(ctx context.Context) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic expiring capacity blocks: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return c.Reconcile(ctx)
+	logger := log.FromContext(ctx).WithValues("controller", Name)
+	return periodic.Loop{Interval: Interval, Immediately: true, Pass: c.Reconcile, Log: logger, Failure: "expiring capacity block nodeclaims"}.Run(log.IntoContext(ctx, logger))
 }
 
 // Reconcile runs one pass. A block EC2 no longer lists as active (ended,
