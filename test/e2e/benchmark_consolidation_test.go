@@ -21,6 +21,7 @@ import (
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
+	"github.com/karpenter-go/karpenter/pkg/disruption/benchmark"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -240,6 +241,10 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 		return metricSum(samples, "karpenter_voluntary_disruption_decisions_total", nil)
 	}
 	decisionsBefore := decisions()
+	bound, err := benchmark.LargePodFloor(replicas, capped)
+	if err != nil {
+		b.Fatal(err)
+	}
 	cpuBefore, _ := cpuTime(pid)
 
 	b.ResetTimer()
@@ -249,6 +254,15 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 	watch.mu.Unlock()
 	if err := scaleTo(ctx, cp.Client, "small-resource-app", 200); err != nil {
 		b.Fatal(err)
+	}
+	// The fleet as consolidation finds it: every removed pod gone.
+	if waitFor(ctx, 60*time.Second, func() bool {
+		var pods corev1.PodList
+		return cp.Client.List(ctx, &pods, client.InNamespace(benchNamespace)) == nil && len(pods.Items) == replicas+200
+	}) {
+		if c, err := composition(ctx, cp.Client); err == nil {
+			b.Logf("nodes by pods after the scale-in: %s", c)
+		}
 	}
 	// Converged: the NodeClaim count unchanged for quiet (the last change
 	// is what is reported), with nothing deleting.
@@ -301,6 +315,11 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 	b.ReportMetric(cpuAfter-cpuBefore, "cpu-s")
 	b.ReportMetric(peakMiB, "MiB-peak-rss")
 	b.Logf("fleet before: %d NodeClaims %v; after: %d %v", nodesBefore, sortedCounts(typesBefore), nodesAfter, sortedCounts(typesAfter))
+	if c, err := composition(ctx, cp.Client); err == nil {
+		b.Logf("nodes by pods after consolidation: %s", c)
+	}
+	b.ReportMetric(bound, "$/h-bound")
+	b.Logf("no fleet for %d large-resource-app pods costs less than $%.2f/h (the cheapest price per large pod over the pool's types, benchmark.PodFloor); after/bound %.3f", replicas, bound, after/bound)
 	b.Logf("%s, capped=%v: last node-count change %.1fs after the scale-in, %.0f commands, %d evictions, %d needed a fresh node, $%.2f/h -> $%.2f/h, controller CPU %.1fs during consolidation (%.1fs in all), peak RSS %.0f MiB",
 		algo, capped, lastChange.Seconds(), commands, evictions, fresh, before, after, cpuAfter-cpuBefore, cpuAfter, peakMiB)
 	if capped {
@@ -311,6 +330,33 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
 		b.Logf("load average at the end: %s", strings.TrimSpace(string(load)))
 	}
+}
+
+// composition counts the nodes by the (large, small) benchmark pods they
+// run, e.g. "4L+1S:120".
+func composition(ctx context.Context, c client.Client) (string, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(benchNamespace)); err != nil {
+		return "", err
+	}
+	per := map[string][2]int{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" || !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		k := per[p.Spec.NodeName]
+		if p.Labels["app"] == "large-resource-app" {
+			k[0]++
+		} else {
+			k[1]++
+		}
+		per[p.Spec.NodeName] = k
+	}
+	counts := map[string]int{}
+	for _, k := range per {
+		counts[fmt.Sprintf("%dL+%dS", k[0], k[1])]++
+	}
+	return sortedCounts(counts), nil
 }
 
 func sortedCounts(m map[string]int) string {

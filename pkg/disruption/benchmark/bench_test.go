@@ -91,3 +91,38 @@ func BenchmarkChurn(b *testing.B) {
 		b.Log("\n" + ChurnTable(rs))
 	}
 }
+
+// BenchmarkScaleIn consolidates, with the planner and with upstream's
+// methods, the fleet the end-to-end benchmark's 16-vCPU-capped run found
+// after its scale-in (ScaleInCapped16), and reports evictions, $/h after
+// and $/h after over PodFloor for its 500 large pods, the cheapest any
+// fleet could be. The end-to-end run's kube-scheduler, timings and
+// repeated passes are not here; this is the same starting state, offline.
+//
+//	go test -run '^$' -bench BenchmarkScaleIn -benchtime 1x ./pkg/disruption/benchmark/
+func BenchmarkScaleIn(b *testing.B) {
+	for b.Loop() {
+		var rs []Result
+		floor, err := LargePodFloor(500, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, alg := range []Algorithm{Planner("planner", repack.Options{}), Upstream()} {
+			c, err := NewScaleInCluster(ScaleInCapped16)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r, err := Consolidate(c, alg, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.Bound = floor
+			rs = append(rs, r)
+			b.ReportMetric(r.PriceAfter, alg.Name+"-$/h-after")
+			b.ReportMetric(r.Ratio(), alg.Name+"-ratio")
+			b.ReportMetric(float64(r.Evictions), alg.Name+"-evictions")
+			b.ReportMetric(float64(r.Fresh), alg.Name+"-fresh")
+		}
+		b.Log("\n" + Table(rs))
+	}
+}

@@ -51,3 +51,46 @@ func TestClusterAndExecute(t *testing.T) {
 		t.Fatalf("pods %d, price %.2f -> %.2f, commands %d", c.AppPods(), before, r.PriceAfter, r.Commands)
 	}
 }
+
+func TestPodFloor(t *testing.T) {
+	tests := []struct {
+		name   string
+		capped bool
+		n      int
+		// perPod: the type and how many large pods it holds at best.
+		typ  string
+		fits int
+	}{
+		// 16 vCPU / 128 GiB less 100m and 10Mi: 4 pods of 3500m and 28 GiB.
+		{"capped at 16 vCPU", true, 500, "m-16x-amd64-linux", 4},
+		// m-256x: 255.9 vCPU hold 73 (255.5), 2 TiB hold 73 (2044 GiB);
+		// every smaller m type wastes more per pod (m-32x: 9 at $1.0749).
+		{"uncapped", false, 500, "m-256x-amd64-linux", 73},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := NewScaleInCluster(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var price float64
+			for _, it := range c.Catalog {
+				if it.Name != tt.typ {
+					continue
+				}
+				for _, o := range it.Offerings {
+					if o.CapacityType == "on-demand" && (price == 0 || o.Price < price) {
+						price = o.Price
+					}
+				}
+			}
+			got, err := LargePodFloor(tt.n, tt.capped)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := price / float64(tt.fits) * float64(tt.n); math.Abs(got-want) > 1e-9 {
+				t.Fatalf("LargePodFloor(%d, %v) = %.4f, want %.4f (%s at %d per machine)", tt.n, tt.capped, got, want, tt.typ, tt.fits)
+			}
+		})
+	}
+}

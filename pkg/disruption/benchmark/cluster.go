@@ -66,6 +66,18 @@ type Cluster struct {
 	Evictions int
 	// Commands counts commands carried out.
 	Commands int
+	// pools are the NodePools new NodeClaims may come from (Pools when
+	// nil); noDaemon: nodes run no DaemonSet pod.
+	pools    []string
+	noDaemon bool
+}
+
+// poolNames are the pools new NodeClaims may come from.
+func (c *Cluster) poolNames() []string {
+	if c.pools != nil {
+		return c.pools
+	}
+	return Pools
 }
 
 // NewCluster builds nodes nodes (spread evenly over Pools) of PodsPerNode
@@ -195,7 +207,12 @@ func (c *Cluster) poolReqs(pool string) scheduling.Requirements {
 // poolOffer is the cheapest offering of it the pool may buy in zone ("":
 // any), or nil when the pool cannot use it.
 func (c *Cluster) poolOffer(pool string, it *scheduling.InstanceType, zone string) *scheduling.Offering {
-	reqs := c.poolReqs(pool)
+	return cheapestOffer(c.poolReqs(pool), it, zone)
+}
+
+// cheapestOffer is the cheapest available offering of it that reqs allow
+// in zone ("": any), or nil when reqs rule the type out.
+func cheapestOffer(reqs scheduling.Requirements, it *scheduling.InstanceType, zone string) *scheduling.Offering {
 	for _, k := range reqs.Keys() {
 		if k == v1.CapacityTypeLabelKey || k == corev1.LabelTopologyZone {
 			continue
@@ -218,6 +235,30 @@ func (c *Cluster) poolOffer(pool string, it *scheduling.InstanceType, zone strin
 		}
 	}
 	return best
+}
+
+// PodFloor is a floor under the $/h of any fleet, of types reqs allow,
+// that runs n pods requesting cpu millicores and mem bytes: a machine
+// holds at most as many of them as its allocatable has room for, so the
+// fleet costs at least n times the cheapest price per pod over the types.
+// Other pods only add to it, so it bounds a whole fleet from below.
+func PodFloor(types []*scheduling.InstanceType, reqs scheduling.Requirements, cpu, mem int64, n int) float64 {
+	best := math.Inf(1)
+	for _, it := range types {
+		o := cheapestOffer(reqs, it, "")
+		if o == nil {
+			continue
+		}
+		a := allocatable(it)
+		k := min(a.Cpu().MilliValue()/cpu, a.Memory().Value()/mem, a.Pods().Value())
+		if k > 0 {
+			best = math.Min(best, o.Price/float64(k))
+		}
+	}
+	if math.IsInf(best, 1) {
+		return 0
+	}
+	return best * float64(n)
 }
 
 // cheapestFit is the cheapest type of pool (in zone) whose allocatable
@@ -289,10 +330,12 @@ func (c *Cluster) AddNode(pool string, it *scheduling.InstanceType, o *schedulin
 		NodePool:    pool,
 		Initialized: true,
 	}
-	ds := newPod(name+"-agent", "", daemon, "DaemonSet", daemon.name)
-	ds.Namespace = "kube-system"
-	ds.Spec.NodeName = name
-	n.Pods = append(n.Pods, ds)
+	if !c.noDaemon {
+		ds := newPod(name+"-agent", "", daemon, "DaemonSet", daemon.name)
+		ds.Namespace = "kube-system"
+		ds.Spec.NodeName = name
+		n.Pods = append(n.Pods, ds)
+	}
 	c.Snap.Nodes = append(c.Snap.Nodes, n)
 	return n
 }

@@ -182,12 +182,15 @@ func (c *Cluster) input(pods []*corev1.Pod) *scheduling.Input {
 		cp.Spec.NodeName = ""
 		moved[i] = cp
 	}
-	in := &scheduling.Input{Pods: moved, Options: scheduling.Options{Robust: true}, DaemonSets: []*appsv1.DaemonSet{daemonSet()}}
+	in := &scheduling.Input{Pods: moved, Options: scheduling.Options{Robust: true}}
+	if !c.noDaemon {
+		in.DaemonSets = []*appsv1.DaemonSet{daemonSet()}
+	}
 	for _, n := range c.Snap.Nodes {
 		in.Nodes = append(in.Nodes, &scheduling.ExistingNode{Name: n.Name(), NodeClaim: n.NodeClaimName(), Labels: n.Node.Labels,
 			Allocatable: n.Node.Status.Allocatable, Pods: n.Pods, Initialized: true, Managed: true})
 	}
-	for _, name := range Pools {
+	for _, name := range c.poolNames() {
 		in.NodePools = append(in.NodePools, &scheduling.NodePool{Name: name, Requirements: c.poolReqs(name),
 			Labels: map[string]string{v1.NodePoolLabelKey: name}, InstanceTypes: c.Catalog})
 	}
@@ -201,9 +204,18 @@ func daemonSet() *appsv1.DaemonSet {
 		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: p.Spec}}}
 }
 
-// addDaemonSets is the SolverSimulator hook that counts the agent on new
-// NodeClaims.
-func addDaemonSets(in *scheduling.Input) { in.DaemonSets = []*appsv1.DaemonSet{daemonSet()} }
+// daemonSetsOf is the SolverSimulator hook that counts the agent on new
+// NodeClaims when the snapshot's nodes run it.
+func daemonSetsOf(snap *disruption.Snapshot) func(*scheduling.Input) {
+	for _, n := range snap.Nodes {
+		for _, p := range n.Pods {
+			if len(p.OwnerReferences) > 0 && p.OwnerReferences[0].Kind == "DaemonSet" {
+				return func(in *scheduling.Input) { in.DaemonSets = []*appsv1.DaemonSet{daemonSet()} }
+			}
+		}
+	}
+	return nil
+}
 
 // Bound is a floor under the $/h of any fleet for the cluster's pods: per
 // pool, the LP relaxation over cpu and memory (buy fractional machines of
@@ -226,7 +238,7 @@ func (c *Cluster) Bound() float64 {
 	}
 	ds := podReq(newPod("agent", "", daemon, "DaemonSet", daemon.name))
 	total := 0.0
-	for _, pool := range Pools {
+	for _, pool := range c.poolNames() {
 		d := demand[pool]
 		if d[0] == 0 && d[1] == 0 {
 			continue

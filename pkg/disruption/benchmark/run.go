@@ -53,7 +53,7 @@ func Upstream() Algorithm {
 		Name:    "upstream",
 		Methods: func() []disruption.Method { return methods },
 		Simulator: func(snap *disruption.Snapshot) disruption.Simulator {
-			return disruption.SolverSimulator{Snapshot: snap, Options: scheduling.Options{Robust: true}, Extra: addDaemonSets}
+			return disruption.SolverSimulator{Snapshot: snap, Options: scheduling.Options{Robust: true}, Extra: daemonSetsOf(snap)}
 		},
 	}
 }

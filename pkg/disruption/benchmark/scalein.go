@@ -1,0 +1,106 @@
+package benchmark
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// The pods of the end-to-end consolidation benchmark (test/e2e
+// BenchmarkConsolidation1000).
+var (
+	LargePod = shape{"large-resource-app", 3500, 28 << 10}
+	SmallPod = shape{"small-resource-app", 900, 3100}
+)
+
+// ScaleInCapped16 is the fleet the end-to-end benchmark's capped run found
+// right after small-resource-app went from 500 to 200 replicas (its log's
+// "nodes by pods after the scale-in"): m-16x-amd64-linux nodes counted by
+// the large and small pods they ran, as {large, small, nodes}. Emptied
+// nodes are left out (Emptiness deletes them without evictions).
+var ScaleInCapped16 = [][3]int{{1, 0, 9}, {2, 0, 1}, {2, 6, 1}, {2, 8, 2}, {2, 9, 10}, {3, 0, 1}, {3, 6, 8}, {4, 0, 88}, {4, 1, 2}, {4, 2, 19}}
+
+// CappedPoolRequirements are the end-to-end benchmark's pool: on-demand
+// amd64 linux, below 32 vCPU when capped.
+func CappedPoolRequirements(capped bool) []v1.NodeSelectorRequirementWithMinValues {
+	reqs := []v1.NodeSelectorRequirementWithMinValues{
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
+		{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}},
+		{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{v1.CapacityTypeOnDemand}},
+	}
+	if capped {
+		reqs = append(reqs, v1.NodeSelectorRequirementWithMinValues{Key: "karpenter.kwok.sh/instance-size", Operator: corev1.NodeSelectorOpLt, Values: []string{"32"}})
+	}
+	return reqs
+}
+
+// LargePodFloor is PodFloor for n large pods on the upstream-kwok catalog
+// within the end-to-end benchmark's pool.
+func LargePodFloor(n int, capped bool) (float64, error) {
+	cat, err := kwok.LoadCatalog(kwok.CatalogUpstreamKWOK)
+	if err != nil {
+		return 0, fmt.Errorf("loading the upstream-kwok catalog: %w", err)
+	}
+	reqs, err := requirements(CappedPoolRequirements(capped))
+	if err != nil {
+		return 0, err
+	}
+	return PodFloor(cat, reqs, LargePod.cpu, LargePod.memory<<20, n), nil
+}
+
+func requirements(in []v1.NodeSelectorRequirementWithMinValues) (scheduling.Requirements, error) {
+	out := make([]scheduling.RequirementWithMinValues, 0, len(in))
+	for _, r := range in {
+		out = append(out, scheduling.RequirementWithMinValues{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
+	}
+	return scheduling.RequirementsFromMinValues(out)
+}
+
+// NewScaleInCluster rebuilds a fleet of m-16x-amd64-linux nodes of the
+// end-to-end benchmark's capped pool ("bench", upstream-kwok catalog, no
+// DaemonSet, consolidating at once under a 100% budget) from counts of
+// {large, small, nodes}, so that both algorithms can be compared offline
+// on the very state the end-to-end run consolidated.
+func NewScaleInCluster(counts [][3]int) (*Cluster, error) {
+	cat, err := kwok.LoadCatalog(kwok.CatalogUpstreamKWOK)
+	if err != nil {
+		return nil, fmt.Errorf("loading the upstream-kwok catalog: %w", err)
+	}
+	const pool = "bench"
+	c := &Cluster{Catalog: cat, noDaemon: true}
+	c.Snap = &disruption.Snapshot{Now: Epoch, NodePools: map[string]*v1.NodePool{}, InstanceTypes: map[string][]*scheduling.InstanceType{pool: cat}}
+	c.Snap.NodePools[pool] = &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: pool}, Spec: v1.NodePoolSpec{
+		Disruption: v1.Disruption{ConsolidationPolicy: v1.ConsolidationPolicyWhenEmptyOrUnderutilized, ConsolidateAfter: v1.NewNillableDuration(0), Budgets: []v1.Budget{{Nodes: "100%"}}},
+		Template:   v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{Requirements: CappedPoolRequirements(true)}},
+	}}
+	c.pools = []string{pool}
+	var m16 *scheduling.InstanceType
+	for _, it := range cat {
+		if it.Name == "m-16x-amd64-linux" {
+			m16 = it
+		}
+	}
+	if m16 == nil {
+		return nil, fmt.Errorf("m-16x-amd64-linux is not in the upstream-kwok catalog")
+	}
+	for _, k := range counts {
+		for i := 0; i < k[2]; i++ {
+			n := c.AddNode(pool, m16, c.poolOffer(pool, m16, "test-zone-a"), Epoch.Add(-2*time.Hour))
+			for j := 0; j < k[0]; j++ {
+				c.Bind(newPod(c.name(LargePod.name), "", LargePod, "ReplicaSet", LargePod.name), n)
+			}
+			for j := 0; j < k[1]; j++ {
+				c.Bind(newPod(c.name(SmallPod.name), "", SmallPod, "ReplicaSet", SmallPod.name), n)
+			}
+		}
+	}
+	c.sortNodes()
+	return c, nil
+}
