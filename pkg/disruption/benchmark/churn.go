@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 )
@@ -75,8 +76,9 @@ func shapeNamed(name string) shape {
 
 // Churn replays hours of the trace (a step every step) on a cluster of
 // nodes nodes: each step scales the deployments (removed pods go, new ones
-// are provisioned by the solver), then runs consolidation passes of alg
-// until one finds nothing (at most passesPerStep).
+// are created and provisioned by the solver), then, a minute later, runs
+// consolidation passes of alg until one finds nothing (at most
+// passesPerStep).
 func Churn(alg Algorithm, nodes int, seed int64, hours float64, step time.Duration, passesPerStep int) (ChurnResult, error) {
 	c, err := NewCluster(nodes, 0, seed)
 	if err != nil {
@@ -104,6 +106,10 @@ func Churn(alg Algorithm, nodes int, seed int64, hours float64, step time.Durati
 			return r, fmt.Errorf("step %d: provisioning: %w", s, err)
 		}
 		c.sortNodes()
+		// Consolidation comes after the scale, as it would in a cluster
+		// (the pods it creates are older than its evictions' replacements).
+		now = now.Add(time.Minute)
+		c.Snap.Now = now
 		for pass := 0; pass < passesPerStep; pass++ {
 			var sim disruption.Simulator
 			if alg.Simulator != nil {
@@ -159,7 +165,9 @@ func (c *Cluster) scaleTo(tr trace, s int, rng *rand.Rand) []*corev1.Pod {
 		case len(cur) < want:
 			pool, shapeName, _ := strings.Cut(d, "-")
 			for k := 0; k < want-len(cur); k++ {
-				pending = append(pending, c.appPod(pool, shapeNamed(shapeName)))
+				p := c.appPod(pool, shapeNamed(shapeName))
+				p.CreationTimestamp = metav1.NewTime(c.Snap.Now)
+				pending = append(pending, p)
 			}
 		}
 	}

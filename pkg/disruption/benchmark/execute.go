@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
@@ -18,11 +20,12 @@ import (
 
 // Execute carries out one pass's commands at now, as the cluster would:
 // the replacements are launched (the cheapest offering of their types),
-// the candidates go, and their pods are bound one by one, in name order,
-// to the node with the most room left (the kube-scheduler's
-// LeastAllocated scoring), not where the plan meant them to go. Pods that
-// fit nowhere are provisioned by the solver and counted in Fresh. It
-// returns the nodes each command launched.
+// the candidates go, and each evicted pod is replaced by its owner with a
+// new pod (a new name, created a second after now), bound one by one, in
+// the evicted pods' name order, to the node with the most room left (the
+// kube-scheduler's LeastAllocated scoring), not where the plan meant them
+// to go. Pods that fit nowhere are provisioned by the solver and counted
+// in Fresh. It returns the nodes each command launched.
 func (c *Cluster) Execute(cmds []*disruption.Command, now time.Time) ([][]string, error) {
 	removed := map[string]bool{}
 	var evicted []*corev1.Pod
@@ -50,10 +53,28 @@ func (c *Cluster) Execute(cmds []*disruption.Command, now time.Time) ([][]string
 	}
 	c.Snap.Nodes = kept
 	sort.Slice(evicted, func(i, j int) bool { return evicted[i].Name < evicted[j].Name })
+	for i, p := range evicted {
+		evicted[i] = c.replacement(p, now.Add(time.Second))
+	}
 	left := c.bindLeastAllocated(evicted)
 	fresh, err := c.Provision(left, now)
 	c.Fresh += fresh
 	return launched, err
+}
+
+// replacement is the pod a ReplicaSet creates at created for evicted p:
+// the same template and owner under a new name.
+func (c *Cluster) replacement(p *corev1.Pod, created time.Time) *corev1.Pod {
+	cp := p.DeepCopy()
+	base := p.Name
+	if i := strings.LastIndex(base, "-"); i > 0 {
+		base = base[:i]
+	}
+	cp.Name = c.name(base)
+	cp.UID = types.UID(cp.Name)
+	cp.CreationTimestamp = metav1.NewTime(created)
+	cp.Spec.NodeName = ""
+	return cp
 }
 
 // launch starts a node for a NodeClaim: its cheapest type and offering

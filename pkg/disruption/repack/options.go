@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -103,6 +105,70 @@ type History struct {
 	// Evicted maps namespace/name of a pod a consolidation move evicted to
 	// when it did.
 	Evicted map[string]time.Time
+	// Owners maps a controller (namespace/kind/name of the pod's
+	// controlling owner) to when consolidation moves evicted its pods,
+	// oldest first. A ReplicaSet replaces an evicted pod with a new one of
+	// another name, so the name alone never recognises the pod again: a
+	// pod of the owner created after one of these evictions is taken for
+	// its replacement.
+	Owners map[string][]time.Time
+}
+
+// OwnerKey is namespace/kind/name of the pod's controlling owner, "" when
+// it has none.
+func OwnerKey(p *corev1.Pod) string {
+	for _, o := range p.OwnerReferences {
+		if o.Controller == nil || *o.Controller {
+			return p.Namespace + "/" + o.Kind + "/" + o.Name
+		}
+	}
+	return ""
+}
+
+// ReplacementWindow is how long after an eviction its owner's new pods
+// are taken for replacements: the replacement NodeClaims launch, the
+// candidates drain, the owner creates the new pods. A pod created later
+// is a scale-up.
+var ReplacementWindow = 3 * time.Minute
+
+// replacements finds, for each owner that lost pods to consolidation,
+// the pods that replace them: its pods created at or after the first of
+// those evictions (to the second, as creation times go), earliest first,
+// one per eviction, each protected from the eviction it replaces. A pod
+// the owner created for a scale-up in that window may be taken for a
+// replacement instead, which protects as many pods, only not the same.
+func (h History) replacements(snap *disruption.Snapshot) map[*corev1.Pod]time.Time {
+	if len(h.Owners) == 0 {
+		return nil
+	}
+	byOwner := map[string][]*corev1.Pod{}
+	for _, n := range snap.Nodes {
+		for _, p := range n.Pods {
+			k := OwnerKey(p)
+			times := h.Owners[k]
+			if len(times) == 0 || h.Evicted[p.Namespace+"/"+p.Name] != (time.Time{}) {
+				continue
+			}
+			if c := p.CreationTimestamp.Time; !c.Before(times[0].Truncate(time.Second)) && !c.After(times[len(times)-1].Add(ReplacementWindow)) {
+				byOwner[k] = append(byOwner[k], p)
+			}
+		}
+	}
+	out := map[*corev1.Pod]time.Time{}
+	for k, pods := range byOwner {
+		sort.Slice(pods, func(i, j int) bool {
+			ci, cj := pods[i].CreationTimestamp.Time, pods[j].CreationTimestamp.Time
+			if !ci.Equal(cj) {
+				return ci.Before(cj)
+			}
+			return pods[i].Name < pods[j].Name
+		})
+		times := h.Owners[k]
+		for i, p := range pods[:min(len(pods), len(times))] {
+			out[p] = times[i]
+		}
+	}
+	return out
 }
 
 // PastMove is one consolidation move already carried out.
@@ -141,7 +207,7 @@ func NewRecorder(keep time.Duration) *Recorder {
 	if keep <= 0 {
 		keep = DefaultCoolDown
 	}
-	return &Recorder{keep: keep, h: History{Evicted: map[string]time.Time{}}}
+	return &Recorder{keep: keep, h: History{Evicted: map[string]time.Time{}, Owners: map[string][]time.Time{}}}
 }
 
 // Record notes commands started at now: their candidates as removed, their
@@ -157,6 +223,9 @@ func (r *Recorder) Record(now time.Time, cmds []*disruption.Command, launched []
 			m.Removed = append(m.Removed, c.Name())
 			for _, p := range c.Reschedulable {
 				r.h.Evicted[p.Namespace+"/"+p.Name] = now
+				if k := OwnerKey(p); k != "" {
+					r.h.Owners[k] = append(r.h.Owners[k], now)
+				}
 			}
 		}
 		if i < len(launched) {
@@ -185,9 +254,13 @@ func (r *Recorder) History(now time.Time) History {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pruneLocked(now)
-	out := History{Moves: append([]PastMove(nil), r.h.Moves...), Evicted: make(map[string]time.Time, len(r.h.Evicted))}
+	out := History{Moves: append([]PastMove(nil), r.h.Moves...), Evicted: make(map[string]time.Time, len(r.h.Evicted)),
+		Owners: make(map[string][]time.Time, len(r.h.Owners))}
 	for k, v := range r.h.Evicted {
 		out.Evicted[k] = v
+	}
+	for k, v := range r.h.Owners {
+		out.Owners[k] = append([]time.Time(nil), v...)
 	}
 	return out
 }
@@ -204,6 +277,15 @@ func (r *Recorder) pruneLocked(now time.Time) {
 	for k, t := range r.h.Evicted {
 		if !t.After(cut) {
 			delete(r.h.Evicted, k)
+		}
+	}
+	for k, ts := range r.h.Owners {
+		// Appended in time order, so the recent ones are a suffix.
+		i := sort.Search(len(ts), func(i int) bool { return ts[i].After(cut) })
+		if i == len(ts) {
+			delete(r.h.Owners, k)
+		} else {
+			r.h.Owners[k] = ts[i:]
 		}
 	}
 	sort.SliceStable(r.h.Moves, func(i, j int) bool { return r.h.Moves[i].At.Before(r.h.Moves[j].At) })

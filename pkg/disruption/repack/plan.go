@@ -100,6 +100,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 	plan := &Plan{Paybacks: map[string]*disruption.Payback{}}
 	verdicts := map[string]disruption.Verdict{}
 	launched := hist.launchedAt()
+	replaced := hist.replacements(snap)
 	for _, n := range snap.Nodes {
 		if n.Node == nil {
 			continue
@@ -124,7 +125,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 				m.price = price
 				m.itName = n.Node.Labels[corev1.LabelInstanceTypeStable]
 				m.ct = n.Node.Labels[v1.CapacityTypeLabelKey]
-				if v, blocked := p.churnBlock(m, launched, hist); blocked {
+				if v, blocked := p.churnBlock(m, launched, hist, replaced); blocked {
 					verdicts[m.name] = v
 					m.cand = nil
 				}
@@ -230,7 +231,7 @@ func runAll(ws []*worker, par int) error {
 }
 
 // churnBlock applies the history rules to a candidate.
-func (p *planner) churnBlock(m *mnode, launched map[string]time.Time, hist History) (disruption.Verdict, bool) {
+func (p *planner) churnBlock(m *mnode, launched map[string]time.Time, hist History, replaced map[*corev1.Pod]time.Time) (disruption.Verdict, bool) {
 	if p.opts.TakeAnySaving {
 		return disruption.Verdict{}, false
 	}
@@ -246,11 +247,18 @@ func (p *planner) churnBlock(m *mnode, launched map[string]time.Time, hist Histo
 	}
 	for _, pod := range m.cand.Reschedulable {
 		key := pod.Namespace + "/" + pod.Name
-		if at, ok := hist.Evicted[key]; ok && p.now.Before(at.Add(cd)) {
+		at, ok := hist.Evicted[key]
+		if !ok {
+			at, ok = replaced[pod]
+		}
+		if ok && p.now.Before(at.Add(cd)) {
 			v := verdict(m.cand, KindRecentlyEvicted, nil)
 			until := at.Add(cd)
 			v.Pod, v.Until = key, &until
 			v.Detail = fmt.Sprintf("Pod %q was evicted by consolidation at %s; not evicted again before %s", key, at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+			if _, byName := hist.Evicted[key]; !byName {
+				v.Detail = fmt.Sprintf("Pod %q replaces a pod of %s evicted by consolidation at %s; not evicted again before %s", key, OwnerKey(pod), at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+			}
 			return v, true
 		}
 	}

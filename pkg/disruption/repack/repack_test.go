@@ -274,6 +274,53 @@ func TestPlanner(t *testing.T) {
 			verdicts: map[string]disruption.Kind{"a": repack.KindRecentlyEvicted},
 		},
 		{
+			// A ReplicaSet replaces an evicted pod with a new name; the
+			// replacement (same owner, created after the eviction) is
+			// protected as the evicted pod was, an older pod is not.
+			name: "the replacement of an evicted pod is not evicted within the cool-down",
+			snap: func() *disruption.Snapshot {
+				replacement := pod("a9", 1000)
+				replacement.CreationTimestamp = metav1.NewTime(now.Add(-4 * time.Minute))
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, replacement), node("b", cheapBig, pod("b1", 7000)))
+			},
+			hist:     repack.History{Owners: map[string][]time.Time{"default/ReplicaSet/rs": {now.Add(-5 * time.Minute)}}},
+			verdicts: map[string]disruption.Kind{"a": repack.KindRecentlyEvicted},
+			check: func(t *testing.T, d *disruption.Decision) {
+				for _, e := range d.Explanations {
+					if e.Node == "a" {
+						assert.Contains(t, repack.Message(e.Verdicts[len(e.Verdicts)-1]), `Pod "default/a9" replaces a pod of default/ReplicaSet/rs evicted by consolidation`)
+					}
+				}
+			},
+		},
+		{
+			// One eviction, two new pods of the owner: the earlier is the
+			// replacement, the later (a scale-up) may move.
+			name: "one replacement per evicted pod",
+			snap: func() *disruption.Snapshot {
+				first, second := pod("a9", 1000), pod("c9", 1000)
+				first.CreationTimestamp = metav1.NewTime(now.Add(-4 * time.Minute))
+				second.CreationTimestamp = metav1.NewTime(now.Add(-3 * time.Minute))
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, first), node("b", cheapBig, pod("b1", 7000)), node("c", cheapBig, second))
+			},
+			hist:     repack.History{Owners: map[string][]time.Time{"default/ReplicaSet/rs": {now.Add(-5 * time.Minute)}}},
+			commands: []string{"[c]->[]"},
+			verdicts: map[string]disruption.Kind{"a": repack.KindRecentlyEvicted},
+		},
+		{
+			name: "an older pod of an owner that lost a pod still moves",
+			snap: func() *disruption.Snapshot {
+				older := pod("a9", 1000)
+				older.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, older), node("b", cheapBig, pod("b1", 7000)))
+			},
+			hist:     repack.History{Owners: map[string][]time.Time{"default/ReplicaSet/rs": {now.Add(-5 * time.Minute)}}},
+			commands: []string{"[a]->[]"},
+		},
+		{
 			name: "a node that receives moved pods keeps its own",
 			snap: func() *disruption.Snapshot {
 				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
@@ -345,7 +392,9 @@ func TestRecorder(t *testing.T) {
 	assert.Equal(t, []string{"a"}, h.Moves[0].Removed)
 	assert.Equal(t, []string{"new-1"}, h.Moves[0].Launched)
 	assert.Equal(t, now, h.Evicted["default/a1"])
+	assert.Equal(t, []time.Time{now}, h.Owners["default/ReplicaSet/rs"])
 	h = r.History(now.Add(31 * time.Minute))
 	assert.Empty(t, h.Moves)
 	assert.Empty(t, h.Evicted)
+	assert.Empty(t, h.Owners)
 }
