@@ -129,7 +129,7 @@ func OwnerKey(p *corev1.Pod) string {
 // are taken for replacements: the replacement NodeClaims launch, the
 // candidates drain, the owner creates the new pods. A pod created later
 // is a scale-up.
-var ReplacementWindow = 3 * time.Minute
+const ReplacementWindow = 3 * time.Minute
 
 // replacements finds, for each owner that lost pods to consolidation,
 // the pods that replace them: its pods created at or after the first of
