@@ -95,6 +95,8 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		Unavailable:     shared.Unavailable,
 		WellKnownLabels: shared.WellKnownLabels,
 	})}
+	disruptionMethods := repack.Select(op.Options.ConsolidationAlgorithm, disruption.UpstreamMethods(op.Clock, op.Options.FeatureGates.SpotToSpotConsolidation),
+		repack.Options{SpotToSpot: op.Options.FeatureGates.SpotToSpotConsolidation, WellKnownLabels: shared.WellKnownLabels})
 	for _, c := range []interface {
 		Register(context.Context, manager.Manager) error
 	}{
@@ -121,7 +123,7 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		counter.NewController(kube, cluster, cloud),
 		disruption.NewController(kube, cluster, provisioner, simulator, disruption.Options{
 			Clock: op.Clock, Recorder: op.EventRecorder, InstanceTypes: cloud,
-			Methods: repack.Select(op.Options.ConsolidationAlgorithm, disruption.UpstreamMethods(op.Clock, op.Options.FeatureGates.SpotToSpotConsolidation), repack.Options{SpotToSpot: op.Options.FeatureGates.SpotToSpotConsolidation, WellKnownLabels: shared.WellKnownLabels}),
+			Methods: disruptionMethods, Drain: repack.Drain(disruptionMethods),
 		}),
 	} {
 		if err := c.Register(ctx, op.Manager); err != nil {

@@ -77,6 +77,9 @@ type Options struct {
 	// consolidation prices nodes with (the cloud provider); without it no
 	// node can be consolidated.
 	InstanceTypes InstanceTypes
+	// Drain names the nodes to keep repack.DrainTaint on after each pass
+	// (repack.Drain of Methods); nil: no node keeps it.
+	Drain func() []string
 }
 
 // Controller is the disruption loop.
@@ -188,6 +191,10 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 	c.publish(ctx, snap, decision)
 	if err != nil {
 		return false, err
+	}
+	if err := c.drain(ctx); err != nil {
+		// The taint only steers the kube-scheduler; the pass goes on.
+		log.FromContext(ctx).Error(err, "updating the drain taints")
 	}
 	if len(decision.Commands) > 0 && decision.Method.Reason() == v1.DisruptionReasonUnderutilized && c.opts.ValidationDelay > 0 {
 		if decision, err = c.validateConsolidation(ctx, decision); err != nil || decision == nil {

@@ -6,11 +6,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -188,4 +190,38 @@ func onDemand(t *testing.T) scheduling.Requirements {
 	reqs, err := scheduling.RequirementsFromMinValues([]scheduling.RequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: "In", Values: []string{"on-demand"}}})
 	require.NoError(t, err)
 	return reqs
+}
+
+// TestDrainTaintFollowsThePlanner: after a pass the nodes the planner
+// last asked to drain carry repack.DrainTaint and no other node does; a
+// controller without a planner takes every drain taint off.
+func TestDrainTaintFollowsThePlanner(t *testing.T) {
+	e := newEnv(t, nil, "0")
+	_, a := e.managedNode()
+	_, b := e.managedNode(func(_ *v1.NodeClaim, n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, repack.DrainTaint) })
+	want := []string{a.Name}
+	ctrl := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, e.sim, disruption.Options{
+		Clock: e.clock, Recorder: e.events, ValidationDelay: -1, Drain: func() []string { return want },
+	})
+	drained := func(name string) bool {
+		for _, tt := range e.node(name).Spec.Taints {
+			if tt.MatchTaint(&repack.DrainTaint) {
+				return true
+			}
+		}
+		return false
+	}
+	_, err := ctrl.Reconcile(e.ctx)
+	require.NoError(t, err)
+	e.sync()
+	assert.True(t, drained(a.Name), "the planner drains %s", a.Name)
+	assert.False(t, drained(b.Name), "%s is no longer drained", b.Name)
+
+	without := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, e.sim, disruption.Options{
+		Clock: e.clock, Recorder: e.events, ValidationDelay: -1,
+	})
+	_, err = without.Reconcile(e.ctx)
+	require.NoError(t, err)
+	e.sync()
+	assert.False(t, drained(a.Name), "without a planner no node is drained")
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 )
 
 // cleanup removes the disrupted taint and the DisruptionReason condition
@@ -42,9 +43,11 @@ func (c *Controller) cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func hasDisruptedTaint(n *corev1.Node) bool {
+func hasDisruptedTaint(n *corev1.Node) bool { return hasTaint(n, v1.DisruptedNoScheduleTaint) }
+
+func hasTaint(n *corev1.Node, taint corev1.Taint) bool {
 	for _, t := range n.Spec.Taints {
-		if t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
+		if t.MatchTaint(&taint) {
 			return true
 		}
 	}
@@ -52,24 +55,29 @@ func hasDisruptedTaint(n *corev1.Node) bool {
 }
 
 // setDisruptedTaint adds or removes karpenter.sh/disrupted:NoSchedule on a
-// Node, with optimistic locking so a concurrent write is not lost. A Node
-// that is gone needs nothing.
+// Node.
 func setDisruptedTaint(ctx context.Context, kube client.Client, name string, on bool) error {
+	return setTaint(ctx, kube, name, v1.DisruptedNoScheduleTaint, on)
+}
+
+// setTaint adds or removes taint on a Node, with optimistic locking so a
+// concurrent write is not lost. A Node that is gone needs nothing.
+func setTaint(ctx context.Context, kube client.Client, name string, taint corev1.Taint, on bool) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node := &corev1.Node{}
 		if err := kube.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 			return err
 		}
-		if hasDisruptedTaint(node) == on {
+		if hasTaint(node, taint) == on {
 			return nil
 		}
 		patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		if on {
-			node.Spec.Taints = append(node.Spec.Taints, v1.DisruptedNoScheduleTaint)
+			node.Spec.Taints = append(node.Spec.Taints, taint)
 		} else {
 			kept := node.Spec.Taints[:0:0]
 			for _, t := range node.Spec.Taints {
-				if !t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
+				if !t.MatchTaint(&taint) {
 					kept = append(kept, t)
 				}
 			}
@@ -82,9 +90,36 @@ func setDisruptedTaint(ctx context.Context, kube client.Client, name string, on 
 		if on {
 			verb = "adding"
 		}
-		return fmt.Errorf("%s the disrupted taint on node %s: %w", verb, name, err)
+		return fmt.Errorf("%s the taint %s on node %s: %w", verb, taint.ToString(), name, err)
 	}
 	return nil
+}
+
+// drain keeps repack.DrainTaint on exactly the managed nodes the planner
+// last asked to drain (Options.Drain; none without a planner, so a switch
+// back to upstream's consolidation leaves no taint behind). Deleting
+// nodes are left to termination.
+func (c *Controller) drain(ctx context.Context) error {
+	want := map[string]bool{}
+	if c.opts.Drain != nil {
+		for _, name := range c.opts.Drain() {
+			want[name] = true
+		}
+	}
+	var errs []error
+	for _, sn := range c.cluster.Nodes() {
+		if sn.Node == nil || !sn.Managed() || sn.Deleting() {
+			continue
+		}
+		on := want[sn.Node.Name]
+		if hasTaint(sn.Node, repack.DrainTaint) == on {
+			continue
+		}
+		if err := setTaint(ctx, c.kube, sn.Node.Name, repack.DrainTaint, on); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // setDisruptionReason sets the NodeClaim's DisruptionReason condition

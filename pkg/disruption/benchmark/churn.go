@@ -119,6 +119,7 @@ func Churn(alg Algorithm, nodes int, seed int64, hours float64, step time.Durati
 			if err != nil {
 				return r, fmt.Errorf("step %d: %w", s, err)
 			}
+			c.applyDrain(alg)
 			if len(d.Commands) == 0 {
 				break
 			}

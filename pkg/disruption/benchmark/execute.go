@@ -15,6 +15,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -77,6 +78,29 @@ func (c *Cluster) replacement(p *corev1.Pod, created time.Time) *corev1.Pod {
 	return cp
 }
 
+// applyDrain puts repack.DrainTaint on the nodes alg drains and takes it
+// off the others, as the disruption controller does after a pass.
+func (c *Cluster) applyDrain(alg Algorithm) {
+	want := map[string]bool{}
+	if alg.Drain != nil {
+		for _, name := range alg.Drain() {
+			want[name] = true
+		}
+	}
+	for _, n := range c.Snap.Nodes {
+		kept := n.Node.Spec.Taints[:0:0]
+		for _, t := range n.Node.Spec.Taints {
+			if !t.MatchTaint(&repack.DrainTaint) {
+				kept = append(kept, t)
+			}
+		}
+		if want[n.Name()] {
+			kept = append(kept, repack.DrainTaint)
+		}
+		n.Node.Spec.Taints = kept
+	}
+}
+
 // launch starts a node for a NodeClaim: its cheapest type and offering
 // compatible with its requirements.
 func (c *Cluster) launch(nc *scheduling.NewNodeClaim, now time.Time) (*disruption.Node, error) {
@@ -111,8 +135,8 @@ func podReq(p *corev1.Pod) [3]float64 {
 }
 
 // bindLeastAllocated binds each pod to the compatible node with the most
-// free room after it (mean of the cpu and memory shares), returning the
-// pods that fit nowhere.
+// free room after it (mean of the cpu and memory shares), nodes without a
+// PreferNoSchedule taint first, returning the pods that fit nowhere.
 func (c *Cluster) bindLeastAllocated(pods []*corev1.Pod) []*corev1.Pod {
 	if len(pods) == 0 {
 		return nil
@@ -135,13 +159,22 @@ func (c *Cluster) bindLeastAllocated(pods []*corev1.Pod) []*corev1.Pod {
 		var best *room
 		bestScore := -1.0
 		for _, r := range rooms {
+			// TaintToleration (weight 3) outweighs LeastAllocated (weight
+			// 1): a node with a PreferNoSchedule taint gets the pod only
+			// when no other node has room.
+			preferred := 1.0
+			for _, t := range r.n.Node.Spec.Taints {
+				if t.Effect == corev1.TaintEffectPreferNoSchedule {
+					preferred = 0
+				}
+			}
 			if r.used[0]+q[0] > r.alloc[0] || r.used[1]+q[1] > r.alloc[1] || r.used[2]+q[2] > r.alloc[2] {
 				continue
 			}
 			if sel := p.Spec.NodeSelector[v1.NodePoolLabelKey]; sel != "" && r.n.NodePool != sel {
 				continue
 			}
-			score := ((r.alloc[0]-r.used[0]-q[0])/r.alloc[0] + (r.alloc[1]-r.used[1]-q[1])/r.alloc[1]) / 2
+			score := 3*preferred + ((r.alloc[0]-r.used[0]-q[0])/r.alloc[0]+(r.alloc[1]-r.used[1]-q[1])/r.alloc[1])/2
 			if score > bestScore {
 				best, bestScore = r, score
 			}

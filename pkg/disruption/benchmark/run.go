@@ -20,15 +20,20 @@ type Algorithm struct {
 	Simulator func(snap *disruption.Snapshot) disruption.Simulator
 	// Executed is told what a pass carried out (the planner's history).
 	Executed func(now time.Time, cmds []*disruption.Command, launched [][]string)
+	// Drain names the nodes to carry repack.DrainTaint after a pass (nil:
+	// none).
+	Drain func() []string
 }
 
 // Planner is the repacking planner with history kept across passes.
 func Planner(name string, opts repack.Options) Algorithm {
 	rec := repack.NewRecorder(max(opts.CoolDown, repack.DefaultCoolDown))
-	p := repack.Planner{Options: opts, History: rec.History}
+	var drain []string
+	p := repack.Planner{Options: opts, History: rec.History, Drained: func(names []string) { drain = names }}
 	return Algorithm{
 		Name:    name,
 		Methods: func() []disruption.Method { return repack.Methods(p) },
+		Drain:   func() []string { return drain },
 		Executed: func(now time.Time, cmds []*disruption.Command, launched [][]string) {
 			var mine []*disruption.Command
 			var names [][]string
@@ -96,6 +101,7 @@ func Consolidate(c *Cluster, alg Algorithm, maxPasses int) (Result, error) {
 		if err != nil {
 			return r, fmt.Errorf("%s pass %d: %w", alg.Name, r.Passes+1, err)
 		}
+		c.applyDrain(alg)
 		r.Passes++
 		r.Total += took
 		if r.Passes == 1 {

@@ -20,8 +20,11 @@ type Planner struct {
 	History func(now time.Time) History
 	// Recorder, when set, is told the commands the planner returns, so
 	// that the next pass sees them in History (a command the controller
-	// later abandons still counts, which errs on the side of less churn).
+	// later abandons still counts, which errs on the side of less churn),
+	// and each plan's Drain.
 	Recorder *Recorder
+	// Drained, when set, is told each plan's Drain.
+	Drained func(names []string)
 }
 
 func (Planner) Reason() v1.DisruptionReason { return v1.DisruptionReasonUnderutilized }
@@ -49,8 +52,14 @@ func (p Planner) ComputeCommands(env *disruption.Env, budgets map[string]*disrup
 	for _, cmd := range plan.Commands {
 		cmd.Method = p
 	}
-	if p.Recorder != nil && len(plan.Commands) > 0 {
-		p.Recorder.Record(env.Snapshot.Now, plan.Commands, nil)
+	if p.Drained != nil {
+		p.Drained(plan.Drain)
+	}
+	if p.Recorder != nil {
+		p.Recorder.SetDrain(plan.Drain)
+		if len(plan.Commands) > 0 {
+			p.Recorder.Record(env.Snapshot.Now, plan.Commands, nil)
+		}
 	}
 	return plan.Commands, plan.Verdicts, nil
 }
@@ -89,4 +98,16 @@ func Select(algorithm string, upstream []disruption.Method, opts Options) []disr
 		}
 	}
 	return append(out, Planner{Options: opts, Recorder: NewRecorder(opts.withDefaults().CoolDown)})
+}
+
+// Drain returns the names of the nodes the planner among methods wants
+// DrainTaint on (its Recorder's last plan), or nil when methods have no
+// planner with a Recorder: then no node should carry the taint.
+func Drain(methods []disruption.Method) func() []string {
+	for _, m := range methods {
+		if p, ok := m.(Planner); ok && p.Recorder != nil {
+			return p.Recorder.Drain
+		}
+	}
+	return nil
 }

@@ -197,9 +197,24 @@ func (h History) launchedAt() map[string]time.Time {
 // Recorder keeps the history of the moves a caller carried out, dropping
 // what is older than the cool-down. It is safe for concurrent use.
 type Recorder struct {
-	mu   sync.Mutex
-	keep time.Duration
-	h    History
+	mu    sync.Mutex
+	keep  time.Duration
+	h     History
+	drain []string
+}
+
+// SetDrain remembers the last plan's Drain.
+func (r *Recorder) SetDrain(names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drain = append([]string(nil), names...)
+}
+
+// Drain is the last plan's Drain: the nodes to keep DrainTaint on.
+func (r *Recorder) Drain() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.drain...)
 }
 
 // NewRecorder keeps history for keep (the planner's cool-down).

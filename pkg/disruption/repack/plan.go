@@ -50,7 +50,20 @@ type Plan struct {
 	Paybacks map[string]*disruption.Payback
 	// Solves counts the solver calls.
 	Solves int
+	// Drain names the nodes the planner wants emptied but leaves this pass
+	// (kept by the cool-down, the payback gate or the budget while below
+	// KeepEfficiency), sorted. The caller taints them with DrainTaint so
+	// that the kube-scheduler places new and evicted pods elsewhere, and
+	// the plan never counts on their room.
+	Drain []string
 }
+
+// DrainTaint steers pods away from the nodes in Plan.Drain: the
+// kube-scheduler's TaintToleration scoring (weight 3 against
+// LeastAllocated's 1) places a pod on such a node only when no other has
+// room, and the provisioner treats it as NoSchedule until nothing else
+// fits, as upstream treats PreferNoSchedule.
+var DrainTaint = corev1.Taint{Key: "karpenter-go.io/draining", Effect: corev1.TaintEffectPreferNoSchedule}
 
 // move is one planned command.
 type move struct {
@@ -127,7 +140,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 				m.ct = n.Node.Labels[v1.CapacityTypeLabelKey]
 				if v, blocked := p.churnBlock(m, launched, hist, replaced); blocked {
 					verdicts[m.name] = v
-					m.cand = nil
+					m.cand, m.blocked = nil, true
 				}
 			}
 		}
@@ -154,6 +167,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 	var replaces, deletes []*disruption.Command
 	for _, w := range workers {
 		plan.Solves += w.solves
+		plan.Drain = append(plan.Drain, w.drain...)
 		if b := budgets[w.pool]; b != nil {
 			b.Remaining = w.budget
 		}
@@ -195,6 +209,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 		plan.Verdicts = append(plan.Verdicts, v)
 	}
 	sort.SliceStable(plan.Verdicts, func(i, j int) bool { return plan.Verdicts[i].Node < plan.Verdicts[j].Node })
+	sort.Strings(plan.Drain)
 	return plan, nil
 }
 

@@ -398,3 +398,39 @@ func TestRecorder(t *testing.T) {
 	assert.Empty(t, h.Evicted)
 	assert.Empty(t, h.Owners)
 }
+
+// TestDrain: a node the history rules hold is drained when it is below
+// KeepEfficiency (and the plan does not put pods on it), kept as a
+// destination when it is efficient.
+func TestDrain(t *testing.T) {
+	cheapBig := itype("big", 8, 0.50)
+	tests := []struct {
+		name     string
+		held     *corev1.Pod
+		commands []string
+		drain    []string
+	}{
+		// a holds one 1-CPU pod a move evicted: a quarter of a cent's
+		// worth on a $0.50 node. b's pod could go there, but a drained
+		// node receives nothing, and no cheaper type exists for b.
+		{name: "inefficient and held: drained", held: pod("a1", 1000), drain: []string{"a", "b"}},
+		// a is full: efficient, kept, and b's pod cannot fit there either.
+		{name: "efficient and held: kept", held: pod("a1", 8000), drain: []string{"b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := snapshot([]*scheduling.InstanceType{cheapBig}, "100%", node("a", cheapBig, tt.held), node("b", cheapBig, pod("b1", 1000)))
+			hist := repack.History{Evicted: map[string]time.Time{"default/a1": now.Add(-5 * time.Minute)}}
+			var drained []string
+			p := repack.Planner{History: func(time.Time) repack.History { return hist }, Drained: func(n []string) { drained = n }}
+			d, err := disruption.Disrupt(snap, repack.Methods(p), nil)
+			require.NoError(t, err)
+			var got []string
+			for _, cmd := range d.Commands {
+				got = append(got, shape(cmd))
+			}
+			assert.Equal(t, tt.commands, got)
+			assert.Equal(t, tt.drain, drained)
+		})
+	}
+}

@@ -66,6 +66,8 @@ type mnode struct {
 	// removed by a move of this pass; receiver: got pods from one (its
 	// pods are not moved again in the same pass).
 	removed, receiver bool
+	// blocked: a candidate the history rules keep this pass.
+	blocked bool
 }
 
 func (m *mnode) fill() float64 {

@@ -28,6 +28,8 @@ type worker struct {
 	keep map[*mnode]bool
 	// split caches, by candidate shape, the pools cut to half its size.
 	split map[[2]float64][]*scheduling.NodePool
+	// drain: nodes below KeepEfficiency this pass leaves (Plan.Drain).
+	drain []string
 }
 
 func (w *worker) run() {
@@ -37,8 +39,13 @@ func (w *worker) run() {
 	w.keep = map[*mnode]bool{}
 	var cands []*mnode
 	for _, m := range w.nodes {
-		if m.cand == nil || w.efficiency(m) >= w.p.opts.KeepEfficiency {
+		// A node the history rules hold is kept only if it is efficient:
+		// an inefficient one is drained (tainted, so the kube-scheduler
+		// avoids it), and the plan must not count on its room.
+		if (m.cand == nil && !m.blocked) || w.efficiency(m) >= w.p.opts.KeepEfficiency {
 			w.keep[m] = true
+		} else if m.blocked {
+			w.drain = append(w.drain, m.name)
 		}
 		if m.cand != nil {
 			cands = append(cands, m)
@@ -73,6 +80,9 @@ func (w *worker) run() {
 		w.tryReplace(m)
 	}
 	for _, m := range cands {
+		if !w.keep[m] && !m.removed && !m.receiver {
+			w.drain = append(w.drain, m.name)
+		}
 		if !w.keep[m] || m.removed {
 			continue
 		}
