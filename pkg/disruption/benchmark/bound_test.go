@@ -3,6 +3,8 @@ package benchmark
 import (
 	"math"
 	"testing"
+
+	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 )
 
 func TestCoverLP2(t *testing.T) {
@@ -57,7 +59,8 @@ func TestPodFloor(t *testing.T) {
 		name   string
 		capped bool
 		n      int
-		// perPod: the type and how many large pods it holds at best.
+		// typ is the type with the cheapest price per large pod, fits
+		// how many it holds.
 		typ  string
 		fits int
 	}{
@@ -69,12 +72,12 @@ func TestPodFloor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := NewScaleInCluster(nil)
+			cat, err := kwok.LoadCatalog(kwok.CatalogUpstreamKWOK)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var price float64
-			for _, it := range c.Catalog {
+			for _, it := range cat {
 				if it.Name != tt.typ {
 					continue
 				}

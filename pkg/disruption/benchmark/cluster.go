@@ -24,6 +24,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // Epoch is the synthetic clock's start.
@@ -192,12 +193,7 @@ func allocatable(it *scheduling.InstanceType) corev1.ResourceList {
 
 // poolReqs are the pool's requirements.
 func (c *Cluster) poolReqs(pool string) scheduling.Requirements {
-	np := c.Snap.NodePools[pool]
-	in := make([]scheduling.RequirementWithMinValues, 0, len(np.Spec.Template.Spec.Requirements))
-	for _, r := range np.Spec.Template.Spec.Requirements {
-		in = append(in, scheduling.RequirementWithMinValues{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
-	}
-	reqs, err := scheduling.RequirementsFromMinValues(in)
+	reqs, err := snapshot.Requirements(c.Snap.NodePools[pool].Spec.Template.Spec.Requirements)
 	if err != nil {
 		panic(err) // the pools above are valid
 	}

@@ -159,6 +159,12 @@ func (c *Cluster) bindLeastAllocated(pods []*corev1.Pod) []*corev1.Pod {
 		var best *room
 		bestScore := -1.0
 		for _, r := range rooms {
+			if r.used[0]+q[0] > r.alloc[0] || r.used[1]+q[1] > r.alloc[1] || r.used[2]+q[2] > r.alloc[2] {
+				continue
+			}
+			if sel := p.Spec.NodeSelector[v1.NodePoolLabelKey]; sel != "" && r.n.NodePool != sel {
+				continue
+			}
 			// TaintToleration (weight 3) outweighs LeastAllocated (weight
 			// 1): a node with a PreferNoSchedule taint gets the pod only
 			// when no other node has room.
@@ -167,12 +173,6 @@ func (c *Cluster) bindLeastAllocated(pods []*corev1.Pod) []*corev1.Pod {
 				if t.Effect == corev1.TaintEffectPreferNoSchedule {
 					preferred = 0
 				}
-			}
-			if r.used[0]+q[0] > r.alloc[0] || r.used[1]+q[1] > r.alloc[1] || r.used[2]+q[2] > r.alloc[2] {
-				continue
-			}
-			if sel := p.Spec.NodeSelector[v1.NodePoolLabelKey]; sel != "" && r.n.NodePool != sel {
-				continue
 			}
 			score := 3*preferred + ((r.alloc[0]-r.used[0]-q[0])/r.alloc[0]+(r.alloc[1]-r.used[1]-q[1])/r.alloc[1])/2
 			if score > bestScore {

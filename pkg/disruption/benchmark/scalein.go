@@ -11,13 +11,14 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // The pods of the end-to-end consolidation benchmark (test/e2e
 // BenchmarkConsolidation1000).
 var (
-	LargePod = shape{"large-resource-app", 3500, 28 << 10}
-	SmallPod = shape{"small-resource-app", 900, 3100}
+	largePod = shape{"large-resource-app", 3500, 28 << 10}
+	smallPod = shape{"small-resource-app", 900, 3100}
 )
 
 // ScaleInCapped16 is the fleet the end-to-end benchmark's capped run found
@@ -48,19 +49,11 @@ func LargePodFloor(n int, capped bool) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("loading the upstream-kwok catalog: %w", err)
 	}
-	reqs, err := requirements(CappedPoolRequirements(capped))
+	reqs, err := snapshot.Requirements(CappedPoolRequirements(capped))
 	if err != nil {
 		return 0, err
 	}
-	return PodFloor(cat, reqs, LargePod.cpu, LargePod.memory<<20, n), nil
-}
-
-func requirements(in []v1.NodeSelectorRequirementWithMinValues) (scheduling.Requirements, error) {
-	out := make([]scheduling.RequirementWithMinValues, 0, len(in))
-	for _, r := range in {
-		out = append(out, scheduling.RequirementWithMinValues{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
-	}
-	return scheduling.RequirementsFromMinValues(out)
+	return PodFloor(cat, reqs, largePod.cpu, largePod.memory<<20, n), nil
 }
 
 // NewScaleInCluster rebuilds a fleet of m-16x-amd64-linux nodes of the
@@ -94,10 +87,10 @@ func NewScaleInCluster(counts [][3]int) (*Cluster, error) {
 		for i := 0; i < k[2]; i++ {
 			n := c.AddNode(pool, m16, c.poolOffer(pool, m16, "test-zone-a"), Epoch.Add(-2*time.Hour))
 			for j := 0; j < k[0]; j++ {
-				c.Bind(newPod(c.name(LargePod.name), "", LargePod, "ReplicaSet", LargePod.name), n)
+				c.Bind(newPod(c.name(largePod.name), "", largePod, "ReplicaSet", largePod.name), n)
 			}
 			for j := 0; j < k[1]; j++ {
-				c.Bind(newPod(c.name(SmallPod.name), "", SmallPod, "ReplicaSet", SmallPod.name), n)
+				c.Bind(newPod(c.name(smallPod.name), "", smallPod, "ReplicaSet", smallPod.name), n)
 			}
 		}
 	}

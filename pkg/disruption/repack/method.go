@@ -20,8 +20,7 @@ type Planner struct {
 	History func(now time.Time) History
 	// Recorder, when set, is told the commands the planner returns, so
 	// that the next pass sees them in History (a command the controller
-	// later abandons still counts, which errs on the side of less churn),
-	// and each plan's Drain.
+	// later abandons still counts, which errs on the side of less churn).
 	Recorder *Recorder
 	// Drained, when set, is told each plan's Drain.
 	Drained func(names []string)
@@ -55,11 +54,8 @@ func (p Planner) ComputeCommands(env *disruption.Env, budgets map[string]*disrup
 	if p.Drained != nil {
 		p.Drained(plan.Drain)
 	}
-	if p.Recorder != nil {
-		p.Recorder.SetDrain(plan.Drain)
-		if len(plan.Commands) > 0 {
-			p.Recorder.Record(env.Snapshot.Now, plan.Commands, nil)
-		}
+	if p.Recorder != nil && len(plan.Commands) > 0 {
+		p.Recorder.Record(env.Snapshot.Now, plan.Commands, nil)
 	}
 	return plan.Commands, plan.Verdicts, nil
 }
@@ -97,12 +93,14 @@ func Select(algorithm string, upstream []disruption.Method, opts Options) []disr
 			out = append(out, m)
 		}
 	}
-	return append(out, Planner{Options: opts, Recorder: NewRecorder(opts.withDefaults().CoolDown)})
+	rec := NewRecorder(opts.withDefaults().CoolDown)
+	return append(out, Planner{Options: opts, Recorder: rec, Drained: rec.SetDrain})
 }
 
-// Drain returns the names of the nodes the planner among methods wants
-// DrainTaint on (its Recorder's last plan), or nil when methods have no
-// planner with a Recorder: then no node should carry the taint.
+// Drain returns the names of the nodes the planner Select put among
+// methods wants DrainTaint on (the last plan's, which its Recorder keeps),
+// or nil when methods have no such planner: then no node should carry the
+// taint.
 func Drain(methods []disruption.Method) func() []string {
 	for _, m := range methods {
 		if p, ok := m.(Planner); ok && p.Recorder != nil {

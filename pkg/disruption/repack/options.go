@@ -146,7 +146,10 @@ func (h History) replacements(snap *disruption.Snapshot) map[*corev1.Pod]time.Ti
 		for _, p := range n.Pods {
 			k := OwnerKey(p)
 			times := h.Owners[k]
-			if len(times) == 0 || h.Evicted[p.Namespace+"/"+p.Name] != (time.Time{}) {
+			if len(times) == 0 {
+				continue
+			}
+			if _, byName := h.Evicted[p.Namespace+"/"+p.Name]; byName {
 				continue
 			}
 			if c := p.CreationTimestamp.Time; !c.Before(times[0].Truncate(time.Second)) && !c.After(times[len(times)-1].Add(ReplacementWindow)) {

@@ -262,7 +262,8 @@ func (p *planner) churnBlock(m *mnode, launched map[string]time.Time, hist Histo
 	}
 	for _, pod := range m.cand.Reschedulable {
 		key := pod.Namespace + "/" + pod.Name
-		at, ok := hist.Evicted[key]
+		at, byName := hist.Evicted[key]
+		ok := byName
 		if !ok {
 			at, ok = replaced[pod]
 		}
@@ -270,10 +271,11 @@ func (p *planner) churnBlock(m *mnode, launched map[string]time.Time, hist Histo
 			v := verdict(m.cand, KindRecentlyEvicted, nil)
 			until := at.Add(cd)
 			v.Pod, v.Until = key, &until
-			v.Detail = fmt.Sprintf("Pod %q was evicted by consolidation at %s; not evicted again before %s", key, at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
-			if _, byName := hist.Evicted[key]; !byName {
-				v.Detail = fmt.Sprintf("Pod %q replaces a pod of %s evicted by consolidation at %s; not evicted again before %s", key, OwnerKey(pod), at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+			what := "was evicted"
+			if !byName {
+				what = "replaces a pod of " + OwnerKey(pod) + " evicted"
 			}
+			v.Detail = fmt.Sprintf("Pod %q %s by consolidation at %s; not evicted again before %s", key, what, at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
 			return v, true
 		}
 	}

@@ -132,13 +132,14 @@ func (c *CloudProvider) reservedLaunchConfigs(ctx context.Context, nc *v1.NodeCl
 	if err != nil {
 		return nil, err
 	}
+	zoneIDOf := zoneIDs(nodeClass)
 	configs := make([]instance.LaunchConfig, 0, len(kept))
 	for i, r := range kept {
 		configs = append(configs, instance.LaunchConfig{
 			LaunchTemplateName:    lts[i].Name,
 			ImageID:               images[i],
 			CapacityReservationID: r.res.ID,
-			Overrides:             []instance.Override{{InstanceType: r.it.Name, Zone: r.o.Zone, ZoneID: zoneIDs(nodeClass)[r.o.Zone], SubnetID: subnetOf[r.o.Zone], Price: r.o.Price}},
+			Overrides:             []instance.Override{{InstanceType: r.it.Name, Zone: r.o.Zone, ZoneID: zoneIDOf[r.o.Zone], SubnetID: subnetOf[r.o.Zone], Price: r.o.Price}},
 		})
 	}
 	return configs, nil
