@@ -304,8 +304,8 @@ func TestCLI(t *testing.T) {
 		assert.Less(t, pb.ReplacementPricePerHour, pb.PricePerHour)
 		assert.Equal(t, "1h0m0s", pb.Horizon)
 		assert.InDelta(t, pb.PricePerHour-pb.ReplacementPricePerHour, pb.Saving, 1e-6, "the saving is an hour of the price difference")
-		// Four pods of eviction cost 10 (the clamp) at $0.005 each.
-		assert.InDelta(t, 0.2, pb.DisruptionCost, 0.01)
+		// Four pods of eviction cost 10 (the clamp) at $0.01 each.
+		assert.InDelta(t, 0.4, pb.DisruptionCost, 0.02)
 		assert.Equal(t, 4, pb.Evictions)
 		assert.Less(t, pb.Saving, pb.DisruptionCost)
 		table := string(karpenter(t, "--consolidation-algorithm", "planner", "why", "node", "payback-node"))
@@ -432,7 +432,7 @@ func TestCLI(t *testing.T) {
 		a := decode[cli.NodeAnswer](t, out.Bytes())
 		require.Len(t, a.Verdicts, 2)
 		require.NotNil(t, a.Verdicts[1].Payback)
-		assert.InDelta(t, 0.2, a.Verdicts[1].Payback.DisruptionCost, 0.01)
+		assert.InDelta(t, 0.4, a.Verdicts[1].Payback.DisruptionCost, 0.02)
 	})
 }
 

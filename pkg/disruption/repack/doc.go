@@ -3,8 +3,11 @@
 // cheaper fleet per NodePool and turns the difference into ordinary
 // disruption commands, within the budgets, replacements first:
 //
-//   - deletes: the emptiest nodes first, their pods placed best-fit into
-//     the free room of the pool's other nodes;
+//   - deletes: the inefficient nodes into the free room of the nodes
+//     kept as they are, then, when no group move helps, any node into
+//     any other's free room, least disruption per dollar first; a delete
+//     is taken only when the kube-scheduler's own spreading of the
+//     evicted pods (LeastAllocated) still places them;
 //   - replacements: a node's pods (after the free room elsewhere) on
 //     cheaper NodeClaims, one or two (a split into smaller machines,
 //     mixing families), straight to the cheapest fit rather than one size

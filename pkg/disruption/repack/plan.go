@@ -34,6 +34,10 @@ const (
 	// KindReceiver: the node receives pods another move of this pass
 	// moves, so its own pods stay.
 	KindReceiver disruption.Kind = "ReceivesMovedPods"
+	// KindAfterDeletes: this pass deletes nodes of the pool; the node's
+	// replacement is planned in a later pass, once the deleted nodes'
+	// pods have been placed.
+	KindAfterDeletes disruption.Kind = "RepackAfterDeletes"
 	// KindNoCheaperPlacement: no delete, replacement, split or group move
 	// is cheaper than the node.
 	KindNoCheaperPlacement disruption.Kind = "NoCheaperPlacement"
@@ -128,6 +132,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 			m.used = m.used.add(r)
 			m.pods = append(m.pods, pod)
 		}
+		m.used0 = m.used
 		m.dest = (n.Initialized || n.NodeClaim == nil) && !n.Deleting && !n.MarkedForDeletion && !n.InQueue && !window[m.name]
 		if m.cand != nil {
 			price, _, perr := p.types.nodePrice(n)
@@ -304,7 +309,7 @@ func cheapestPerUnit(sp *scheduling.NodePool) [2]float64 {
 		if math.IsInf(price, 1) {
 			continue
 		}
-		alloc := toVec(it.Capacity).sub(toVec(it.Overhead))
+		alloc := allocOf(it)
 		for r := 0; r < 2; r++ {
 			if alloc[r] > 0 {
 				best[r] = math.Min(best[r], price/alloc[r])
@@ -335,7 +340,7 @@ func coverFront(sp *scheduling.NodePool) [][2]float64 {
 		if math.IsInf(price, 1) || price <= 0 {
 			continue
 		}
-		alloc := toVec(it.Capacity).sub(toVec(it.Overhead))
+		alloc := allocOf(it)
 		if alloc[0] > 0 && alloc[1] > 0 {
 			pts = append(pts, [2]float64{alloc[0] / price, alloc[1] / price})
 		}
@@ -388,7 +393,7 @@ func coverCost(front [][2]float64, d vec) float64 {
 // Message renders a verdict, the planner's kinds included.
 func Message(v disruption.Verdict) string {
 	switch v.Kind {
-	case KindPaybackGate, KindCoolDown, KindRecentlyEvicted, KindSameInstanceType, KindReceiver:
+	case KindPaybackGate, KindCoolDown, KindRecentlyEvicted, KindSameInstanceType, KindReceiver, KindAfterDeletes:
 		if v.Detail != "" {
 			return v.Detail
 		}

@@ -40,6 +40,14 @@ func toVec(rl corev1.ResourceList) vec {
 	return v
 }
 
+// allocOf is an instance type's allocatable: capacity less overhead (the
+// overhead reserves no pod slots).
+func allocOf(it *scheduling.InstanceType) vec {
+	a := toVec(it.Capacity)
+	o := toVec(it.Overhead)
+	return vec{a[0] - o[0], a[1] - o[1], a[2]}
+}
+
 func podVec(p *corev1.Pod) vec {
 	v := toVec(scheduling.PodRequests(p))
 	v[2] = 1
@@ -54,6 +62,7 @@ type mnode struct {
 	pool   string
 	alloc  vec
 	used   vec
+	used0  vec // used before this pass's moves
 	tent   vec // tentative use while fitting
 	pods   []*corev1.Pod
 	cand   *disruption.Candidate
@@ -68,16 +77,6 @@ type mnode struct {
 	removed, receiver bool
 	// blocked: a candidate the history rules keep this pass.
 	blocked bool
-}
-
-func (m *mnode) fill() float64 {
-	f := 0.0
-	for r := 0; r < 2; r++ {
-		if m.alloc[r] > 0 {
-			f = math.Max(f, m.used[r]/m.alloc[r])
-		}
-	}
-	return f
 }
 
 func (m *mnode) existing() *scheduling.ExistingNode {

@@ -30,13 +30,20 @@ type worker struct {
 	split map[[2]float64][]*scheduling.NodePool
 	// drain: nodes below KeepEfficiency this pass leaves (Plan.Drain).
 	drain []string
+	// held: inefficient nodes the history rules keep, drained and never
+	// destinations.
+	held map[*mnode]bool
+	// sfree is the free room of the pool's nodes (as w.nodes) after the
+	// kube-scheduler's spreading of the pods this pass's deletes evict.
+	sfree []vec
 }
 
 func (w *worker) run() {
 	// The fleet to keep: nodes whose pods cost close to what the cheapest
-	// machines would charge for them. The rest is repacked, into the kept
-	// nodes' free room first, onto new NodeClaims for what is left.
+	// machines would charge for them. The rest is repacked (see repack),
+	// and any node may be deleted into the others' free room.
 	w.keep = map[*mnode]bool{}
+	w.held = map[*mnode]bool{}
 	var cands []*mnode
 	for _, m := range w.nodes {
 		// A node the history rules hold is kept only if it is efficient:
@@ -46,39 +53,23 @@ func (w *worker) run() {
 			w.keep[m] = true
 		} else if m.blocked {
 			w.drain = append(w.drain, m.name)
+			w.held[m] = true
 		}
 		if m.cand != nil {
 			cands = append(cands, m)
 		}
 	}
-	// Emptiest first: they have the fewest pods to move and the most to
-	// give back.
+	// Upstream's order: the least disruption per dollar first, so that
+	// the free room goes to the deletes that save the most per evicted
+	// pod.
 	sort.SliceStable(cands, func(i, j int) bool {
-		fi, fj := cands[i].fill(), cands[j].fill()
+		fi, fj := math.Max(0, cands[i].cand.DisruptionCost)/cands[i].price, math.Max(0, cands[j].cand.DisruptionCost)/cands[j].price
 		if fi != fj {
 			return fi < fj
 		}
 		return cands[i].name < cands[j].name
 	})
-	var rest []*mnode
-	for _, m := range cands {
-		if w.keep[m] {
-			continue
-		}
-		if w.skip(m) {
-			continue
-		}
-		if !w.tryDelete(m) {
-			rest = append(rest, m)
-		}
-	}
-	left := w.tryGroups(rest)
-	for _, m := range left {
-		if w.skip(m) {
-			continue
-		}
-		w.tryReplace(m)
-	}
+	w.repack(cands)
 	for _, m := range cands {
 		if !w.keep[m] && !m.removed && !m.receiver {
 			w.drain = append(w.drain, m.name)
@@ -147,11 +138,14 @@ func (w *worker) budgetVerdict(m *mnode) disruption.Verdict {
 	return v
 }
 
-// fit places pods best-fit (least room left) into the free room of the
-// pool's destinations other than exclude. With all, it gives up at the
-// first pod that fits nowhere; otherwise it places what it can. It
-// returns each pod's destination (nil: none) and whether all fit.
-func (w *worker) fit(pods []*corev1.Pod, exclude map[*mnode]bool, all bool) ([]*mnode, bool) {
+// fit places pods best-fit (least room left), or with spread where the
+// most room is left as the kube-scheduler's LeastAllocated does, into the
+// free room of the pool's destinations other than exclude: the kept
+// nodes, or with anywhere every node but the held ones. With all, it
+// gives up at the first pod that fits nowhere; otherwise it places what
+// it can. It returns each pod's destination (nil: none) and whether all
+// fit.
+func (w *worker) fit(pods []*corev1.Pod, exclude map[*mnode]bool, all, spread, anywhere bool) ([]*mnode, bool) {
 	order := make([]int, len(pods))
 	for i := range order {
 		order[i] = i
@@ -172,7 +166,7 @@ func (w *worker) fit(pods []*corev1.Pod, exclude map[*mnode]bool, all bool) ([]*
 		var best *mnode
 		bestScore := math.Inf(1)
 		for _, d := range w.nodes {
-			if !d.dest || d.removed || exclude[d] || !w.keep[d] {
+			if !d.dest || d.removed || exclude[d] || w.held[d] || (!anywhere && !w.keep[d]) {
 				continue
 			}
 			free := d.alloc.sub(d.used).sub(d.tent)
@@ -181,6 +175,9 @@ func (w *worker) fit(pods []*corev1.Pod, exclude map[*mnode]bool, all bool) ([]*
 			}
 			left := free.sub(r)
 			score := left[0]/math.Max(d.alloc[0], 1) + left[1]/math.Max(d.alloc[1], 1)
+			if spread {
+				score = -score
+			}
 			if score >= bestScore || !compatible(pod, d) {
 				continue
 			}
@@ -330,8 +327,75 @@ func (w *worker) gateVerdict(cands []*mnode, pb disruption.Payback) {
 	}
 }
 
-// tryDelete moves every pod of m into free room elsewhere.
-func (w *worker) tryDelete(m *mnode) bool {
+// repack plans the pool's moves in three steps. Each step's evicted pods
+// must land where the next can see them, and a pod a move evicts holds its
+// new node for the cool-down, so the order matters:
+//
+//  1. the inefficient candidates are deleted into the kept nodes' free
+//     room (those nodes stay anyway, so holding them costs nothing);
+//  2. the inefficient rest is repacked onto new NodeClaims in groups,
+//     which concentrates the evicted pods on the new nodes;
+//  3. if no group move was found, any candidate is deleted into any
+//     node's free room, least disruption per dollar first: in a churning
+//     cluster the scale-ins leave holes everywhere, and filling them is
+//     the cheapest saving there is. Replacements then wait for the next
+//     pass, since the kube-scheduler may put the deleted nodes' pods on
+//     new NodeClaims; without deletes, single replacements and splits.
+func (w *worker) repack(cands []*mnode) {
+	var rest, later []*mnode
+	for _, m := range cands {
+		if w.keep[m] {
+			later = append(later, m)
+			continue
+		}
+		if w.skip(m) {
+			continue
+		}
+		if !w.tryDelete(m, false) {
+			rest = append(rest, m)
+			later = append(later, m)
+		}
+	}
+	n := len(w.moves)
+	left := w.tryGroups(rest)
+	if len(w.moves) > n {
+		for _, m := range left {
+			if w.skip(m) {
+				continue
+			}
+			w.tryReplace(m)
+		}
+		return
+	}
+	n = len(w.moves)
+	rest = rest[:0]
+	for _, m := range later {
+		if w.skip(m) {
+			continue
+		}
+		if !w.tryDelete(m, true) && !w.keep[m] {
+			rest = append(rest, m)
+		}
+	}
+	if len(w.moves) > n {
+		for _, m := range rest {
+			v := verdict(m.cand, KindAfterDeletes, nil)
+			v.Detail = "Node is repacked after this pass's deletes have settled"
+			w.verdicts[m.name] = v
+		}
+		return
+	}
+	for _, m := range rest {
+		if w.skip(m) {
+			continue
+		}
+		w.tryReplace(m)
+	}
+}
+
+// tryDelete moves every pod of m into free room elsewhere: the kept
+// nodes', or with anywhere any node's but the held ones.
+func (w *worker) tryDelete(m *mnode, anywhere bool) bool {
 	pods := m.cand.Reschedulable
 	pb := w.payback([]*mnode{m}, 0)
 	if !w.pays(pb) {
@@ -339,8 +403,11 @@ func (w *worker) tryDelete(m *mnode) bool {
 		w.gateVerdict([]*mnode{m}, pb)
 		return true
 	}
-	dests, ok := w.fit(pods, map[*mnode]bool{m: true}, true)
+	dests, ok := w.fit(pods, map[*mnode]bool{m: true}, true, true, anywhere)
 	if !ok {
+		return false
+	}
+	if !w.spreadFits(pods, m) {
 		return false
 	}
 	in, _ := w.input(pods, dests, map[*mnode]bool{m: true}, nil)
@@ -352,6 +419,68 @@ func (w *worker) tryDelete(m *mnode) bool {
 	}
 	w.apply(&move{cands: []*mnode{m}, payback: pb}, res)
 	return true
+}
+
+// spreadFits reports whether pods, evicted by a delete of leaving, find
+// room when the kube-scheduler places them its own way: one by one on
+// the node with the most room left (LeastAllocated), smallest first and
+// largest first, over the room the pass's earlier deletes' pods left as
+// the same spreading placed them. Best-fit planning packs holes tightly;
+// spreading fills the big holes with small pods first, and a plan only
+// the tight packing fits leaves evicted pods pending for a fresh node.
+// When it fits, the smallest-first placement is kept for the next check.
+func (w *worker) spreadFits(pods []*corev1.Pod, leaving *mnode) bool {
+	if w.sfree == nil {
+		w.sfree = make([]vec, len(w.nodes))
+		for i, d := range w.nodes {
+			w.sfree[i] = d.alloc.sub(d.used0)
+		}
+	}
+	size := func(p *corev1.Pod) float64 { r := w.p.reqs[p]; return r[0]/1000 + r[1]/(4<<30) }
+	place := func(asc bool) ([]vec, bool) {
+		order := append([]*corev1.Pod(nil), pods...)
+		sort.SliceStable(order, func(i, j int) bool {
+			if asc {
+				return size(order[i]) < size(order[j])
+			}
+			return size(order[i]) > size(order[j])
+		})
+		free := append([]vec(nil), w.sfree...)
+		for _, pod := range order {
+			r := w.p.reqs[pod]
+			best := -1
+			bestScore := math.Inf(-1)
+			for i, d := range w.nodes {
+				if !d.dest || d.removed || d == leaving || w.held[d] || !free[i].fits(r) || !compatible(pod, d) {
+					continue
+				}
+				left := free[i].sub(r)
+				if sc := left[0]/math.Max(d.alloc[0], 1) + left[1]/math.Max(d.alloc[1], 1); sc > bestScore {
+					best, bestScore = i, sc
+				}
+			}
+			if best < 0 {
+				return nil, false
+			}
+			free[best] = free[best].sub(r)
+		}
+		return free, true
+	}
+	for i, d := range w.nodes {
+		// A node that took pods in an earlier delete's spreading cannot
+		// leave in this pass: those pods would have to move again.
+		if d == leaving && w.sfree[i] != d.alloc.sub(d.used0) {
+			return false
+		}
+	}
+	if _, ok := place(false); !ok {
+		return false
+	}
+	free, ok := place(true)
+	if ok {
+		w.sfree = free
+	}
+	return ok
 }
 
 // tryReplace moves m's pods to free room elsewhere and cheaper new
@@ -391,7 +520,7 @@ func (w *worker) tryMove(cands []*mnode) bool {
 		pods = append(pods, m.cand.Reschedulable...)
 		leaving[m] = true
 	}
-	dests, _ := w.fit(pods, leaving, false)
+	dests, _ := w.fit(pods, leaving, false, false, false)
 	// The cheapest conceivable fleet for what fits nowhere: if even that
 	// does not pay, do not solve.
 	var rest vec
