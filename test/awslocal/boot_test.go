@@ -188,8 +188,12 @@ func TestBootRegistersNodesFromUserData(t *testing.T) {
 		require.Eventually(t, func() bool {
 			return apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKeyFromObject(node), &corev1.Node{}))
 		}, 30*time.Second, 100*time.Millisecond, "the terminated instance's node goes away")
-		r, _ := booter.Result(*inst.InstanceId)
-		require.True(t, r.Gone)
+		// The booter marks the result gone just after its delete returns,
+		// so the node can be seen gone a moment before the mark.
+		require.Eventually(t, func() bool {
+			r, _ := booter.Result(*inst.InstanceId)
+			return r.Gone
+		}, 5*time.Second, 50*time.Millisecond, "the boot result is marked gone")
 	})
 
 	t.Run("Bottlerocket TOML", func(t *testing.T) {
