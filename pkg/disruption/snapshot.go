@@ -24,6 +24,10 @@ type Snapshot struct {
 	// InstanceTypes are each NodePool's instance types, by pool name;
 	// consolidation prices candidates and replacements with them.
 	InstanceTypes map[string][]*scheduling.InstanceType
+	// Pending are the pods waiting for a node (provisionable, not yet
+	// bound): consolidation must leave them room, as upstream's
+	// simulations place them beside the candidates' pods.
+	Pending []*corev1.Pod
 }
 
 // Node is one machine: a NodeClaim and its Node (either may be nil), the

@@ -20,6 +20,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	pure "github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
@@ -58,15 +59,21 @@ type consolidationEnv struct {
 	cloud *fakecloud.Provider
 }
 
-func newConsolidationEnv(t *testing.T) *consolidationEnv {
+// newConsolidationEnv runs upstream's methods, or with planner the
+// repacking planner's.
+func newConsolidationEnv(t *testing.T, planner ...bool) *consolidationEnv {
 	e := &consolidationEnv{env: newEnv(t, nil, "100%")}
 	e.cloud = fakecloud.New(e.clock)
 	e.cloud.Catalog = []*scheduling.InstanceType{itype(2), itype(4), itype(8), itype(16)}
+	methods := disruption.UpstreamMethods(e.clock, false)
+	if len(planner) > 0 && planner[0] {
+		methods = repack.Select(repack.AlgorithmPlanner, methods, repack.Options{})
+	}
 	launcher := provisioning.NewProvisioner(cp.Client, e.cloud, e.cluster, e.events, provisioning.Options{Clock: e.clock})
 	sim := disruption.SnapshotSimulator{Builder: snapshot.New(cp.Client, e.cloud, e.cluster, snapshot.Options{})}
 	e.ctrl = disruption.NewController(cp.Client, e.cluster, launcher, sim, disruption.Options{
 		Clock: e.clock, Recorder: e.events, InstanceTypes: e.cloud,
-		Methods: disruption.UpstreamMethods(e.clock, false),
+		Methods: methods,
 	})
 	// The snapshot builder plans replacements only from Ready pools.
 	e.pool.Status.Conditions = []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: metav1.Now()}}
@@ -273,4 +280,41 @@ func countNodeClaims(t *testing.T, e *consolidationEnv) int {
 		}
 	}
 	return n
+}
+
+// The planner sees pending pods: the room they need on a node is not
+// room for a consolidated node's pods (upstream simulates pending pods
+// with the moved ones).
+func TestPlannerLeavesRoomForPendingPods(t *testing.T) {
+	e := newConsolidationEnv(t, true)
+	c8 := itype(8)
+	// The smallest type: light can only be deleted, into heavy's room.
+	light, lightNode := e.typedNode(itype(2))
+	e.busyPod(lightNode, "small", "1500m")
+	_, heavyNode := e.typedNode(c8)
+	e.busyPod(heavyNode, "big-1", "3")
+	e.busyPod(heavyNode, "big-2", "3")
+	waiting := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "waiting", Namespace: e.ns},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}},
+	}
+	require.NoError(t, cp.Client.Create(e.ctx, waiting))
+	require.Eventually(t, func() bool {
+		var pods corev1.PodList
+		return cp.Client.List(e.ctx, &pods, client.InNamespace(e.ns)) == nil && len(pods.Items) == 4
+	}, 10*time.Second, 10*time.Millisecond)
+
+	acted, err := e.ctrl.Reconcile(e.ctx)
+	require.NoError(t, err)
+	assert.False(t, acted, "the heavy node's free room is the pending pod's")
+	assert.False(t, hasTaint(e.node(light.Name)))
+
+	require.NoError(t, cp.Client.Delete(e.ctx, waiting))
+	require.Eventually(t, func() bool {
+		var pods corev1.PodList
+		return cp.Client.List(e.ctx, &pods, client.InNamespace(e.ns)) == nil && len(pods.Items) == 3
+	}, 10*time.Second, 10*time.Millisecond)
+	require.True(t, e.reconcileThroughValidation(nil), "without the pending pod the light node is deleted")
+	assert.Equal(t, "Underutilized", disruptionReason(e.nodeClaim(light.Name)))
 }

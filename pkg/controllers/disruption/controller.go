@@ -21,6 +21,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 	"github.com/karpenter-go/karpenter/pkg/state"
 )
 
@@ -291,7 +292,15 @@ func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error)
 		snap.PDBs = append(snap.PDBs, &pdbs.Items[i])
 	}
 	snap.InstanceTypes = c.instanceTypes(ctx, snap.NodePools)
-	for _, sn := range c.cluster.Nodes() {
+	// Nodes before pods (as the snapshot builder): a pod that binds in
+	// between is seen on its node, or pending, never as neither.
+	nodes := c.cluster.Nodes()
+	pods := &corev1.PodList{}
+	if err := c.kube.List(ctx, pods); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	snap.Pending, _ = snapshot.PendingPods(pods)
+	for _, sn := range nodes {
 		n := &disruption.Node{
 			NodeClaim:         sn.NodeClaim,
 			Node:              sn.Node,

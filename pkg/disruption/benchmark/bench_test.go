@@ -93,14 +93,24 @@ func BenchmarkChurn(b *testing.B) {
 }
 
 // BenchmarkScaleIn consolidates, with the planner and with upstream's
-// methods, the fleet the end-to-end benchmark's 16-vCPU-capped run found
-// after its scale-in (ScaleInCapped16), and reports evictions, $/h after
-// and $/h after over PodFloor for its 500 large pods, the cheapest any
-// fleet could be. The end-to-end run's kube-scheduler, timings and
-// repeated passes are not here; this is the same starting state, offline.
+// methods, fleets the end-to-end benchmark's 16-vCPU-capped runs found
+// after their scale-in (ScaleInCapped16, ScaleInCapped16Holes), and
+// reports evictions, $/h after and $/h after over PodFloor for the 500
+// large pods, the cheapest any fleet could be. The end-to-end run's
+// kube-scheduler, timings and repeated passes are not here; this is the
+// same starting state, offline.
 //
 //	go test -run '^$' -bench BenchmarkScaleIn -benchtime 1x ./pkg/disruption/benchmark/
 func BenchmarkScaleIn(b *testing.B) {
+	for _, f := range []struct {
+		name  string
+		fleet [][3]int
+	}{{"fleet=run1", ScaleInCapped16}, {"fleet=holes", ScaleInCapped16Holes}} {
+		b.Run(f.name, func(b *testing.B) { benchScaleIn(b, f.fleet) })
+	}
+}
+
+func benchScaleIn(b *testing.B, fleet [][3]int) {
 	for b.Loop() {
 		var rs []Result
 		floor, err := LargePodFloor(500, true)
@@ -108,7 +118,7 @@ func BenchmarkScaleIn(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, alg := range []Algorithm{Planner("planner", repack.Options{}), Upstream()} {
-			c, err := NewScaleInCluster(ScaleInCapped16)
+			c, err := NewScaleInCluster(fleet)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -156,11 +156,17 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	workers := make([]*worker, 0, len(names))
+	var all []*mnode
 	for _, name := range names {
 		nodes := byPool[name]
 		sort.Slice(nodes, func(i, j int) bool { return nodes[i].name < nodes[j].name })
-		w := &worker{p: p, pool: name, nodes: nodes, verdicts: map[string]disruption.Verdict{}, paybacks: map[string]*disruption.Payback{}}
+		all = append(all, nodes...)
+	}
+	p.reserve(all, verdicts)
+	workers := make([]*worker, 0, len(names))
+	for _, name := range names {
+		nodes := byPool[name]
+		w := &worker{p: p, pool: name, nodes: nodes, compat: newCompatCache(nodes), verdicts: map[string]disruption.Verdict{}, paybacks: map[string]*disruption.Payback{}}
 		if b := budgets[name]; b != nil {
 			w.budget, w.status = b.Remaining, b
 		}

@@ -151,6 +151,30 @@ func TestPlanner(t *testing.T) {
 			},
 		},
 		{
+			// b's free room is what the pending pod needs: a's pod may not
+			// take it (upstream simulates pending pods with the moved ones).
+			name: "a pending pod keeps the free room it needs",
+			snap: func() *disruption.Snapshot {
+				s := snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", 7000)))
+				s.Pending = []*corev1.Pod{pod("p1", 1000)}
+				return s
+			},
+			verdicts: map[string]disruption.Kind{"a": repack.KindSameInstanceType, "b": disruption.KindNominated},
+		},
+		{
+			// c's command is in flight: its pod takes b's room before a's
+			// can, however the next pass sees the cluster.
+			name: "the pods of a node already leaving keep the free room they need",
+			snap: func() *disruption.Snapshot {
+				c := node("c", cheapBig, pod("c1", 1000))
+				c.InQueue = true
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", 7000)), c)
+			},
+			verdicts: map[string]disruption.Kind{"a": repack.KindSameInstanceType, "b": disruption.KindNominated},
+		},
+		{
 			name: "payback gate: a saving below the restart cost is refused with both figures",
 			snap: func() *disruption.Snapshot {
 				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
@@ -244,9 +268,10 @@ func TestPlanner(t *testing.T) {
 			verdicts: map[string]disruption.Kind{"b": repack.KindReceiver},
 		},
 		{
-			// The same with room for a group: the three nodes' pods go
-			// onto two new ones instead of into b's and c's room.
-			name: "a group move comes before deletes into inefficient nodes",
+			// The same with room for a group: moving the three nodes onto
+			// two new ones saves no more than deleting a, for three times
+			// the evictions, so the deletes-first plan is kept.
+			name: "deletes first when they save as much for fewer evictions",
 			snap: func() *disruption.Snapshot {
 				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
 					node("a", cheapBig, pod("a1", 2000), pod("a2", 2000)),
@@ -254,7 +279,23 @@ func TestPlanner(t *testing.T) {
 					node("c", cheapBig, pod("c1", 2000), pod("c2", 2000)))
 			},
 			opts:     repack.Options{NoSplit: true},
-			commands: []string{"[a b c]->[big big]"},
+			commands: []string{"[a]->[]"},
+			verdicts: map[string]disruption.Kind{"b": repack.KindReceiver},
+		},
+		{
+			// Deleting a into b's room saves $1/h for one eviction; the
+			// group onto one huge machine saves $1.50/h, so the
+			// groups-first plan is kept.
+			name: "a group move comes before deletes when it saves more",
+			snap: func() *disruption.Snapshot {
+				huge := itype("huge", 24, 1.50)
+				return snapshot([]*scheduling.InstanceType{big, huge}, "100%",
+					node("a", big, pod("a1", 2000)),
+					node("b", big, pod("b1", 2000), pod("b2", 2000), pod("b3", 2000)),
+					node("c", big, pod("c1", 2000), pod("c2", 2000), pod("c3", 2000)))
+			},
+			opts:     repack.Options{NoSplit: true},
+			commands: []string{"[a b c]->[huge]"},
 		},
 		{
 			name: "budget: one node allowed, the other told why",

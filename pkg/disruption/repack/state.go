@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -251,4 +252,63 @@ func launchCapacityType(it *scheduling.InstanceType, reqs scheduling.Requirement
 		}
 	}
 	return ""
+}
+
+// compatCache memoizes compatible for a worker's nodes by the pod's
+// scheduling constraints (nodeSelector and tolerations): the pods of one
+// owner share them, and the deletes' checks ask for every pod against
+// every node of the pool (on 5,000 nodes the label lookups alone took
+// most of a pass).
+type compatCache struct {
+	nodes []*mnode
+	// class is each pod's constraint class; rows[class][i] is 0 (not yet
+	// known), 1 (compatible with nodes[i]) or 2 (not).
+	class map[*corev1.Pod]int
+	keys  map[string]int
+	rows  [][]int8
+}
+
+func newCompatCache(nodes []*mnode) *compatCache {
+	return &compatCache{nodes: nodes, class: map[*corev1.Pod]int{}, keys: map[string]int{}}
+}
+
+// ok reports compatible(p, nodes[i]).
+func (c *compatCache) ok(p *corev1.Pod, i int) bool {
+	k, found := c.class[p]
+	if !found {
+		key := constraintKey(p)
+		if k, found = c.keys[key]; !found {
+			k = len(c.rows)
+			c.keys[key] = k
+			c.rows = append(c.rows, make([]int8, len(c.nodes)))
+		}
+		c.class[p] = k
+	}
+	row := c.rows[k]
+	if row[i] == 0 {
+		row[i] = 2
+		if compatible(p, c.nodes[i]) {
+			row[i] = 1
+		}
+	}
+	return row[i] == 1
+}
+
+// constraintKey is what compatible reads of a pod, as a string.
+func constraintKey(p *corev1.Pod) string {
+	sel := make([]string, 0, len(p.Spec.NodeSelector))
+	for k, v := range p.Spec.NodeSelector {
+		sel = append(sel, k+"="+v)
+	}
+	sort.Strings(sel)
+	var b strings.Builder
+	for _, s := range sel {
+		b.WriteString(s)
+		b.WriteByte(0)
+	}
+	b.WriteByte(1)
+	for _, t := range p.Spec.Tolerations {
+		fmt.Fprintf(&b, "%s\x00%s\x00%s\x00%s\x00", t.Key, t.Operator, t.Value, t.Effect)
+	}
+	return b.String()
 }

@@ -1,0 +1,95 @@
+package repack
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpenter-go/karpenter/pkg/disruption"
+)
+
+// reserve takes room, before any move is planned, for the pods that need
+// a node whatever this pass does: the snapshot's pending pods and the
+// pods of nodes already leaving (deleting, marked, or in a command in
+// flight). Upstream simulates both beside the candidates' pods. Without
+// them the planner counts the same free room twice: a pass during a
+// scale-up hands consolidation the room provisioning planned for pending
+// pods, and a pass while the previous pass's deletes still drain plans
+// into the room those deletes' pods are about to take; the pods left over
+// then need fresh nodes.
+//
+// A pod goes to the node with the least room left that fits it, nodes
+// that are no candidates first, so that candidates stay free to move. A
+// candidate that takes one anyway is not moved this pass (verdict
+// Nominated, as upstream treats a node pending pods are headed for).
+// Pods that fit nowhere are provisioning's business and take nothing.
+func (p *planner) reserve(nodes []*mnode, verdicts map[string]disruption.Verdict) {
+	var need []*corev1.Pod
+	for _, pod := range p.snap.Pending {
+		if disruption.Reschedulable(pod) && pod.Spec.NodeName == "" {
+			need = append(need, pod)
+		}
+	}
+	for _, n := range p.snap.Nodes {
+		if !n.Deleting && !n.MarkedForDeletion && !n.InQueue {
+			continue
+		}
+		for _, pod := range n.Pods {
+			if disruption.Reschedulable(pod) {
+				need = append(need, pod)
+			}
+		}
+	}
+	if len(need) == 0 {
+		return
+	}
+	reqs := make([]vec, len(need))
+	for i, pod := range need {
+		reqs[i] = podVec(pod)
+	}
+	order := make([]int, len(need))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return podSize(reqs[order[a]]) > podSize(reqs[order[b]]) })
+	for _, i := range order {
+		pod, r := need[i], reqs[i]
+		var best *mnode
+		bestTier, bestLeft := 2, 0.0
+		for _, m := range nodes {
+			if m.n.Deleting || m.n.MarkedForDeletion || m.n.InQueue {
+				continue
+			}
+			free := m.alloc.sub(m.used)
+			if !free.fits(r) || !compatible(pod, m) {
+				continue
+			}
+			tier := 0
+			if m.cand != nil {
+				tier = 1
+			}
+			left := free.sub(r)
+			score := left[0]/max(m.alloc[0], 1) + left[1]/max(m.alloc[1], 1)
+			if tier < bestTier || (tier == bestTier && score < bestLeft) {
+				best, bestTier, bestLeft = m, tier, score
+			}
+		}
+		if best == nil {
+			continue
+		}
+		cp := pod.DeepCopy()
+		cp.Spec.NodeName = best.name
+		p.reqs[cp] = r
+		best.pods = append(best.pods, cp)
+		best.used = best.used.add(r)
+		best.used0 = best.used
+		if best.cand != nil {
+			verdicts[best.name] = verdict(best.cand, disruption.KindNominated, nil)
+			best.cand = nil
+		}
+	}
+}
+
+// podSize orders pods for packing: cpu cores plus memory in 4 GiB units
+// (the memory a core comes with on general-purpose machines).
+func podSize(r vec) float64 { return r[0]/1000 + r[1]/(4<<30) }
