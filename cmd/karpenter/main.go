@@ -50,6 +50,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	catalog := fs.String(kwok.FlagCatalog, kwok.CatalogDefault, "kwok catalog KWOKNodeClass pools launch from (as the controller's)")
 	changesFile := fs.StringP("filename", "f", "", "simulate: the NodePools and Deployments (spec.replicas) to apply to the snapshot")
 	algorithm := fs.String("consolidation-algorithm", repack.AlgorithmUpstream, "the consolidation 'why node' runs: upstream or planner (as the controller's --consolidation-algorithm)")
+	horizon := fs.Duration("consolidation-payback-horizon", repack.DefaultHorizon, "planner: the payback horizon (as the controller's)")
+	restartCost := fs.Float64("consolidation-restart-cost", repack.DefaultRestartCost, "planner: dollars per evicted pod (as the controller's)")
+	coolDown := fs.Duration("consolidation-cool-down", repack.DefaultCoolDown, "planner: the cool-down (as the controller's)")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -87,7 +90,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if *algorithm != repack.AlgorithmUpstream && *algorithm != repack.AlgorithmPlanner {
 			return fmt.Errorf("consolidation-algorithm must be %q or %q, got %q", repack.AlgorithmUpstream, repack.AlgorithmPlanner, *algorithm)
 		}
-		s, err := cli.NewSession(o, cli.Options{KwokCatalog: *catalog, ConsolidationAlgorithm: *algorithm})
+		if *horizon <= 0 || !(*restartCost > 0) || *coolDown <= 0 {
+			return fmt.Errorf("consolidation-payback-horizon, consolidation-restart-cost and consolidation-cool-down must be positive")
+		}
+		s, err := cli.NewSession(o, cli.Options{KwokCatalog: *catalog, ConsolidationAlgorithm: *algorithm,
+			Planner: repack.Options{Horizon: *horizon, RestartCost: *restartCost, CoolDown: *coolDown}})
 		if err != nil {
 			return err
 		}

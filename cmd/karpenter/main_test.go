@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -310,6 +311,14 @@ func TestCLI(t *testing.T) {
 		assert.Less(t, pb.Saving, pb.DisruptionCost)
 		table := string(karpenter(t, "--consolidation-algorithm", "planner", "why", "node", "payback-node"))
 		assert.Contains(t, table, "below the disruption cost")
+		// The controller's gate settings change the answer: a tenth of a
+		// cent per pod, or a ten-hour horizon, and the move pays.
+		for _, flags := range [][]string{{"--consolidation-restart-cost", "0.001"}, {"--consolidation-payback-horizon", "10h"}} {
+			args := append(append([]string{"-o", "json", "--consolidation-algorithm", "planner"}, flags...), "why", "node", "payback-node")
+			cheap := decode[cli.NodeAnswer](t, karpenter(t, args...))
+			assert.Equal(t, string(v1.DisruptionReasonUnderutilized), cheap.Disrupting, "%v: %s", flags, cheap.Message)
+		}
+		assert.Equal(t, 1, run(ctx, []string{"--kubeconfig", cp.KubeconfigPath, "--consolidation-restart-cost", "0", "status"}, io.Discard, io.Discard))
 		// Upstream's single-node consolidation takes any saving.
 		up := decode[cli.NodeAnswer](t, answer("why", "node", "payback-node"))
 		assert.Equal(t, string(v1.DisruptionReasonUnderutilized), up.Disrupting, up.Message)

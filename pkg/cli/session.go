@@ -12,6 +12,7 @@ import (
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
@@ -28,6 +29,9 @@ type Options struct {
 	// ("upstream" when empty, or "planner"): which consolidation `why node`
 	// runs.
 	ConsolidationAlgorithm string
+	// Planner is the controller's planner settings (payback horizon,
+	// restart cost, cool-down; zero values are repack's defaults).
+	Planner repack.Options
 }
 
 // Session holds one set of listed objects and the cluster state built from

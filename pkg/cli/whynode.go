@@ -157,7 +157,10 @@ func (s *Session) disruptionPass(snap *disruption.Snapshot) (*disruption.Decisio
 		in.Pods = append(append([]*corev1.Pod(nil), in.Pods...), pending...)
 		in.DaemonSets = daemonSets
 	}}
-	methods := repack.Select(s.opts.ConsolidationAlgorithm, disruption.DefaultMethods(), repack.Options{WellKnownLabels: kwok.WellKnownLabels()})
+	snap.Pending = pending
+	opts := s.opts.Planner
+	opts.WellKnownLabels = kwok.WellKnownLabels()
+	methods := repack.Select(s.opts.ConsolidationAlgorithm, disruption.DefaultMethods(), opts)
 	return disruption.Disrupt(snap, methods, sim)
 }
 

@@ -96,7 +96,8 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		WellKnownLabels: shared.WellKnownLabels,
 	})}
 	disruptionMethods := repack.Select(op.Options.ConsolidationAlgorithm, disruption.UpstreamMethods(op.Clock, op.Options.FeatureGates.SpotToSpotConsolidation),
-		repack.Options{SpotToSpot: op.Options.FeatureGates.SpotToSpotConsolidation, WellKnownLabels: shared.WellKnownLabels})
+		repack.Options{SpotToSpot: op.Options.FeatureGates.SpotToSpotConsolidation, WellKnownLabels: shared.WellKnownLabels,
+			Horizon: op.Options.ConsolidationPaybackHorizon, RestartCost: op.Options.ConsolidationRestartCost, CoolDown: op.Options.ConsolidationCoolDown})
 	for _, c := range []interface {
 		Register(context.Context, manager.Manager) error
 	}{

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -60,7 +61,15 @@ type Options struct {
 	IgnoreDRARequests   bool
 	// ConsolidationAlgorithm is "upstream" (default) or "planner".
 	ConsolidationAlgorithm string
-	FeatureGates           FeatureGates
+	// The planner's payback gate and cool-down (ours; only with the
+	// "planner" algorithm): a move is taken when its saving over
+	// ConsolidationPaybackHorizon exceeds ConsolidationRestartCost
+	// dollars per evicted pod (weighted by eviction cost), and what a
+	// move touched is left alone for ConsolidationCoolDown.
+	ConsolidationPaybackHorizon time.Duration
+	ConsolidationRestartCost    float64
+	ConsolidationCoolDown       time.Duration
+	FeatureGates                FeatureGates
 	// SchedulerConfigFile is the --scheduler-config value; SchedulerConfig is
 	// what it decoded to (nil when unset).
 	SchedulerConfigFile string
@@ -91,30 +100,38 @@ const (
 	DefaultBatchMaxDuration   = 10 * time.Second
 	DefaultBatchIdleDuration  = time.Second
 	DefaultRegistrationTTL    = 15 * time.Minute
+	// The planner's defaults (repack.DefaultHorizon, DefaultRestartCost
+	// and DefaultCoolDown; a test keeps them equal).
+	DefaultConsolidationPaybackHorizon = time.Hour
+	DefaultConsolidationRestartCost    = 0.01
+	DefaultConsolidationCoolDown       = 5 * time.Minute
 )
 
 // New returns the defaults.
 func New() *Options {
 	return &Options{
-		MetricsPort:             DefaultMetricsPort,
-		HealthProbePort:         DefaultHealthProbePort,
-		KubeClientQPS:           DefaultKubeClientQPS,
-		KubeClientBurst:         DefaultKubeClientBurst,
-		DisableControllerWarmup: true,
-		LeaderElectionName:      DefaultLeaderElectionName,
-		MemoryLimit:             -1,
-		CPURequests:             DefaultCPURequests,
-		LogLevel:                DefaultLogLevel,
-		LogOutputPaths:          "stdout",
-		LogErrorOutputPaths:     "stderr",
-		BatchMaxDuration:        DefaultBatchMaxDuration,
-		BatchIdleDuration:       DefaultBatchIdleDuration,
-		PreferencePolicy:        PreferencePolicyRespect,
-		MinValuesPolicy:         MinValuesPolicyStrict,
-		IgnoreDRARequests:       true,
-		ConsolidationAlgorithm:  ConsolidationAlgorithmUpstream,
-		FeatureGates:            DefaultFeatureGates(),
-		RegistrationTTL:         DefaultRegistrationTTL,
+		MetricsPort:                 DefaultMetricsPort,
+		HealthProbePort:             DefaultHealthProbePort,
+		KubeClientQPS:               DefaultKubeClientQPS,
+		KubeClientBurst:             DefaultKubeClientBurst,
+		DisableControllerWarmup:     true,
+		LeaderElectionName:          DefaultLeaderElectionName,
+		MemoryLimit:                 -1,
+		CPURequests:                 DefaultCPURequests,
+		LogLevel:                    DefaultLogLevel,
+		LogOutputPaths:              "stdout",
+		LogErrorOutputPaths:         "stderr",
+		BatchMaxDuration:            DefaultBatchMaxDuration,
+		BatchIdleDuration:           DefaultBatchIdleDuration,
+		PreferencePolicy:            PreferencePolicyRespect,
+		MinValuesPolicy:             MinValuesPolicyStrict,
+		IgnoreDRARequests:           true,
+		ConsolidationAlgorithm:      ConsolidationAlgorithmUpstream,
+		ConsolidationPaybackHorizon: DefaultConsolidationPaybackHorizon,
+		ConsolidationRestartCost:    DefaultConsolidationRestartCost,
+		ConsolidationCoolDown:       DefaultConsolidationCoolDown,
+		FeatureGates:                DefaultFeatureGates(),
+		RegistrationTTL:             DefaultRegistrationTTL,
 	}
 }
 
@@ -149,6 +166,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MinValuesPolicy, "min-values-policy", o.MinValuesPolicy, "How unsatisfiable minValues are treated: Strict or BestEffort")
 	fs.BoolVar(&o.IgnoreDRARequests, "ignore-dra-requests", o.IgnoreDRARequests, "Do not provision for pods with ResourceClaims")
 	fs.StringVar(&o.ConsolidationAlgorithm, "consolidation-algorithm", o.ConsolidationAlgorithm, "Consolidation algorithm: 'upstream' (multi- and single-node consolidation) or 'planner' (fleet repacking with a payback gate)")
+	fs.DurationVar(&o.ConsolidationPaybackHorizon, "consolidation-payback-horizon", o.ConsolidationPaybackHorizon, "Planner only: how long a consolidation move's saving is counted for (bounded by the node's remaining lifetime under expireAfter)")
+	fs.Float64Var(&o.ConsolidationRestartCost, "consolidation-restart-cost", o.ConsolidationRestartCost, "Planner only: dollars charged per evicted pod (times its eviction cost) against a move's saving over the payback horizon")
+	fs.DurationVar(&o.ConsolidationCoolDown, "consolidation-cool-down", o.ConsolidationCoolDown, "Planner only: how long the nodes a consolidation move launched and the pods it evicted are left alone")
 	fs.Var(&o.FeatureGates, "feature-gates", "Optional features can be enabled / disabled using feature gates. Current options are: "+strings.Join(gateNames(), ", "))
 	fs.StringVar(&o.SchedulerConfigFile, "scheduler-config", o.SchedulerConfigFile, "Path to a YAML/JSON file (or inline JSON object) with podTopologySpread.defaultConstraints")
 	fs.DurationVar(&o.RegistrationTTL, "registration-ttl", o.RegistrationTTL, "How long a launched NodeClaim may go without registering before it is replaced")
@@ -177,6 +197,9 @@ var envBindings = []binding{
 	{"min-values-policy", "MIN_VALUES_POLICY"},
 	{"ignore-dra-requests", "IGNORE_DRA_REQUESTS"},
 	{"consolidation-algorithm", "CONSOLIDATION_ALGORITHM"},
+	{"consolidation-payback-horizon", "CONSOLIDATION_PAYBACK_HORIZON"},
+	{"consolidation-restart-cost", "CONSOLIDATION_RESTART_COST"},
+	{"consolidation-cool-down", "CONSOLIDATION_COOL_DOWN"},
 	{"feature-gates", "FEATURE_GATES"},
 	{"scheduler-config", "SCHEDULER_CONFIG"},
 	{"registration-ttl", "REGISTRATION_TTL"},
@@ -293,6 +316,15 @@ func (o *Options) Validate() error {
 	}
 	if o.ConsolidationAlgorithm != ConsolidationAlgorithmUpstream && o.ConsolidationAlgorithm != ConsolidationAlgorithmPlanner {
 		errs = append(errs, fmt.Errorf("consolidation-algorithm must be %q or %q, got %q", ConsolidationAlgorithmUpstream, ConsolidationAlgorithmPlanner, o.ConsolidationAlgorithm))
+	}
+	if o.ConsolidationPaybackHorizon <= 0 {
+		errs = append(errs, fmt.Errorf("consolidation-payback-horizon must be positive, got %s", o.ConsolidationPaybackHorizon))
+	}
+	if !(o.ConsolidationRestartCost > 0) || math.IsInf(o.ConsolidationRestartCost, 0) {
+		errs = append(errs, fmt.Errorf("consolidation-restart-cost must be a positive number of dollars, got %v", o.ConsolidationRestartCost))
+	}
+	if o.ConsolidationCoolDown <= 0 {
+		errs = append(errs, fmt.Errorf("consolidation-cool-down must be positive, got %s", o.ConsolidationCoolDown))
 	}
 	if o.RegistrationTTL <= 0 {
 		errs = append(errs, fmt.Errorf("registration-ttl must be positive, got %s", o.RegistrationTTL))

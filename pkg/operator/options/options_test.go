@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) (*Options, error) {
@@ -29,8 +31,9 @@ func TestDefaults(t *testing.T) {
 		MemoryLimit: -1, CPURequests: 1000, LogLevel: "info", LogOutputPaths: "stdout", LogErrorOutputPaths: "stderr",
 		BatchMaxDuration: 10 * time.Second, BatchIdleDuration: time.Second,
 		PreferencePolicy: "Respect", MinValuesPolicy: "Strict", IgnoreDRARequests: true, ConsolidationAlgorithm: "upstream",
-		FeatureGates:    FeatureGates{ReservedCapacity: true, AnticipateReplicaSets: true},
-		RegistrationTTL: 15 * time.Minute,
+		FeatureGates:                FeatureGates{ReservedCapacity: true, AnticipateReplicaSets: true},
+		RegistrationTTL:             15 * time.Minute,
+		ConsolidationPaybackHorizon: time.Hour, ConsolidationRestartCost: 0.01, ConsolidationCoolDown: 5 * time.Minute,
 	}
 	assert.Equal(t, want, o)
 	assert.Equal(t, "AnticipateReplicaSets=true,CapacityBuffer=false,NodeOverlay=false,NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,StaticCapacity=false", o.FeatureGates.String())
@@ -54,6 +57,7 @@ func TestEnvAndFlags(t *testing.T) {
 				"BATCH_MAX_DURATION": "20s", "BATCH_IDLE_DURATION": "2s", "PREFERENCE_POLICY": "Ignore",
 				"MIN_VALUES_POLICY": "BestEffort", "IGNORE_DRA_REQUESTS": "false",
 				"FEATURE_GATES": "NodeRepair=true", "REGISTRATION_TTL": "30s", "CONSOLIDATION_ALGORITHM": "planner",
+				"CONSOLIDATION_PAYBACK_HORIZON": "2h", "CONSOLIDATION_RESTART_COST": "0.05", "CONSOLIDATION_COOL_DOWN": "10m",
 			}, nil,
 			func(t *testing.T, o *Options) {
 				assert.Equal(t, "svc", o.ServiceName)
@@ -82,6 +86,9 @@ func TestEnvAndFlags(t *testing.T) {
 				assert.Equal(t, FeatureGates{NodeRepair: true, ReservedCapacity: true, AnticipateReplicaSets: true}, o.FeatureGates)
 				assert.Equal(t, 30*time.Second, o.RegistrationTTL)
 				assert.Equal(t, "planner", o.ConsolidationAlgorithm)
+				assert.Equal(t, 2*time.Hour, o.ConsolidationPaybackHorizon)
+				assert.InDelta(t, 0.05, o.ConsolidationRestartCost, 1e-12)
+				assert.Equal(t, 10*time.Minute, o.ConsolidationCoolDown)
 			}},
 		{"consolidation algorithm flag overrides env",
 			map[string]string{"CONSOLIDATION_ALGORITHM": "planner"}, []string{"--consolidation-algorithm=upstream"},
@@ -128,6 +135,10 @@ func TestInvalid(t *testing.T) {
 		{"bad env int", map[string]string{"METRICS_PORT": "x"}, nil, "METRICS_PORT"},
 		{"bad env duration", map[string]string{"BATCH_MAX_DURATION": "10"}, nil, "BATCH_MAX_DURATION"},
 		{"bad flag", nil, []string{"--kube-client-qps=abc"}, "kube-client-qps"},
+		{"zero payback horizon", nil, []string{"--consolidation-payback-horizon=0s"}, "consolidation-payback-horizon must be positive"},
+		{"negative restart cost", map[string]string{"CONSOLIDATION_RESTART_COST": "-1"}, nil, "consolidation-restart-cost must be a positive number"},
+		{"restart cost not a number", nil, []string{"--consolidation-restart-cost=NaN"}, "consolidation-restart-cost must be a positive number"},
+		{"zero cool-down", nil, []string{"--consolidation-cool-down=0s"}, "consolidation-cool-down must be positive"},
 		{"unknown flag", nil, []string{"--nope"}, "nope"},
 		{"log level", nil, []string{"--log-level=warn"}, "log-level"},
 		{"preference policy", nil, []string{"--preference-policy=Maybe"}, "preference-policy"},
@@ -196,7 +207,7 @@ func TestEveryFlagHasEnv(t *testing.T) {
 	fs.VisitAll(func(f *flag.Flag) {
 		assert.Contains(t, envs, f.Name, "flag %s has no environment variable", f.Name)
 	})
-	assert.Len(t, envs, 25)
+	assert.Len(t, envs, 28)
 }
 
 func TestHiddenLeaderElectionEnv(t *testing.T) {
@@ -227,4 +238,10 @@ func TestContext(t *testing.T) {
 	ctx := ToContext(t.Context(), o)
 	assert.Same(t, o, FromContext(ctx))
 	assert.Equal(t, "info", FromContext(t.Context()).LogLevel)
+}
+
+func TestPlannerDefaultsMatchRepack(t *testing.T) {
+	assert.Equal(t, repack.DefaultHorizon, DefaultConsolidationPaybackHorizon)
+	assert.InDelta(t, repack.DefaultRestartCost, DefaultConsolidationRestartCost, 1e-12)
+	assert.Equal(t, repack.DefaultCoolDown, DefaultConsolidationCoolDown)
 }
