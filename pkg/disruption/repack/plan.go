@@ -163,6 +163,13 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 		all = append(all, nodes...)
 	}
 	p.reserve(all, verdicts)
+	var emptied []string
+	for _, m := range all {
+		if m.dest && p.emptied(m, launched) {
+			m.dest = false
+			emptied = append(emptied, m.name)
+		}
+	}
 	workers := make([]*worker, 0, len(names))
 	for _, name := range names {
 		nodes := byPool[name]
@@ -202,6 +209,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 			}
 		}
 	}
+	plan.Drain = append(plan.Drain, emptied...)
 	plan.Commands = append(replaces, deletes...)
 	moved := map[string]bool{}
 	for _, cmd := range plan.Commands {

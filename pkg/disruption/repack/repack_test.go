@@ -523,3 +523,40 @@ func TestDrain(t *testing.T) {
 		})
 	}
 }
+
+// An empty node Emptiness will delete is no destination (filling it only
+// trades the deleted node for one that would have gone for nothing) and
+// is drained so that the kube-scheduler does not fill it either; while
+// pods are pending, a nominated one may still be what they need.
+func TestEmptiedNodes(t *testing.T) {
+	cheapBig := itype("big", 8, 0.50)
+	tests := []struct {
+		name     string
+		pending  []*corev1.Pod
+		commands []string
+		drain    []string
+	}{
+		{name: "no pending pod: e receives nothing and is drained", drain: []string{"a", "e"}},
+		{name: "a pending pod may take e: a's pod goes there too", pending: []*corev1.Pod{pod("p1", 500)}, commands: []string{"[a]->[]"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// e was nominated for pods the kube-scheduler bound elsewhere.
+			e := node("e", cheapBig)
+			e.Nominated = true
+			snap := snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+				node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", 7500)), e)
+			snap.Pending = tt.pending
+			var drained []string
+			p := repack.Planner{Drained: func(n []string) { drained = n }}
+			d, err := disruption.Disrupt(snap, repack.Methods(p), nil)
+			require.NoError(t, err)
+			var got []string
+			for _, cmd := range d.Commands {
+				got = append(got, shape(cmd))
+			}
+			assert.Equal(t, tt.commands, got)
+			assert.Equal(t, tt.drain, drained)
+		})
+	}
+}
