@@ -15,6 +15,12 @@
 //   - N→M: groups of underused nodes that no single move helps, replaced
 //     together by fewer or cheaper NodeClaims.
 //
+// When the plan has a group move, the pool is also planned deletes first,
+// and that plan is kept when it saves as much for fewer evictions. Before
+// any move, room is reserved for pending pods and for the pods of nodes
+// already leaving (upstream simulates both beside the moved pods), and an
+// empty node Emptiness will delete receives nothing (it is drained).
+//
 // Every placement is confirmed by the pure solver provisioning uses
 // (scheduling.Solve, with Robust sizing so the kube-scheduler's own mixing
 // of the evicted pods still fits), with DaemonSet overhead counted on new
