@@ -146,7 +146,8 @@ func (w *worker) totals() (float64, int) {
 }
 
 // clone copies the worker before any move, with its own copies of the
-// nodes (returned by original), for a second plan of the same pool.
+// nodes (idx maps each node to its copy), for a second plan of the same
+// pool.
 func (w *worker) clone() (*worker, map[*mnode]*mnode) {
 	cp := *w
 	idx := make(map[*mnode]*mnode, len(w.nodes))
