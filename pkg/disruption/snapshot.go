@@ -26,7 +26,8 @@ type Snapshot struct {
 	InstanceTypes map[string][]*scheduling.InstanceType
 	// Pending are the pods waiting for a node (provisionable, not yet
 	// bound): consolidation must leave them room, as upstream's
-	// simulations place them beside the candidates' pods.
+	// simulations place them beside the candidates' pods. They may be the
+	// controller's cached objects: read them, copy before changing one.
 	Pending []*corev1.Pod
 }
 

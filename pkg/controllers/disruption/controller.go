@@ -296,7 +296,10 @@ func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error)
 	// between is seen on its node, or pending, never as neither.
 	nodes := c.cluster.Nodes()
 	pods := &corev1.PodList{}
-	if err := c.kube.List(ctx, pods); err != nil {
+	// Every pass lists every pod; the snapshot only reads them (the
+	// planner copies a pod before it changes one), so the cache's objects
+	// are not deep-copied.
+	if err := c.kube.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	snap.Pending, _ = snapshot.PendingPods(pods)

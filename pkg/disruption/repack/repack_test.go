@@ -510,14 +510,7 @@ func TestDrain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			snap := snapshot([]*scheduling.InstanceType{cheapBig}, "100%", node("a", cheapBig, tt.held), node("b", cheapBig, pod("b1", 1000)))
 			hist := repack.History{Evicted: map[string]time.Time{"default/a1": now.Add(-2 * time.Minute)}}
-			var drained []string
-			p := repack.Planner{History: func(time.Time) repack.History { return hist }, Drained: func(n []string) { drained = n }}
-			d, err := disruption.Disrupt(snap, repack.Methods(p), nil)
-			require.NoError(t, err)
-			var got []string
-			for _, cmd := range d.Commands {
-				got = append(got, shape(cmd))
-			}
+			got, drained := planWithDrain(t, snap, hist)
 			assert.Equal(t, tt.commands, got)
 			assert.Equal(t, tt.drain, drained)
 		})
@@ -547,16 +540,22 @@ func TestEmptiedNodes(t *testing.T) {
 			snap := snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
 				node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", 7500)), e)
 			snap.Pending = tt.pending
-			var drained []string
-			p := repack.Planner{Drained: func(n []string) { drained = n }}
-			d, err := disruption.Disrupt(snap, repack.Methods(p), nil)
-			require.NoError(t, err)
-			var got []string
-			for _, cmd := range d.Commands {
-				got = append(got, shape(cmd))
-			}
+			got, drained := planWithDrain(t, snap, repack.History{})
 			assert.Equal(t, tt.commands, got)
 			assert.Equal(t, tt.drain, drained)
 		})
 	}
+}
+
+// planWithDrain runs one planner pass over snap with hist and returns its
+// commands (as shape) and the nodes it drains.
+func planWithDrain(t *testing.T, snap *disruption.Snapshot, hist repack.History) (commands, drained []string) {
+	t.Helper()
+	p := repack.Planner{History: func(time.Time) repack.History { return hist }, Drained: func(n []string) { drained = n }}
+	d, err := disruption.Disrupt(snap, repack.Methods(p), nil)
+	require.NoError(t, err)
+	for _, cmd := range d.Commands {
+		commands = append(commands, shape(cmd))
+	}
+	return commands, drained
 }

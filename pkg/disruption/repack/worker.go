@@ -421,41 +421,15 @@ func (w *worker) gateVerdict(cands []*mnode, pb disruption.Payback) {
 //     pass, since the kube-scheduler may put the deleted nodes' pods on
 //     new NodeClaims; without deletes, single replacements and splits.
 func (w *worker) repack(cands []*mnode) {
-	var rest, later []*mnode
-	for _, m := range cands {
-		if w.keep[m] {
-			later = append(later, m)
-			continue
-		}
-		if w.skip(m) {
-			continue
-		}
-		if !w.tryDelete(m, false) {
-			rest = append(rest, m)
-			later = append(later, m)
-		}
-	}
+	rest, later := w.deleteIntoKept(cands)
 	n := len(w.moves)
 	left := w.tryGroups(rest)
 	if len(w.moves) > n {
-		for _, m := range left {
-			if w.skip(m) {
-				continue
-			}
-			w.tryReplace(m)
-		}
+		w.replaceEach(left)
 		return
 	}
 	n = len(w.moves)
-	rest = rest[:0]
-	for _, m := range later {
-		if w.skip(m) {
-			continue
-		}
-		if !w.tryDelete(m, true) && !w.keep[m] {
-			rest = append(rest, m)
-		}
-	}
+	rest = w.deleteAnywhere(later)
 	if len(w.moves) > n {
 		for _, m := range rest {
 			v := verdict(m.cand, KindAfterDeletes, nil)
@@ -464,12 +438,7 @@ func (w *worker) repack(cands []*mnode) {
 		}
 		return
 	}
-	for _, m := range rest {
-		if w.skip(m) {
-			continue
-		}
-		w.tryReplace(m)
-	}
+	w.replaceEach(rest)
 }
 
 // repackDeletesFirst plans the pool with the deletes before the groups:
@@ -478,7 +447,14 @@ func (w *worker) repack(cands []*mnode) {
 // then what is left of the inefficient nodes is repacked in N→M groups
 // and single replacements.
 func (w *worker) repackDeletesFirst(cands []*mnode) {
-	var later []*mnode
+	_, later := w.deleteIntoKept(cands)
+	w.replaceEach(w.tryGroups(w.deleteAnywhere(later)))
+}
+
+// deleteIntoKept deletes the inefficient candidates into the kept nodes'
+// free room (step 1). It returns the inefficient candidates left (rest)
+// and every candidate still to consider, kept ones included (later).
+func (w *worker) deleteIntoKept(cands []*mnode) (rest, later []*mnode) {
 	for _, m := range cands {
 		if w.keep[m] {
 			later = append(later, m)
@@ -488,11 +464,18 @@ func (w *worker) repackDeletesFirst(cands []*mnode) {
 			continue
 		}
 		if !w.tryDelete(m, false) {
+			rest = append(rest, m)
 			later = append(later, m)
 		}
 	}
+	return rest, later
+}
+
+// deleteAnywhere deletes candidates into any node's free room but the
+// held ones, in order, and returns the inefficient ones it left.
+func (w *worker) deleteAnywhere(cands []*mnode) []*mnode {
 	var rest []*mnode
-	for _, m := range later {
+	for _, m := range cands {
 		if w.skip(m) {
 			continue
 		}
@@ -500,7 +483,12 @@ func (w *worker) repackDeletesFirst(cands []*mnode) {
 			rest = append(rest, m)
 		}
 	}
-	for _, m := range w.tryGroups(rest) {
+	return rest
+}
+
+// replaceEach tries a single replacement (or split) of each node left.
+func (w *worker) replaceEach(ms []*mnode) {
+	for _, m := range ms {
 		if w.skip(m) {
 			continue
 		}
