@@ -18,9 +18,13 @@ type Planner struct {
 	// History returns the recent moves at now (nil: none). The disruption
 	// controller passes its Recorder's.
 	History func(now time.Time) History
-	// Recorder, when set, is told the commands the planner returns, so
-	// that the next pass sees them in History (a command the controller
-	// later abandons still counts, which errs on the side of less churn).
+	// Recorder, when set, is told the commands the caller starts (Started),
+	// so that the next pass sees them in History. Commands are recorded
+	// when they start, not when they are planned: a plan the 15 s
+	// validation abandons evicted nothing, and recording it would keep
+	// its nodes' pods out of the next plans for the cool-down, leaving
+	// those plans only the nodes it did not pick (in the end-to-end
+	// benchmark, full nodes).
 	Recorder *Recorder
 	// Drained, when set, is told each plan's Drain.
 	Drained func(names []string)
@@ -54,10 +58,15 @@ func (p Planner) ComputeCommands(env *disruption.Env, budgets map[string]*disrup
 	if p.Drained != nil {
 		p.Drained(plan.Drain)
 	}
-	if p.Recorder != nil && len(plan.Commands) > 0 {
-		p.Recorder.Record(env.Snapshot.Now, plan.Commands, nil)
-	}
 	return plan.Commands, plan.Verdicts, nil
+}
+
+// Started records commands of this planner that the caller started at
+// now in the Recorder (if any).
+func (p Planner) Started(now time.Time, cmds []*disruption.Command) {
+	if p.Recorder != nil && len(cmds) > 0 {
+		p.Recorder.Record(now, cmds, nil)
+	}
 }
 
 // Methods are upstream's non-consolidation methods in upstream's order
@@ -81,15 +90,19 @@ const (
 )
 
 // Select returns upstream unchanged unless algorithm is "planner", in
-// which case upstream's non-consolidation methods are followed by the
-// planner (with its own Recorder) instead of upstream's consolidation.
+// which case upstream's Emptiness and non-consolidation methods are
+// followed by the planner (with its own Recorder) instead of upstream's
+// multi- and single-node consolidation.
 func Select(algorithm string, upstream []disruption.Method, opts Options) []disruption.Method {
 	if algorithm != AlgorithmPlanner {
 		return upstream
 	}
+	// Emptiness stays: the planner, like upstream's consolidation, leaves
+	// empty nodes to it (they carry consolidation type "empty" but are
+	// not what the planner replaces).
 	var out []disruption.Method
 	for _, m := range upstream {
-		if m.ConsolidationType() == "" {
+		if _, empty := m.(disruption.Emptiness); empty || m.ConsolidationType() == "" {
 			out = append(out, m)
 		}
 	}

@@ -488,6 +488,33 @@ func TestRecorder(t *testing.T) {
 	assert.Empty(t, h.Owners)
 }
 
+// TestSelect: the planner takes the place of upstream's multi- and
+// single-node consolidation only; Emptiness still deletes empty nodes
+// (the planner, like upstream's consolidation, leaves them alone).
+func TestSelect(t *testing.T) {
+	methodKinds := func(ms []disruption.Method) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, fmt.Sprintf("%s/%s", m.Reason(), m.ConsolidationType()))
+		}
+		return out
+	}
+	upstream := disruption.DefaultMethods()
+	assert.Equal(t, methodKinds(upstream), methodKinds(repack.Select(repack.AlgorithmUpstream, upstream, repack.Options{})))
+	got := repack.Select(repack.AlgorithmPlanner, upstream, repack.Options{})
+	assert.Equal(t, []string{"Empty/empty", "Drifted/", "Drifted/", "Underutilized/" + repack.ConsolidationType}, methodKinds(got))
+	_, isPlanner := got[len(got)-1].(repack.Planner)
+	assert.True(t, isPlanner)
+
+	// An empty node is Emptiness's, not left standing.
+	n := node("idle", itype("small", 4, 0.3))
+	snap := snapshot([]*scheduling.InstanceType{itype("small", 4, 0.3)}, "100%", n)
+	d, err := disruption.Disrupt(snap, got, nil)
+	require.NoError(t, err)
+	require.Len(t, d.Commands, 1)
+	assert.Equal(t, v1.DisruptionReasonEmpty, d.Method.Reason())
+}
+
 // TestDrain: a node the history rules hold is drained when it is below
 // KeepEfficiency (and the plan does not put pods on it), kept as a
 // destination when it is efficient.
