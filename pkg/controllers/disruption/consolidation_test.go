@@ -318,3 +318,42 @@ func TestPlannerLeavesRoomForPendingPods(t *testing.T) {
 	require.True(t, e.reconcileThroughValidation(nil), "without the pending pod the light node is deleted")
 	assert.Equal(t, "Underutilized", disruptionReason(e.nodeClaim(light.Name)))
 }
+
+// A planner command still feasible after the validation delay is dropped
+// when a fresh plan no longer moves its nodes: here the pods of the node
+// the delete would fill left meanwhile (a scale-in), so that node is the
+// one to go, by Emptiness and without an eviction.
+func TestPlannerValidationDropsCommandsTheFreshPlanDoesNotMake(t *testing.T) {
+	e := newConsolidationEnv(t, true)
+	// The smallest type: light can only be deleted, into heavy's room.
+	light, lightNode := e.typedNode(itype(2))
+	e.busyPod(lightNode, "small", "1500m")
+	heavy, heavyNode := e.typedNode(itype(8))
+	e.busyPod(heavyNode, "big-1", "3")
+	e.busyPod(heavyNode, "big-2", "3")
+
+	failed := func() float64 {
+		m := &dto.Metric{}
+		require.NoError(t, metrics.FailedValidationsTotal.WithLabelValues(repack.ConsolidationType).Write(m))
+		return m.GetCounter().GetValue()
+	}
+	before := failed()
+	acted := e.reconcileThroughValidation(func() {
+		for _, name := range []string{"big-1", "big-2"} {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}}
+			require.NoError(t, cp.Client.Delete(e.ctx, p, client.GracePeriodSeconds(0)))
+			e.cluster.DeletePod(client.ObjectKeyFromObject(p))
+		}
+		require.Eventually(t, func() bool {
+			var pods corev1.PodList
+			return cp.Client.List(e.ctx, &pods, client.InNamespace(e.ns)) == nil && len(pods.Items) == 1
+		}, 10*time.Second, 10*time.Millisecond)
+	})
+	assert.False(t, acted, "the delete of the light node is abandoned")
+	assert.Equal(t, before+1, failed(), "karpenter_voluntary_disruption_failed_validations_total counts it")
+	assert.False(t, hasTaint(e.node(light.Name)), "the light node's pod is not evicted")
+
+	require.True(t, e.reconcileThroughValidation(nil), "the next pass deletes the emptied node")
+	assert.Equal(t, "Empty", disruptionReason(e.nodeClaim(heavy.Name)))
+	assert.False(t, hasTaint(e.node(light.Name)))
+}

@@ -206,15 +206,28 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	started := 0
+	var started []*disruption.Command
+	// The planner keeps a history of the moves that started (not of
+	// those it planned: validation may abandon them).
+	defer func() {
+		if s, ok := decision.Method.(starter); ok {
+			s.Started(c.clock.Now(), started)
+		}
+	}()
 	for _, cmd := range decision.Commands {
 		if err := c.queue.Start(ctx, cmd, snap.NodePools); err != nil {
-			return started > 0, fmt.Errorf("disrupting candidates: %w", err)
+			return len(started) > 0, fmt.Errorf("disrupting candidates: %w", err)
 		}
 		c.publishApproved(cmd)
-		started++
+		started = append(started, cmd)
 	}
-	return started > 0, nil
+	return len(started) > 0, nil
+}
+
+// starter is a method told which of its commands started (the repacking
+// planner, for its history).
+type starter interface {
+	Started(now time.Time, cmds []*disruption.Command)
 }
 
 // decide runs the methods, timing each one.

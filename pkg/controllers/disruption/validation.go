@@ -54,6 +54,9 @@ func (c *Controller) validateConsolidation(ctx context.Context, d *disruption.De
 		if err != nil {
 			return nil, err
 		}
+		if ok, err = c.stillPlanned(ctx, d.Method, ok); err != nil {
+			return nil, err
+		}
 		kept = append(kept, ok...)
 	}
 	if len(kept) == 0 {
@@ -125,6 +128,50 @@ func (c *Controller) validatePlan(ctx context.Context, cmds []*disruption.Comman
 		for _, cmd := range accepted[len(kept):] {
 			c.abandoned(ctx, cmd, err)
 		}
+	}
+	return kept, nil
+}
+
+// stillPlanned plans again on fresh state and keeps the commands whose
+// candidates the new plan still moves. A plan is made for the fleet of its
+// pass; when pods come and go during the validation delay (a scale-in
+// still deleting pods), a command can remain feasible yet no longer be
+// worth it: after the end-to-end benchmark's scale-in, a plan made while
+// the small pods were still terminating deleted full nodes into room the
+// fresh plan gives to the emptied ones. Upstream's emptiness and drift
+// are validated the same way (validate); the next pass plans the rest.
+func (c *Controller) stillPlanned(ctx context.Context, method disruption.Method, cmds []*disruption.Command) ([]*disruption.Command, error) {
+	if len(cmds) == 0 {
+		return nil, nil
+	}
+	snap, err := c.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	again, err := disruption.Disrupt(snap, []disruption.Method{method}, c.simulatorFor(ctx))
+	if err != nil {
+		return nil, err
+	}
+	picked := map[string]bool{}
+	for _, cmd := range again.Commands {
+		for _, cand := range cmd.Candidates {
+			picked[cand.Name()] = true
+		}
+	}
+	var kept []*disruption.Command
+	for _, cmd := range cmds {
+		var dropped string
+		for _, cand := range cmd.Candidates {
+			if !picked[cand.Name()] {
+				dropped = cand.Name()
+				break
+			}
+		}
+		if dropped != "" {
+			c.abandoned(ctx, cmd, fmt.Errorf("a fresh plan no longer moves node %s", dropped))
+			continue
+		}
+		kept = append(kept, cmd)
 	}
 	return kept, nil
 }
