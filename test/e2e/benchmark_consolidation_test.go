@@ -318,6 +318,9 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 	if c, err := composition(ctx, cp.Client); err == nil {
 		b.Logf("nodes by pods after consolidation: %s", c)
 	}
+	if idle, err := idleNodes(ctx, cp.Client); err == nil && idle != "" {
+		b.Logf("nodes without a benchmark pod after consolidation, with their last event:\n%s", idle)
+	}
 	b.ReportMetric(bound, "$/h-bound")
 	b.Logf("no fleet for %d large-resource-app pods costs less than $%.2f/h (the cheapest price per large pod over the pool's types, benchmark.PodFloor); after/bound %.3f", replicas, bound, after/bound)
 	b.Logf("%s, capped=%v: last node-count change %.1fs after the scale-in, %.0f commands, %d evictions, %d needed a fresh node, $%.2f/h -> $%.2f/h, controller CPU %.1fs during consolidation (%.1fs in all), peak RSS %.0f MiB",
@@ -357,6 +360,50 @@ func composition(ctx context.Context, c client.Client) (string, error) {
 		counts[fmt.Sprintf("%dL+%dS", k[0], k[1])]++
 	}
 	return sortedCounts(counts), nil
+}
+
+// idleNodes lists the NodeClaims whose node runs no benchmark pod, each
+// with its age and its node's last event: such a node costs money for
+// nothing, and the event says why consolidation left it.
+func idleNodes(ctx context.Context, c client.Client) (string, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(benchNamespace)); err != nil {
+		return "", err
+	}
+	busy := map[string]bool{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp.IsZero() {
+			busy[p.Spec.NodeName] = true
+		}
+	}
+	var claims v1.NodeClaimList
+	if err := c.List(ctx, &claims); err != nil {
+		return "", err
+	}
+	var events corev1.EventList
+	if err := c.List(ctx, &events); err != nil {
+		return "", err
+	}
+	last := map[string]corev1.Event{}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind != "Node" {
+			continue
+		}
+		if prev, ok := last[e.InvolvedObject.Name]; !ok || e.LastTimestamp.After(prev.LastTimestamp.Time) {
+			last[e.InvolvedObject.Name] = e
+		}
+	}
+	var lines []string
+	for _, nc := range claims.Items {
+		if nc.Status.NodeName != "" && busy[nc.Status.NodeName] {
+			continue
+		}
+		e := last[nc.Status.NodeName]
+		lines = append(lines, fmt.Sprintf("  %s (%s, %s old, deleting=%v): %s %s", nc.Name, nc.Labels[corev1.LabelInstanceTypeStable],
+			time.Since(nc.CreationTimestamp.Time).Round(time.Second), !nc.DeletionTimestamp.IsZero(), e.Reason, e.Message))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n"), nil
 }
 
 func sortedCounts(m map[string]int) string {
