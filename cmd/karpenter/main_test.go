@@ -439,9 +439,11 @@ func TestCLI(t *testing.T) {
 		code := run(ctx, []string{"--kubeconfig", "/nonexistent", "--snapshot", file, "-o", "json", "--consolidation-algorithm", "planner", "why", "node", "payback-node"}, &out, &errOut)
 		require.Equal(t, 0, code, errOut.String())
 		a := decode[cli.NodeAnswer](t, out.Bytes())
-		require.Len(t, a.Verdicts, 2)
-		require.NotNil(t, a.Verdicts[1].Payback)
-		assert.InDelta(t, 0.4, a.Verdicts[1].Payback.DisruptionCost, 0.02)
+		// Emptiness, drift, then the planner's payback gate.
+		require.Len(t, a.Verdicts, 3)
+		assert.Equal(t, "NotEmpty", string(a.Verdicts[0].Kind))
+		require.NotNil(t, a.Verdicts[2].Payback)
+		assert.InDelta(t, 0.4, a.Verdicts[2].Payback.DisruptionCost, 0.02)
 	})
 }
 
