@@ -102,6 +102,24 @@ func (c *Command) Decision() string {
 	return "delete"
 }
 
+// PendingReader is a Method that reads Snapshot.Pending (the repacking
+// planner). Upstream's methods simulate with the snapshot builder, which
+// finds pending pods itself, so a caller running only them need not list
+// every pod for each pass.
+type PendingReader interface {
+	ReadsPending() bool
+}
+
+// ReadsPending reports whether one of methods reads Snapshot.Pending.
+func ReadsPending(methods []Method) bool {
+	for _, m := range methods {
+		if r, ok := m.(PendingReader); ok && r.ReadsPending() {
+			return true
+		}
+	}
+	return false
+}
+
 // DefaultMethods are upstream's methods in upstream's order, consolidation
 // last with its default options (no timeouts, SpotToSpotConsolidation off).
 func DefaultMethods() []Method {

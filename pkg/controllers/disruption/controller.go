@@ -308,14 +308,16 @@ func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error)
 	// Nodes before pods (as the snapshot builder): a pod that binds in
 	// between is seen on its node, or pending, never as neither.
 	nodes := c.cluster.Nodes()
-	pods := &corev1.PodList{}
-	// Every pass lists every pod; the snapshot only reads them (the
-	// planner copies a pod before it changes one), so the cache's objects
-	// are not deep-copied.
-	if err := c.kube.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+	if disruption.ReadsPending(c.opts.Methods) {
+		pods := &corev1.PodList{}
+		// The pass lists every pod; the snapshot only reads them (the
+		// planner copies a pod before it changes one), so the cache's
+		// objects are not deep-copied.
+		if err := c.kube.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing pods: %w", err)
+		}
+		snap.Pending, _ = snapshot.PendingPods(pods)
 	}
-	snap.Pending, _ = snapshot.PendingPods(pods)
 	for _, sn := range nodes {
 		n := &disruption.Node{
 			NodeClaim:         sn.NodeClaim,

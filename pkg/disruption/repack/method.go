@@ -61,6 +61,10 @@ func (p Planner) ComputeCommands(env *disruption.Env, budgets map[string]*disrup
 	return plan.Commands, plan.Verdicts, nil
 }
 
+// ReadsPending implements disruption.PendingReader: the plan leaves room
+// for pending pods.
+func (Planner) ReadsPending() bool { return true }
+
 // Started records commands of this planner that the caller started at
 // now in the Recorder (if any).
 func (p Planner) Started(now time.Time, cmds []*disruption.Command) {

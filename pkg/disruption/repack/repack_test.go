@@ -505,6 +505,8 @@ func TestSelect(t *testing.T) {
 	assert.Equal(t, []string{"Empty/empty", "Drifted/", "Drifted/", "Underutilized/" + repack.ConsolidationType}, methodKinds(got))
 	_, isPlanner := got[len(got)-1].(repack.Planner)
 	assert.True(t, isPlanner)
+	assert.False(t, disruption.ReadsPending(upstream), "upstream's methods need no pending pods in the snapshot")
+	assert.True(t, disruption.ReadsPending(got), "the planner reads them")
 
 	// An empty node is Emptiness's, not left standing.
 	n := node("idle", itype("small", 4, 0.3))
