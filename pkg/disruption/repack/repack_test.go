@@ -298,6 +298,23 @@ func TestPlanner(t *testing.T) {
 			commands: []string{"[a b c]->[huge]"},
 		},
 		{
+			// One by one, a's pod would spread onto b (the emptiest node),
+			// which then could not leave; together, a and b go into c's
+			// and d's holes for two evictions, where the group of all
+			// four (the same two nodes saved) evicts eight pods.
+			name: "the emptiest nodes are deleted together",
+			snap: func() *disruption.Snapshot {
+				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
+					node("a", cheapBig, pod("a1", 2000)),
+					node("b", cheapBig, pod("b1", 2000)),
+					node("c", cheapBig, pod("c1", 2000), pod("c2", 2000), pod("c3", 2000)),
+					node("d", cheapBig, pod("d1", 2000), pod("d2", 2000), pod("d3", 2000)))
+			},
+			opts:     repack.Options{NoSplit: true},
+			commands: []string{"[a]->[]", "[b]->[]"},
+			verdicts: map[string]disruption.Kind{"c": repack.KindReceiver, "d": repack.KindReceiver},
+		},
+		{
 			name: "budget: one node allowed, the other told why",
 			snap: func() *disruption.Snapshot {
 				return snapshot([]*scheduling.InstanceType{cheapBig}, "1",

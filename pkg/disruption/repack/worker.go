@@ -95,44 +95,65 @@ func (w *worker) run() {
 	}
 }
 
-// choose plans the pool groups first (repack) and, when that plan has a
-// group move, also deletes first (repackDeletesFirst), and keeps the
-// deletes-first plan only when it saves at least as much $/h for at most
-// as many evictions, one of them strictly. Groups first wins after a
-// scale-in that leaves many nodes a little underused: one N→M move
-// empties them all, where deletes would fill the few holes and freeze
-// their receivers for the cool-down. Deletes first wins where the holes
-// take whole nodes' pods and a group evicts many pods for what the
-// deletes save anyway. Comparing by the payback gate's net value instead
-// picked deletes first on the one-shot benchmark (they cost fewer
-// evictions in the first pass) and ended at 1.29× the bound instead of
-// 1.10×. It returns cands as the kept plan's nodes.
+// choose plans the pool three ways and keeps the plan no other beats on
+// both $/h saved and evictions (one of them strictly): groups first
+// (repack), deletes first (repackDeletesFirst, only when groups first has
+// a group move; otherwise the two differ only in what follows the
+// deletes, which repack leaves to the next pass) and a batch of deletes
+// first (repackBatchFirst). Groups first wins after a scale-in that
+// leaves many nodes a little underused: one N→M move empties them all,
+// where deletes would fill the few holes and freeze their receivers for
+// the cool-down. Deletes first wins where the holes take whole nodes'
+// pods and a group evicts many pods for what the deletes save anyway.
+// The batch wins where the emptiest nodes can all go at once: deleted one
+// by one, each one's pods spread onto the next emptiest, which then
+// cannot leave. Comparing by the payback gate's net value instead picked
+// deletes first on the one-shot benchmark (they cost fewer evictions in
+// the first pass) and ended at 1.29× the bound instead of 1.10×. It
+// returns cands as the kept plan's nodes.
 func (w *worker) choose(cands []*mnode) []*mnode {
-	alt, idx := w.clone()
+	byDeletes, idxD := w.clone()
+	byBatch, idxB := w.clone()
 	w.repack(cands)
+	best, bestCands := w, cands
 	grouped := false
 	for _, mv := range w.moves {
 		grouped = grouped || len(mv.cands) > 1
 	}
-	if !grouped {
-		// Without a group move the plans differ only in what follows
-		// the deletes, which repack leaves to the next pass.
-		return cands
+	if grouped {
+		dc := mapNodes(cands, idxD)
+		byDeletes.repackDeletesFirst(dc)
+		if byDeletes.dominates(best) {
+			best, bestCands = byDeletes, dc
+		}
 	}
-	altCands := make([]*mnode, len(cands))
-	for i, m := range cands {
-		altCands[i] = idx[m]
+	bc := mapNodes(cands, idxB)
+	byBatch.repackBatchFirst(bc)
+	if byBatch.dominates(best) {
+		best, bestCands = byBatch, bc
 	}
-	alt.repackDeletesFirst(altCands)
-	alt.solves += w.solves
-	as, ae := alt.totals()
+	solves := w.solves + byDeletes.solves + byBatch.solves
+	if best != w {
+		*w = *best
+	}
+	w.solves = solves
+	return bestCands
+}
+
+func mapNodes(ms []*mnode, idx map[*mnode]*mnode) []*mnode {
+	out := make([]*mnode, len(ms))
+	for i, m := range ms {
+		out[i] = idx[m]
+	}
+	return out
+}
+
+// dominates reports whether w's plan saves at least as much $/h as o's
+// with at most as many evictions, one of them strictly.
+func (w *worker) dominates(o *worker) bool {
 	ws, we := w.totals()
-	if as >= ws-1e-9 && ae <= we && (as > ws+1e-9 || ae < we) {
-		*w = *alt
-		return altCands
-	}
-	w.solves = alt.solves
-	return cands
+	ts, te := o.totals()
+	return ws >= ts-1e-9 && we <= te && (ws > ts+1e-9 || we < te)
 }
 
 // totals are the worker's moves' saving ($/h) and evictions.
@@ -451,6 +472,90 @@ func (w *worker) repackDeletesFirst(cands []*mnode) {
 	w.replaceEach(w.tryGroups(w.deleteAnywhere(later)))
 }
 
+// repackBatchFirst plans the pool as upstream's multi-node consolidation
+// starts (deleteBatch), then the candidates left as repackDeletesFirst
+// does after its first step: deletes into any node's room, groups and
+// replacements.
+func (w *worker) repackBatchFirst(cands []*mnode) {
+	w.deleteBatch(cands)
+	var rest []*mnode
+	for _, m := range cands {
+		if !m.removed {
+			rest = append(rest, m)
+		}
+	}
+	w.replaceEach(w.tryGroups(w.deleteAnywhere(rest)))
+}
+
+// deleteBatch deletes together the longest prefix (of at least two, found
+// by binary search as upstream's multi-node consolidation does, among at
+// most MaxMultiNodeCandidates) of the candidates in order whose pods all
+// fit in the room of the nodes outside it: best fit, the kube-scheduler's
+// spreading, and the solver. Each node is its own delete command and
+// passes the payback gate on its own.
+func (w *worker) deleteBatch(cands []*mnode) {
+	var order []*mnode
+	for _, m := range cands {
+		if len(order) == disruption.MaxMultiNodeCandidates {
+			break
+		}
+		if m.removed || m.receiver || !w.pays(w.payback([]*mnode{m}, 0)) {
+			continue
+		}
+		order = append(order, m)
+	}
+	type attempt struct {
+		res  *scheduling.Result
+		free []vec
+	}
+	try := func(k int) *attempt {
+		set := make(map[*mnode]bool, k)
+		var pods []*corev1.Pod
+		for _, m := range order[:k] {
+			set[m] = true
+			pods = append(pods, m.cand.Reschedulable...)
+		}
+		dests, ok := w.fit(pods, set, true, true, true)
+		if !ok {
+			return nil
+		}
+		free, ok := w.spread(pods, set)
+		if !ok {
+			return nil
+		}
+		in, _ := w.input(pods, dests, set, nil)
+		res := w.solve(in)
+		for _, pl := range res.Placements {
+			if pl.Node == "" {
+				return nil
+			}
+		}
+		return &attempt{res: res, free: free}
+	}
+	var found *attempt
+	k := 0
+	for lo, hi := 2, min(len(order), w.budget); lo <= hi; {
+		mid := (lo + hi) / 2
+		if a := try(mid); a != nil {
+			found, k, lo = a, mid, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	if found == nil {
+		return
+	}
+	for i, m := range order[:k] {
+		res := found.res
+		if i > 0 {
+			// The placements are applied once, with the first move.
+			res = &scheduling.Result{}
+		}
+		w.apply(&move{cands: []*mnode{m}, payback: w.payback([]*mnode{m}, 0)}, res)
+	}
+	w.sfree = found.free
+}
+
 // deleteIntoKept deletes the inefficient candidates into the kept nodes'
 // free room (step 1). It returns the inefficient candidates left (rest)
 // and every candidate still to consider, kept ones included (later).
@@ -525,14 +630,25 @@ func (w *worker) tryDelete(m *mnode, anywhere bool) bool {
 }
 
 // spreadFits reports whether pods, evicted by a delete of leaving, find
-// room when the kube-scheduler places them its own way: one by one on
-// the node with the most room left (LeastAllocated), smallest first and
-// largest first, over the room the pass's earlier deletes' pods left as
-// the same spreading placed them. Best-fit planning packs holes tightly;
-// spreading fills the big holes with small pods first, and a plan only
-// the tight packing fits leaves evicted pods pending for a fresh node.
-// When it fits, the smallest-first placement is kept for the next check.
+// room when the kube-scheduler places them its own way (spread), and if
+// so keeps the placement for the next check.
 func (w *worker) spreadFits(pods []*corev1.Pod, leaving *mnode) bool {
+	free, ok := w.spread(pods, map[*mnode]bool{leaving: true})
+	if ok {
+		w.sfree = free
+	}
+	return ok
+}
+
+// spread places pods, evicted by deletes of the leaving nodes, the
+// kube-scheduler's way: one by one on the node with the most room left
+// (LeastAllocated), smallest first and largest first, over the room the
+// pass's earlier deletes' pods left as the same spreading placed them. It
+// returns the room left after the smallest-first placement and whether
+// both placed every pod. Best-fit planning packs holes tightly; spreading
+// fills the big holes with small pods first, and a plan only the tight
+// packing fits leaves evicted pods pending for a fresh node.
+func (w *worker) spread(pods []*corev1.Pod, leaving map[*mnode]bool) ([]vec, bool) {
 	if w.sfree == nil {
 		w.sfree = make([]vec, len(w.nodes))
 		for i, d := range w.nodes {
@@ -554,7 +670,7 @@ func (w *worker) spreadFits(pods []*corev1.Pod, leaving *mnode) bool {
 			best := -1
 			bestScore := math.Inf(-1)
 			for i, d := range w.nodes {
-				if !d.dest || d.removed || d == leaving || w.held[d] || !free[i].fits(r) || !w.compat.ok(pod, i) {
+				if !d.dest || d.removed || leaving[d] || w.held[d] || !free[i].fits(r) || !w.compat.ok(pod, i) {
 					continue
 				}
 				left := free[i].sub(r)
@@ -572,18 +688,14 @@ func (w *worker) spreadFits(pods []*corev1.Pod, leaving *mnode) bool {
 	for i, d := range w.nodes {
 		// A node that took pods in an earlier delete's spreading cannot
 		// leave in this pass: those pods would have to move again.
-		if d == leaving && w.sfree[i] != d.alloc.sub(d.used0) {
-			return false
+		if leaving[d] && w.sfree[i] != d.alloc.sub(d.used0) {
+			return nil, false
 		}
 	}
 	if _, ok := place(false); !ok {
-		return false
+		return nil, false
 	}
-	free, ok := place(true)
-	if ok {
-		w.sfree = free
-	}
-	return ok
+	return place(true)
 }
 
 // tryReplace moves m's pods to free room elsewhere and cheaper new
