@@ -34,6 +34,17 @@ var ScaleInCapped16 = [][3]int{{1, 0, 9}, {2, 0, 1}, {2, 6, 1}, {2, 8, 2}, {2, 9
 // over every underused node saves, for far fewer evictions.
 var ScaleInCapped16Holes = [][3]int{{1, 0, 4}, {2, 0, 5}, {3, 0, 30}, {3, 2, 5}, {3, 3, 9}, {3, 4, 14}, {4, 0, 21}, {4, 1, 7}, {4, 2, 50}}
 
+// ScaleInCapped16Threes is a third capped run's fleet after the scale-in:
+// 23 nodes of three large pods and no small one, 22 more with one or two
+// small pods, so most nodes have room for a fourth large pod.
+var ScaleInCapped16Threes = [][3]int{{1, 0, 4}, {2, 0, 4}, {3, 0, 23}, {3, 1, 11}, {3, 2, 11}, {3, 3, 1}, {3, 4, 2}, {4, 0, 1}, {4, 1, 14}, {4, 2, 71}}
+
+// ScaleInCapped16Ones is a fourth capped run's fleet after the scale-in: 24
+// nodes of one or two large pods, whose pods fill the holes of 16
+// three-pod nodes when all are deleted at once, and not when they go one
+// by one (the kube-scheduler spreads each one's pods onto the next).
+var ScaleInCapped16Ones = [][3]int{{1, 0, 13}, {2, 0, 11}, {3, 0, 16}, {3, 3, 2}, {3, 4, 5}, {3, 5, 4}, {4, 0, 15}, {4, 1, 8}, {4, 2, 73}}
+
 // CappedPoolRequirements are the end-to-end benchmark's pool: on-demand
 // amd64 linux, below 32 vCPU when capped.
 func CappedPoolRequirements(capped bool) []v1.NodeSelectorRequirementWithMinValues {
