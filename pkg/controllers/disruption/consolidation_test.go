@@ -357,3 +357,40 @@ func TestPlannerValidationDropsCommandsTheFreshPlanDoesNotMake(t *testing.T) {
 	assert.Equal(t, "Empty", disruptionReason(e.nodeClaim(heavy.Name)))
 	assert.False(t, hasTaint(e.node(light.Name)))
 }
+
+// A planner command's replacements are created with repack.LaunchTaint,
+// so that the kube-scheduler does not fill them with other pods while
+// they come up; a node keeps it only while its command is in flight.
+func TestPlannerReplacementsCarryTheLaunchTaint(t *testing.T) {
+	e := newConsolidationEnv(t, true)
+	old, oldNode := e.typedNode(itype(16))
+	e.busyPod(oldNode, "app", "1")
+	// A node a command launched before a restart: nothing owns it now
+	// (do-not-disrupt keeps it out of this pass's plan).
+	_, stale := e.typedNode(itype(8))
+	stale.Spec.Taints = append(stale.Spec.Taints, repack.LaunchTaint)
+	stale.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"}
+	require.NoError(t, cp.Client.Update(e.ctx, stale))
+	e.busyPod(stale, "busy", "7")
+	e.sync()
+
+	require.True(t, e.reconcileThroughValidation(nil))
+	assert.True(t, hasTaint(e.node(old.Name)))
+	list := &v1.NodeClaimList{}
+	require.NoError(t, cp.Client.List(e.ctx, list))
+	var replacement *v1.NodeClaim
+	for i := range list.Items {
+		if nc := &list.Items[i]; nc.Name != old.Name && nc.Name != stale.Name {
+			replacement = nc
+		}
+	}
+	require.NotNil(t, replacement, "a replacement NodeClaim is launched")
+	launch := false
+	for _, tt := range replacement.Spec.Taints {
+		launch = launch || tt.MatchTaint(&repack.LaunchTaint)
+	}
+	assert.True(t, launch, "the replacement is created with %s", repack.LaunchTaint.ToString())
+	for _, tt := range e.node(stale.Name).Spec.Taints {
+		assert.False(t, tt.MatchTaint(&repack.LaunchTaint), "no command in flight launched %s", stale.Name)
+	}
+}

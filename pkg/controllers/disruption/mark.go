@@ -97,8 +97,11 @@ func setTaint(ctx context.Context, kube client.Client, name string, taint corev1
 
 // drain keeps repack.DrainTaint on exactly the managed nodes the planner
 // last asked to drain (Options.Drain; none without a planner, so a switch
-// back to upstream's consolidation leaves no taint behind). Deleting
-// nodes are left to termination.
+// back to upstream's consolidation leaves no taint behind), and
+// repack.LaunchTaint on none but the nodes of NodeClaims a command in
+// flight launched (the queue creates them with it; a restart forgets the
+// queue, so the first pass takes it off). Deleting nodes are left to
+// termination.
 func (c *Controller) drain(ctx context.Context) error {
 	want := map[string]bool{}
 	if c.opts.Drain != nil {
@@ -106,17 +109,21 @@ func (c *Controller) drain(ctx context.Context) error {
 			want[name] = true
 		}
 	}
+	launching := c.queue.Launching()
 	var errs []error
 	for _, sn := range c.cluster.Nodes() {
 		if sn.Node == nil || !sn.Managed() || sn.Deleting() {
 			continue
 		}
-		on := want[sn.Node.Name]
-		if hasTaint(sn.Node, repack.DrainTaint) == on {
-			continue
+		if on := want[sn.Node.Name]; hasTaint(sn.Node, repack.DrainTaint) != on {
+			if err := setTaint(ctx, c.kube, sn.Node.Name, repack.DrainTaint, on); err != nil {
+				errs = append(errs, err)
+			}
 		}
-		if err := setTaint(ctx, c.kube, sn.Node.Name, repack.DrainTaint, on); err != nil {
-			errs = append(errs, err)
+		if hasTaint(sn.Node, repack.LaunchTaint) && (sn.NodeClaim == nil || !launching[sn.NodeClaim.Name]) {
+			if err := setTaint(ctx, c.kube, sn.Node.Name, repack.LaunchTaint, false); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -100,6 +101,31 @@ func (q *Queue) Has(name string) bool {
 	return ok && q.clock.Since(at) < recentlyDoneTimeout
 }
 
+// Launching returns the names of the NodeClaims that commands in flight
+// launched (the replacements, until their command leaves the queue).
+func (q *Queue) Launching() map[string]bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := map[string]bool{}
+	for _, c := range q.commands {
+		for _, name := range c.replacements {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// withTaint copies planned NodeClaims with t added to their taints.
+func withTaint(planned []*scheduling.NewNodeClaim, t corev1.Taint) []*scheduling.NewNodeClaim {
+	out := make([]*scheduling.NewNodeClaim, len(planned))
+	for i, nnc := range planned {
+		cp := *nnc
+		cp.Taints = append(append([]corev1.Taint(nil), nnc.Taints...), t)
+		out[i] = &cp
+	}
+	return out
+}
+
 // Len is the number of commands in flight.
 func (q *Queue) Len() int {
 	q.mu.Lock()
@@ -166,7 +192,11 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 		return err
 	}
 	if len(cmd.Replacements) > 0 {
-		created, err := q.launcher.CreateNodeClaims(ctx, cmd.Replacements, pools)
+		replacements := cmd.Replacements
+		if c.consolidationType == repack.ConsolidationType {
+			replacements = withTaint(replacements, repack.LaunchTaint)
+		}
+		created, err := q.launcher.CreateNodeClaims(ctx, replacements, pools)
 		for _, nc := range created {
 			if nc != nil {
 				c.replacements = append(c.replacements, nc.Name)

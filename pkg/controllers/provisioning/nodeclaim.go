@@ -26,7 +26,24 @@ func buildNodeClaim(np *v1.NodePool, planned *scheduling.NewNodeClaim, reservati
 	}
 	nc.Spec.Requirements = requirements
 	nc.Spec.Resources = v1.ResourceRequirements{Requests: planned.Requests}
+	// The solver copies the pool's taints into the plan; a caller may add
+	// its own (the disruption queue's repack.LaunchTaint on a planner's
+	// replacements).
+	for i := range planned.Taints {
+		if !hasTaintLike(nc.Spec.Taints, &planned.Taints[i]) {
+			nc.Spec.Taints = append(append([]corev1.Taint(nil), nc.Spec.Taints...), planned.Taints[i])
+		}
+	}
 	return nc
+}
+
+func hasTaintLike(taints []corev1.Taint, t *corev1.Taint) bool {
+	for i := range taints {
+		if taints[i].MatchTaint(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // NodeClaimFromTemplate is the NodeClaim a pool's template stamps, before

@@ -69,6 +69,17 @@ type Plan struct {
 // fits, as upstream treats PreferNoSchedule.
 var DrainTaint = corev1.Taint{Key: "karpenter-go.io/draining", Effect: corev1.TaintEffectPreferNoSchedule}
 
+// LaunchTaint steers the kube-scheduler away from the NodeClaims a
+// planner command launches until the command is done: the disruption
+// queue creates them with it and the disruption controller takes it off
+// once the command has left the queue (or at its first pass after a
+// restart). A new node is the emptiest there is, so without it the pods
+// that the same pass's deletes evict, placed while it comes up, would
+// fill the room the command launched it for, and the command's own pods
+// would need a fresh node. PreferNoSchedule: a pod goes there anyway when
+// nothing else has room, the command's own pods included.
+var LaunchTaint = corev1.Taint{Key: "karpenter-go.io/consolidation-launch", Effect: corev1.TaintEffectPreferNoSchedule}
+
 // move is one planned command.
 type move struct {
 	cands        []*mnode
