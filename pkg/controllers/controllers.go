@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
@@ -82,6 +83,7 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		Unavailable:           shared.Unavailable,
 		WellKnownLabels:       shared.WellKnownLabels,
 		ReservationIDLabel:    shared.ReservationIDLabel,
+		IgnoreTaints:          []corev1.Taint{repack.LaunchTaint},
 		Clock:                 op.Clock,
 	})
 	// Disruption simulates with a builder of its own, configured as
@@ -94,6 +96,7 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		},
 		Unavailable:     shared.Unavailable,
 		WellKnownLabels: shared.WellKnownLabels,
+		IgnoreTaints:    []corev1.Taint{repack.LaunchTaint},
 	})}
 	disruptionMethods := repack.Select(op.Options.ConsolidationAlgorithm, disruption.UpstreamMethods(op.Clock, op.Options.FeatureGates.SpotToSpotConsolidation),
 		repack.Options{SpotToSpot: op.Options.FeatureGates.SpotToSpotConsolidation, WellKnownLabels: shared.WellKnownLabels,

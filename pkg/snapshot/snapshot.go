@@ -53,6 +53,12 @@ type Options struct {
 	// instance types decide (for kwok, kwok.WellKnownLabels()); they go into
 	// every Input. The generic keys are always well known.
 	WellKnownLabels []string
+	// IgnoreTaints are taints the plan disregards on nodes and in-flight
+	// NodeClaims: soft taints that only steer the kube-scheduler among
+	// nodes that all may take a pod (the planner's repack.LaunchTaint on
+	// the NodeClaims its command launched for the pods it evicts). A plan
+	// that honoured them would launch new capacity for those very pods.
+	IgnoreTaints []corev1.Taint
 }
 
 // Builder makes snapshots. It is safe for concurrent use.
@@ -120,7 +126,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Snapshot, error) {
 	if !b.cluster.Synced(ctx) {
 		return nil, ErrNotSynced
 	}
-	nodes := b.cluster.SchedulingNodes()
+	nodes := withoutTaints(b.cluster.SchedulingNodes(), b.opts.IgnoreTaints)
 	all := &corev1.PodList{}
 	if err := b.kube.List(ctx, all); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
@@ -248,4 +254,34 @@ func sortPools(items []v1.NodePool) {
 		}
 		return items[i].Name < items[j].Name
 	})
+}
+
+// withoutTaints returns nodes with ignore removed from their taints,
+// copying the nodes that carry one.
+func withoutTaints(nodes []*scheduling.ExistingNode, ignore []corev1.Taint) []*scheduling.ExistingNode {
+	if len(ignore) == 0 {
+		return nodes
+	}
+	nodes = append([]*scheduling.ExistingNode(nil), nodes...)
+	for i, n := range nodes {
+		var kept []corev1.Taint
+		dropped := false
+		for _, t := range n.Taints {
+			skip := false
+			for j := range ignore {
+				skip = skip || t.MatchTaint(&ignore[j])
+			}
+			if skip {
+				dropped = true
+				continue
+			}
+			kept = append(kept, t)
+		}
+		if dropped {
+			cp := *n
+			cp.Taints = kept
+			nodes[i] = &cp
+		}
+	}
+	return nodes
 }

@@ -306,3 +306,33 @@ func TestBuildSkipIfNoPods(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// IgnoreTaints: a soft taint that only steers the kube-scheduler is not
+// in the plan's nodes, and the nodes the cluster serves are not changed.
+func TestBuildIgnoreTaints(t *testing.T) {
+	cleanup(t)
+	ctx := context.Background()
+	nodePool(t, "general", true, nil)
+	pod(t, "waiting", "", nil)
+	steer := corev1.Taint{Key: "example.com/steer", Effect: corev1.TaintEffectPreferNoSchedule}
+	keep := corev1.Taint{Key: "example.com/keep", Effect: corev1.TaintEffectNoSchedule}
+	cluster := &fakeCluster{nodes: []*scheduling.ExistingNode{node(t, "steered", steer, keep), node(t, "plain")}}
+
+	snap, err := snapshot.New(cp.Client, fakeCloud{}, cluster, snapshot.Options{IgnoreTaints: []corev1.Taint{steer}}).Build(ctx, snapshot.Request{})
+	require.NoError(t, err)
+	taints := map[string][]corev1.Taint{}
+	for _, n := range snap.Input.Nodes {
+		taints[n.Name] = n.Taints
+	}
+	assert.Equal(t, []corev1.Taint{keep}, taints["steered"], "only the ignored taint is dropped")
+	assert.Empty(t, taints["plain"])
+	assert.Equal(t, []corev1.Taint{steer, keep}, cluster.nodes[0].Taints, "the cluster's node is not changed")
+
+	snap, err = snapshot.New(cp.Client, fakeCloud{}, cluster, snapshot.Options{}).Build(ctx, snapshot.Request{})
+	require.NoError(t, err)
+	for _, n := range snap.Input.Nodes {
+		if n.Name == "steered" {
+			assert.Len(t, n.Taints, 2, "without the option every taint stays")
+		}
+	}
+}

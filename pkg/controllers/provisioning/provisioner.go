@@ -55,7 +55,9 @@ type Options struct {
 	// reservation out, and the provider picks one of the NodeClaim's
 	// reserved offerings.
 	ReservationIDLabel string
-	Clock              clock.Clock
+	// IgnoreTaints are soft taints plans disregard (see snapshot.Options).
+	IgnoreTaints []corev1.Taint
+	Clock        clock.Clock
 }
 
 // Provisioner plans and creates NodeClaims for pending pods.
@@ -91,6 +93,7 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clust
 			AnticipateReplicaSets: opts.AnticipateReplicaSets,
 			Unavailable:           opts.Unavailable,
 			WellKnownLabels:       opts.WellKnownLabels,
+			IgnoreTaints:          opts.IgnoreTaints,
 		}),
 	}
 }
