@@ -56,7 +56,8 @@ func itype(cpu int64) *scheduling.InstanceType {
 // catalog for pricing, and the 15 s validation on the fake clock.
 type consolidationEnv struct {
 	*env
-	cloud *fakecloud.Provider
+	cloud   *fakecloud.Provider
+	methods []pure.Method
 }
 
 // newConsolidationEnv runs upstream's methods, or with planner the
@@ -71,6 +72,7 @@ func newConsolidationEnv(t *testing.T, planner ...bool) *consolidationEnv {
 	}
 	launcher := provisioning.NewProvisioner(cp.Client, e.cloud, e.cluster, e.events, provisioning.Options{Clock: e.clock})
 	sim := disruption.SnapshotSimulator{Builder: snapshot.New(cp.Client, e.cloud, e.cluster, snapshot.Options{})}
+	e.methods = methods
 	e.ctrl = disruption.NewController(cp.Client, e.cluster, launcher, sim, disruption.Options{
 		Clock: e.clock, Recorder: e.events, InstanceTypes: e.cloud,
 		Methods: methods,
@@ -390,6 +392,17 @@ func TestPlannerReplacementsCarryTheLaunchTaint(t *testing.T) {
 		launch = launch || tt.MatchTaint(&repack.LaunchTaint)
 	}
 	assert.True(t, launch, "the replacement is created with %s", repack.LaunchTaint.ToString())
+	// The planner's history has the move and what it launched, so the
+	// cool-down leaves the new node alone.
+	var moves []repack.PastMove
+	for _, m := range e.methods {
+		if p, ok := m.(repack.Planner); ok {
+			moves = p.Recorder.History(e.clock.Now()).Moves
+		}
+	}
+	require.Len(t, moves, 1)
+	assert.Equal(t, []string{old.Name}, moves[0].Removed)
+	assert.Equal(t, []string{replacement.Name}, moves[0].Launched)
 	for _, tt := range e.node(stale.Name).Spec.Taints {
 		assert.False(t, tt.MatchTaint(&repack.LaunchTaint), "no command in flight launched %s", stale.Name)
 	}

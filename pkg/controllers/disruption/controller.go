@@ -207,27 +207,31 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 		}
 	}
 	var started []*disruption.Command
+	var launched [][]string
 	// The planner keeps a history of the moves that started (not of
-	// those it planned: validation may abandon them).
+	// those it planned: validation may abandon them) and of the
+	// NodeClaims they launched.
 	defer func() {
 		if s, ok := decision.Method.(starter); ok {
-			s.Started(c.clock.Now(), started)
+			s.Started(c.clock.Now(), started, launched)
 		}
 	}()
 	for _, cmd := range decision.Commands {
-		if err := c.queue.Start(ctx, cmd, snap.NodePools); err != nil {
+		names, err := c.queue.Start(ctx, cmd, snap.NodePools)
+		if err != nil {
 			return len(started) > 0, fmt.Errorf("disrupting candidates: %w", err)
 		}
 		c.publishApproved(cmd)
 		started = append(started, cmd)
+		launched = append(launched, names)
 	}
 	return len(started) > 0, nil
 }
 
-// starter is a method told which of its commands started (the repacking
-// planner, for its history).
+// starter is a method told which of its commands started and the
+// NodeClaims each launched (the repacking planner, for its history).
 type starter interface {
-	Started(now time.Time, cmds []*disruption.Command)
+	Started(now time.Time, cmds []*disruption.Command, launched [][]string)
 }
 
 // decide runs the methods, timing each one.

@@ -143,8 +143,9 @@ func candidateNames(c *disruption.Candidate) []string {
 
 // Start begins a command: taint and condition the candidates, mark them
 // for deletion, launch the replacements, and queue the command to wait
-// for them. On failure the candidates are rolled back.
-func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[string]*v1.NodePool) error {
+// for them. It returns the names of the NodeClaims it launched. On
+// failure the candidates are rolled back.
+func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[string]*v1.NodePool) ([]string, error) {
 	c := &command{
 		id: uuid.NewString(), reason: cmd.Method.Reason(), decision: cmd.Decision(),
 		consolidationType: cmd.Method.ConsolidationType(), class: cmd.Method.Class(),
@@ -164,7 +165,7 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 	for _, n := range names {
 		if q.names[n] {
 			q.mu.Unlock()
-			return fmt.Errorf("candidate %s is already being disrupted", n)
+			return nil, fmt.Errorf("candidate %s is already being disrupted", n)
 		}
 	}
 	for _, n := range names {
@@ -189,7 +190,7 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 	q.cluster.MarkForDeletion(names...)
 	if err := errors.Join(errs...); err != nil {
 		q.rollback(ctx, c, fmt.Errorf("marking disrupted: %w", err))
-		return err
+		return nil, err
 	}
 	if len(cmd.Replacements) > 0 {
 		replacements := cmd.Replacements
@@ -212,7 +213,7 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 			// capacity.
 			err = fmt.Errorf("launching replacement nodeclaim: %w", err)
 			q.rollback(ctx, c, err)
-			return err
+			return nil, err
 		}
 		c.initialized = make([]bool, len(c.replacements))
 	}
@@ -221,7 +222,7 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 	c.next = q.clock.Now()
 	q.commands = append(q.commands, c)
 	q.mu.Unlock()
-	return nil
+	return append([]string(nil), c.replacements...), nil
 }
 
 // describe is upstream's log line for a command.

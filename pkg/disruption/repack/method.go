@@ -66,10 +66,12 @@ func (p Planner) ComputeCommands(env *disruption.Env, budgets map[string]*disrup
 func (Planner) ReadsPending() bool { return true }
 
 // Started records commands of this planner that the caller started at
-// now in the Recorder (if any).
-func (p Planner) Started(now time.Time, cmds []*disruption.Command) {
+// now, with the names of the NodeClaims each launched (launched[i] for
+// cmds[i]), in the Recorder (if any): the cool-down leaves those nodes
+// alone.
+func (p Planner) Started(now time.Time, cmds []*disruption.Command, launched [][]string) {
 	if p.Recorder != nil && len(cmds) > 0 {
-		p.Recorder.Record(now, cmds, nil)
+		p.Recorder.Record(now, cmds, launched)
 	}
 }
 

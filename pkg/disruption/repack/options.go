@@ -260,19 +260,6 @@ func (r *Recorder) Record(now time.Time, cmds []*disruption.Command, launched []
 	r.pruneLocked(now)
 }
 
-// AddLaunched names a node launched by the move recorded at at for pool.
-func (r *Recorder) AddLaunched(at time.Time, pool string, names ...string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := range r.h.Moves {
-		if m := &r.h.Moves[i]; m.At.Equal(at) && m.NodePool == pool {
-			m.Launched = append(m.Launched, names...)
-			return
-		}
-	}
-	r.h.Moves = append(r.h.Moves, PastMove{At: at, NodePool: pool, Launched: names})
-}
-
 // History returns a copy of what is remembered at now.
 func (r *Recorder) History(now time.Time) History {
 	r.mu.Lock()
