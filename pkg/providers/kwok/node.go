@@ -244,38 +244,52 @@ const KubeletStoppedLabelValue = "kubelet-stopped"
 // controller writes for a silent kubelet). Tests use it to exercise node
 // repair; the change holds until the node is deleted.
 func StopKubelet(ctx context.Context, kube client.Client, nodeName string, ready corev1.ConditionStatus) error {
+	return StopKubelets(ctx, kube, []string{nodeName}, ready)
+}
+
+// StopKubelets is StopKubelet for several nodes at once: every node turns
+// NotReady within the same moment, so a test of "too many unhealthy nodes"
+// never sees them go one at a time.
+//
+// The kwok binary (v0.8) drops the watch event that tells it a node left
+// its label selector, so the heartbeat it had scheduled for the node still
+// plays once, up to the heartbeat stage's delay (20 s plus 25 s of jitter)
+// after the node's previous heartbeat, and puts Ready back to True. Writing
+// NotReady before that heartbeat would be undone, so the nodes are taken
+// away first, and Ready is written once each node's pending heartbeat has
+// landed (its lastHeartbeatTime moved) or could no longer come.
+func StopKubelets(ctx context.Context, kube client.Client, nodeNames []string, ready corev1.ConditionStatus) error {
 	if ready != corev1.ConditionFalse && ready != corev1.ConditionUnknown {
-		return fmt.Errorf("stopping kubelet of node %s: Ready must become False or Unknown, not %q", nodeName, ready)
+		return fmt.Errorf("stopping kubelets of nodes %v: Ready must become False or Unknown, not %q", nodeNames, ready)
 	}
-	key := types.NamespacedName{Name: nodeName}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node := &corev1.Node{}
-		if err := kube.Get(ctx, key, node); err != nil {
+	pending := map[string]time.Time{} // node → its last heartbeat before it was taken away
+	for _, name := range nodeNames {
+		heartbeat, taken, err := takeFromKwok(ctx, kube, name)
+		if err != nil {
 			return err
 		}
-		if _, ok := node.Labels[kwokv1alpha1.KWOKNodeLabelKey]; !ok || !strings.HasPrefix(node.Spec.ProviderID, ProviderIDPrefix) {
-			return fmt.Errorf("node %s is not a kwok instance", nodeName)
+		if taken && !heartbeat.IsZero() {
+			pending[name] = heartbeat
 		}
-		if node.Labels[kwokv1alpha1.KWOKNodeLabelKey] == KubeletStoppedLabelValue {
-			return nil
-		}
-		node.Labels[kwokv1alpha1.KWOKNodeLabelKey] = KubeletStoppedLabelValue
-		return kube.Update(ctx, node)
-	})
-	if err != nil {
-		return fmt.Errorf("taking node %s away from kwok: %w", nodeName, err)
+	}
+	if err := awaitHeartbeats(ctx, kube, pending); err != nil {
+		return err
 	}
 	reason, message := "KubeletNotReady", "kubelet stopped (simulated by the kwok provider)"
 	if ready == corev1.ConditionUnknown {
 		reason, message = "NodeStatusUnknown", "Kubelet stopped posting node status."
 	}
-	// The kwok binary learns of the label change through its own watch, so
-	// a heartbeat already on its way can put Ready back to True after the
-	// write below. Write until the status has held for a settle period.
+	// A heartbeat already on its way when a node was taken away can still
+	// land after the write below. Write until the status has held for a
+	// settle period.
 	for held := 0; held < stopSettleChecks; {
-		changed, err := markNotReady(ctx, kube, key, ready, reason, message)
-		if err != nil {
-			return err
+		changed := false
+		for _, name := range nodeNames {
+			wrote, err := markNotReady(ctx, kube, types.NamespacedName{Name: name}, ready, reason, message)
+			if err != nil {
+				return err
+			}
+			changed = changed || wrote
 		}
 		if changed {
 			held = 0
@@ -291,8 +305,75 @@ func StopKubelet(ctx context.Context, kube client.Client, nodeName string, ready
 	return nil
 }
 
-// stopSettleChecks × stopSettleInterval is how long StopKubelet watches for
-// the kwok binary undoing its status write.
+// takeFromKwok relabels the node so the kwok binary no longer manages it,
+// and returns the Ready condition's lastHeartbeatTime it had then; taken is
+// false when an earlier call already took it.
+func takeFromKwok(ctx context.Context, kube client.Client, nodeName string) (heartbeat time.Time, taken bool, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		taken = false
+		node := &corev1.Node{}
+		if err := kube.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
+			return err
+		}
+		if _, ok := node.Labels[kwokv1alpha1.KWOKNodeLabelKey]; !ok || !strings.HasPrefix(node.Spec.ProviderID, ProviderIDPrefix) {
+			return fmt.Errorf("node %s is not a kwok instance", nodeName)
+		}
+		if node.Labels[kwokv1alpha1.KWOKNodeLabelKey] == KubeletStoppedLabelValue {
+			return nil
+		}
+		heartbeat = readyHeartbeat(node)
+		node.Labels[kwokv1alpha1.KWOKNodeLabelKey] = KubeletStoppedLabelValue
+		taken = true
+		return kube.Update(ctx, node)
+	})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("taking node %s away from kwok: %w", nodeName, err)
+	}
+	return heartbeat, taken, nil
+}
+
+// awaitHeartbeats waits until each node's Ready heartbeat differs from the
+// one it had when it was taken away, or until kwok can no longer play the
+// heartbeat it had scheduled (kwokHeartbeatBound after the old one).
+func awaitHeartbeats(ctx context.Context, kube client.Client, last map[string]time.Time) error {
+	for len(last) > 0 {
+		for name, old := range last {
+			node := &corev1.Node{}
+			if err := kube.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
+				return fmt.Errorf("waiting for the last kwok heartbeat of node %s: %w", name, err)
+			}
+			if hb := readyHeartbeat(node); !hb.Equal(old) || time.Since(old) > kwokHeartbeatBound {
+				delete(last, name)
+			}
+		}
+		if len(last) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(stopSettleInterval):
+		}
+	}
+	return nil
+}
+
+func readyHeartbeat(node *corev1.Node) time.Time {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastHeartbeatTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+// kwokHeartbeatBound is how long after a heartbeat the kwok binary plays
+// the next one at the latest: its node-heartbeat stage's delay (20 s) and
+// jitter (25 s), with room for a busy machine.
+const kwokHeartbeatBound = 60 * time.Second
+
+// stopSettleChecks × stopSettleInterval is how long StopKubelets watches
+// for the kwok binary undoing its status write.
 const (
 	stopSettleChecks   = 4
 	stopSettleInterval = 250 * time.Millisecond

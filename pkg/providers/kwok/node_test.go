@@ -107,3 +107,66 @@ func TestStopKubelet(t *testing.T) {
 	assert.Error(t, StopKubelet(ctx, kube, "missing", corev1.ConditionFalse))
 	assert.Error(t, StopKubelet(ctx, kube, "ours", corev1.ConditionTrue), "only False or Unknown")
 }
+
+// TestStopKubeletsOutlastsKwoksLastHeartbeat plays the kwok binary's
+// heartbeat that was already scheduled when the nodes were taken away: it
+// lands after StopKubelets' settle period and writes Ready=True. Both nodes
+// must end NotReady, turned so together, after that heartbeat.
+func TestStopKubeletsOutlastsKwoksLastHeartbeat(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	scheme := runtime.NewScheme()
+	require.NoError(t, corev1.AddToScheme(scheme))
+	beat := metav1.NewTime(time.Now().Add(-time.Second).Truncate(time.Second))
+	node := func(name string) *corev1.Node {
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{kwokv1alpha1.KWOKNodeLabelKey: kwokv1alpha1.KWOKNodeLabelValue}},
+			Spec:       corev1.NodeSpec{ProviderID: ProviderIDPrefix + name},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: beat, LastTransitionTime: beat},
+			}},
+		}
+	}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(node("a"), node("b")).
+		WithStatusSubresource(&corev1.Node{}).Build()
+
+	// kwok's late heartbeats: node a's soon after it was taken away, node
+	// b's well after StopKubelets' settle period (1 s).
+	heartbeats := make(chan time.Time, 2)
+	for name, after := range map[string]time.Duration{"a": 200 * time.Millisecond, "b": 2500 * time.Millisecond} {
+		go func() {
+			for ctx.Err() == nil {
+				n := &corev1.Node{}
+				if err := kube.Get(ctx, client.ObjectKey{Name: name}, n); err == nil && n.Labels[kwokv1alpha1.KWOKNodeLabelKey] == KubeletStoppedLabelValue {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			time.Sleep(after)
+			n := &corev1.Node{}
+			if err := kube.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+				return
+			}
+			now := metav1.NewTime(time.Now().Add(time.Second).Truncate(time.Second))
+			n.Status.Conditions[0] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: beat}
+			if err := kube.Status().Update(ctx, n); err == nil {
+				heartbeats <- time.Now()
+			}
+		}()
+	}
+
+	require.NoError(t, StopKubelets(ctx, kube, []string{"a", "b"}, corev1.ConditionFalse))
+	require.Len(t, heartbeats, 2, "both of kwok's late heartbeats landed before StopKubelets returned")
+	last := <-heartbeats
+	if other := <-heartbeats; other.After(last) {
+		last = other
+	}
+	time.Sleep(500 * time.Millisecond) // nothing more comes
+	for _, name := range []string{"a", "b"} {
+		got := &corev1.Node{}
+		require.NoError(t, kube.Get(ctx, client.ObjectKey{Name: name}, got))
+		ready := got.Status.Conditions[0]
+		assert.Equal(t, corev1.ConditionFalse, ready.Status, "node %s stays NotReady", name)
+		assert.False(t, ready.LastTransitionTime.Time.Before(last.Truncate(time.Second)), "node %s turned NotReady after kwok's last heartbeat", name)
+	}
+}
