@@ -251,41 +251,35 @@ func StopKubelet(ctx context.Context, kube client.Client, nodeName string, ready
 // NotReady within the same moment, so a test of "too many unhealthy nodes"
 // never sees them go one at a time.
 //
-// The kwok binary (v0.8) drops the watch event that tells it a node left
-// its label selector, so the heartbeat it had scheduled for the node still
-// plays once, up to the heartbeat stage's delay (20 s plus 25 s of jitter)
-// after the node's previous heartbeat, and puts Ready back to True. Writing
-// NotReady before that heartbeat would be undone, so the nodes are taken
-// away first, and Ready is written once each node's pending heartbeat has
-// landed (its lastHeartbeatTime moved) or could no longer come.
+// The kwok binary (v0.8) can still play a heartbeat it scheduled before a
+// node left its label selector (a node event it was still processing
+// re-schedules the heartbeat after the cancellation), up to its heartbeat
+// stage's delay and jitter (45 s) later, and that heartbeat puts Ready back
+// to True. So after writing Ready, until ctx ends or kwokHeartbeatBound has
+// passed, a goroutine puts it back down at once, with the transition time
+// it had, so that the node's unhealthy time runs on unbroken. The kube
+// controller-manager may meanwhile turn a False into Unknown, which is as
+// unhealthy and is left alone.
 func StopKubelets(ctx context.Context, kube client.Client, nodeNames []string, ready corev1.ConditionStatus) error {
 	if ready != corev1.ConditionFalse && ready != corev1.ConditionUnknown {
 		return fmt.Errorf("stopping kubelets of nodes %v: Ready must become False or Unknown, not %q", nodeNames, ready)
 	}
-	pending := map[string]time.Time{} // node → its last heartbeat before it was taken away
 	for _, name := range nodeNames {
-		heartbeat, taken, err := takeFromKwok(ctx, kube, name)
-		if err != nil {
+		if err := takeFromKwok(ctx, kube, name); err != nil {
 			return err
 		}
-		if taken && !heartbeat.IsZero() {
-			pending[name] = heartbeat
-		}
 	}
-	if err := awaitHeartbeats(ctx, kube, pending); err != nil {
-		return err
-	}
+	until := time.Now().Add(kwokHeartbeatBound)
 	reason, message := "KubeletNotReady", "kubelet stopped (simulated by the kwok provider)"
 	if ready == corev1.ConditionUnknown {
 		reason, message = "NodeStatusUnknown", "Kubelet stopped posting node status."
 	}
-	// A heartbeat already on its way when a node was taken away can still
-	// land after the write below. Write until the status has held for a
-	// settle period.
+	// A heartbeat already on its way can land right after the write below.
+	// Write until the status has held for a settle period.
 	for held := 0; held < stopSettleChecks; {
 		changed := false
 		for _, name := range nodeNames {
-			wrote, err := markNotReady(ctx, kube, types.NamespacedName{Name: name}, ready, reason, message)
+			wrote, err := markNotReady(ctx, kube, types.NamespacedName{Name: name}, ready, reason, message, metav1.Time{})
 			if err != nil {
 				return err
 			}
@@ -302,15 +296,49 @@ func StopKubelets(ctx context.Context, kube client.Client, nodeNames []string, r
 		case <-time.After(stopSettleInterval):
 		}
 	}
+	since := map[string]metav1.Time{}
+	for _, name := range nodeNames {
+		node := &corev1.Node{}
+		if err := kube.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
+			return fmt.Errorf("reading node %s: %w", name, err)
+		}
+		if c := readyCondition(node); c != nil {
+			since[name] = c.LastTransitionTime
+		}
+	}
+	go keepDown(ctx, kube, since, until, ready, reason, message)
 	return nil
 }
 
-// takeFromKwok relabels the node so the kwok binary no longer manages it,
-// and returns the Ready condition's lastHeartbeatTime it had then; taken is
-// false when an earlier call already took it.
-func takeFromKwok(ctx context.Context, kube client.Client, nodeName string) (heartbeat time.Time, taken bool, err error) {
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		taken = false
+// keepDown puts Ready back to ready, with its transition time, on any of
+// the nodes that a late kwok heartbeat raised to True, until ctx ends or
+// until is past.
+func keepDown(ctx context.Context, kube client.Client, since map[string]metav1.Time, until time.Time, ready corev1.ConditionStatus, reason, message string) {
+	for ctx.Err() == nil && time.Now().Before(until) {
+		for name, t := range since {
+			node := &corev1.Node{}
+			if err := kube.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
+				if apierrors.IsNotFound(err) {
+					delete(since, name)
+				}
+				continue
+			}
+			if c := readyCondition(node); c != nil && c.Status == corev1.ConditionTrue {
+				if _, err := markNotReady(ctx, kube, types.NamespacedName{Name: name}, ready, reason, message, t); err != nil {
+					log.FromContext(ctx).Error(err, "putting Ready back down after a late kwok heartbeat", "Node", name)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(keepDownInterval):
+		}
+	}
+}
+
+// takeFromKwok relabels the node so the kwok binary no longer manages it.
+func takeFromKwok(ctx context.Context, kube client.Client, nodeName string) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node := &corev1.Node{}
 		if err := kube.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
 			return err
@@ -321,67 +349,43 @@ func takeFromKwok(ctx context.Context, kube client.Client, nodeName string) (hea
 		if node.Labels[kwokv1alpha1.KWOKNodeLabelKey] == KubeletStoppedLabelValue {
 			return nil
 		}
-		heartbeat = readyHeartbeat(node)
 		node.Labels[kwokv1alpha1.KWOKNodeLabelKey] = KubeletStoppedLabelValue
-		taken = true
 		return kube.Update(ctx, node)
 	})
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("taking node %s away from kwok: %w", nodeName, err)
+		return fmt.Errorf("taking node %s away from kwok: %w", nodeName, err)
 	}
-	return heartbeat, taken, nil
+	return nil
 }
 
-// awaitHeartbeats waits until each node's Ready heartbeat differs from the
-// one it had when it was taken away, or until kwok can no longer play the
-// heartbeat it had scheduled (kwokHeartbeatBound after the old one).
-func awaitHeartbeats(ctx context.Context, kube client.Client, last map[string]time.Time) error {
-	for len(last) > 0 {
-		for name, old := range last {
-			node := &corev1.Node{}
-			if err := kube.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
-				return fmt.Errorf("waiting for the last kwok heartbeat of node %s: %w", name, err)
-			}
-			if hb := readyHeartbeat(node); !hb.Equal(old) || time.Since(old) > kwokHeartbeatBound {
-				delete(last, name)
-			}
-		}
-		if len(last) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(stopSettleInterval):
+func readyCondition(node *corev1.Node) *corev1.NodeCondition {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			return &node.Status.Conditions[i]
 		}
 	}
 	return nil
 }
 
-func readyHeartbeat(node *corev1.Node) time.Time {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.LastHeartbeatTime.Time
-		}
-	}
-	return time.Time{}
-}
-
-// kwokHeartbeatBound is how long after a heartbeat the kwok binary plays
-// the next one at the latest: its node-heartbeat stage's delay (20 s) and
-// jitter (25 s), with room for a busy machine.
+// kwokHeartbeatBound is how long after a node left the kwok binary a
+// heartbeat it had scheduled may still play: its node-heartbeat stage's
+// delay (20 s) and jitter (25 s), with room for a busy machine.
 const kwokHeartbeatBound = 60 * time.Second
 
 // stopSettleChecks × stopSettleInterval is how long StopKubelets watches
-// for the kwok binary undoing its status write.
+// for the kwok binary undoing its status write before it returns;
+// keepDownInterval is how often it looks afterwards. A raised Ready is
+// visible for about that long.
 const (
 	stopSettleChecks   = 4
 	stopSettleInterval = 250 * time.Millisecond
+	keepDownInterval   = 50 * time.Millisecond
 )
 
 // markNotReady writes Ready=ready on the node unless it already says so,
-// and reports whether it wrote.
-func markNotReady(ctx context.Context, kube client.Client, key types.NamespacedName, ready corev1.ConditionStatus, reason, message string) (bool, error) {
+// and reports whether it wrote. A changed status gets since as its
+// transition time, or now when since is zero.
+func markNotReady(ctx context.Context, kube client.Client, key types.NamespacedName, ready corev1.ConditionStatus, reason, message string, since metav1.Time) (bool, error) {
 	wrote := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		wrote = false
@@ -396,6 +400,10 @@ func markNotReady(ctx context.Context, kube client.Client, key types.NamespacedN
 		}
 		wrote = true
 		now := metav1.Now()
+		transition := since
+		if transition.IsZero() {
+			transition = now
+		}
 		found := false
 		for i := range node.Status.Conditions {
 			c := &node.Status.Conditions[i]
@@ -404,14 +412,14 @@ func markNotReady(ctx context.Context, kube client.Client, key types.NamespacedN
 			}
 			found = true
 			if c.Status != ready {
-				c.LastTransitionTime = now
+				c.LastTransitionTime = transition
 			}
 			c.Status, c.Reason, c.Message, c.LastHeartbeatTime = ready, reason, message, now
 		}
 		if !found {
 			node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{
 				Type: corev1.NodeReady, Status: ready, Reason: reason, Message: message,
-				LastHeartbeatTime: now, LastTransitionTime: now,
+				LastHeartbeatTime: now, LastTransitionTime: transition,
 			})
 		}
 		return kube.Status().Update(ctx, node)

@@ -109,9 +109,11 @@ func TestStopKubelet(t *testing.T) {
 }
 
 // TestStopKubeletsOutlastsKwoksLastHeartbeat plays the kwok binary's
-// heartbeat that was already scheduled when the nodes were taken away: it
-// lands after StopKubelets' settle period and writes Ready=True. Both nodes
-// must end NotReady, turned so together, after that heartbeat.
+// heartbeat that was already scheduled when the nodes were taken away: one
+// lands within StopKubelets' settle period, the other after it has
+// returned, and each writes Ready=True. Both nodes must end NotReady with
+// the transition time StopKubelets gave them, so that node repair's
+// toleration runs on unbroken.
 func TestStopKubeletsOutlastsKwoksLastHeartbeat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -156,17 +158,26 @@ func TestStopKubeletsOutlastsKwoksLastHeartbeat(t *testing.T) {
 	}
 
 	require.NoError(t, StopKubelets(ctx, kube, []string{"a", "b"}, corev1.ConditionFalse))
-	require.Len(t, heartbeats, 2, "both of kwok's late heartbeats landed before StopKubelets returned")
-	last := <-heartbeats
-	if other := <-heartbeats; other.After(last) {
-		last = other
+	since := map[string]metav1.Time{}
+	for _, name := range []string{"a", "b"} {
+		got := &corev1.Node{}
+		require.NoError(t, kube.Get(ctx, client.ObjectKey{Name: name}, got))
+		require.Equal(t, corev1.ConditionFalse, got.Status.Conditions[0].Status)
+		since[name] = got.Status.Conditions[0].LastTransitionTime
 	}
-	time.Sleep(500 * time.Millisecond) // nothing more comes
+	for range 2 {
+		select {
+		case <-heartbeats:
+		case <-ctx.Done():
+			t.Fatal("kwok's late heartbeats never landed")
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the guard's reaction
 	for _, name := range []string{"a", "b"} {
 		got := &corev1.Node{}
 		require.NoError(t, kube.Get(ctx, client.ObjectKey{Name: name}, got))
 		ready := got.Status.Conditions[0]
-		assert.Equal(t, corev1.ConditionFalse, ready.Status, "node %s stays NotReady", name)
-		assert.False(t, ready.LastTransitionTime.Time.Before(last.Truncate(time.Second)), "node %s turned NotReady after kwok's last heartbeat", name)
+		assert.Equal(t, corev1.ConditionFalse, ready.Status, "node %s is put back down", name)
+		assert.Equal(t, since[name].Unix(), ready.LastTransitionTime.Unix(), "node %s keeps its transition time", name)
 	}
 }
