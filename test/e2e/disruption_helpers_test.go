@@ -416,12 +416,18 @@ func hasTaint(n *corev1.Node, key string) bool {
 }
 
 func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+	c := readyCondition(n)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// readyCondition is the node's Ready condition, nil when it has none.
+func readyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
 		}
 	}
-	return false
+	return nil
 }
 
 func podReady(p *corev1.Pod) bool {

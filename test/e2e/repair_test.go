@@ -42,12 +42,8 @@ func TestNodeRepair(t *testing.T) {
 	node := &corev1.Node{}
 	require.NoError(t, cp.Client.Get(ctx, types.NamespacedName{Name: victim.Status.NodeName}, node))
 	require.False(t, nodeReady(node), "kwok keeps its hands off a stopped node")
-	var stoppedAt time.Time // as the controller sees it: to the second
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			stoppedAt = c.LastTransitionTime.Time
-		}
-	}
+	require.NotNil(t, readyCondition(node), "StopKubelet writes Ready")
+	stoppedAt := readyCondition(node).LastTransitionTime.Time // as the controller sees it: to the second
 
 	gone := waitUntil(ctx, 2*time.Minute, func() bool {
 		claims, err := poolClaims(ctx, cp, pool)
@@ -109,10 +105,8 @@ func watchReady(ctx context.Context, cp *controlplane.ControlPlane, names []stri
 				state := "gone"
 				if err := cp.Client.Get(ctx, types.NamespacedName{Name: name}, node); err == nil {
 					state = "no Ready condition"
-					for _, c := range node.Status.Conditions {
-						if c.Type == corev1.NodeReady {
-							state = fmt.Sprintf("%s since %s (%s)", c.Status, c.LastTransitionTime.Format(time.RFC3339), c.Reason)
-						}
+					if c := readyCondition(node); c != nil {
+						state = fmt.Sprintf("%s since %s (%s)", c.Status, c.LastTransitionTime.Format(time.RFC3339), c.Reason)
 					}
 				} else if !apierrors.IsNotFound(err) {
 					continue

@@ -252,10 +252,10 @@ func StopKubelet(ctx context.Context, kube client.Client, nodeName string, ready
 // never sees them go one at a time.
 //
 // The kwok binary (v0.8) can still play a heartbeat it scheduled before a
-// node left its label selector (a node event it was still processing
-// re-schedules the heartbeat after the cancellation), up to its heartbeat
-// stage's delay and jitter (45 s) later, and that heartbeat puts Ready back
-// to True. So after writing Ready, until ctx ends or kwokHeartbeatBound has
+// node left its label selector, up to its heartbeat stage's delay and
+// jitter (45 s) later (seen under load; likely a node event it was still
+// processing re-schedules the heartbeat after its cancellation), and that
+// heartbeat puts Ready back to True. So after writing Ready, until ctx ends or kwokHeartbeatBound has
 // passed, a goroutine puts it back down at once, with the transition time
 // it had, so that the node's unhealthy time runs on unbroken. The kube
 // controller-manager may meanwhile turn a False into Unknown, which is as
@@ -393,10 +393,9 @@ func markNotReady(ctx context.Context, kube client.Client, key types.NamespacedN
 		if err := kube.Get(ctx, key, node); err != nil {
 			return err
 		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == ready {
-				return nil
-			}
+		c := readyCondition(node)
+		if c != nil && c.Status == ready {
+			return nil
 		}
 		wrote = true
 		now := metav1.Now()
@@ -404,23 +403,13 @@ func markNotReady(ctx context.Context, kube client.Client, key types.NamespacedN
 		if transition.IsZero() {
 			transition = now
 		}
-		found := false
-		for i := range node.Status.Conditions {
-			c := &node.Status.Conditions[i]
-			if c.Type != corev1.NodeReady {
-				continue
-			}
-			found = true
-			if c.Status != ready {
-				c.LastTransitionTime = transition
-			}
-			c.Status, c.Reason, c.Message, c.LastHeartbeatTime = ready, reason, message, now
-		}
-		if !found {
+		if c == nil {
 			node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{
 				Type: corev1.NodeReady, Status: ready, Reason: reason, Message: message,
 				LastHeartbeatTime: now, LastTransitionTime: transition,
 			})
+		} else {
+			c.Status, c.Reason, c.Message, c.LastHeartbeatTime, c.LastTransitionTime = ready, reason, message, now, transition
 		}
 		return kube.Status().Update(ctx, node)
 	})
