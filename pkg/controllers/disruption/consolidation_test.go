@@ -362,7 +362,9 @@ func TestPlannerValidationDropsCommandsTheFreshPlanDoesNotMake(t *testing.T) {
 
 // A planner command's replacements are created with repack.LaunchTaint,
 // so that the kube-scheduler does not fill them with other pods while
-// they come up; a node keeps it only while its command is in flight.
+// they come up; the queue takes it off as the command deletes its
+// candidates, so that their evicted pods go to the nodes bought for them,
+// and a node no command in flight launched loses it at the next pass.
 func TestPlannerReplacementsCarryTheLaunchTaint(t *testing.T) {
 	e := newConsolidationEnv(t, true)
 	old, oldNode := e.typedNode(itype(16))
@@ -405,5 +407,21 @@ func TestPlannerReplacementsCarryTheLaunchTaint(t *testing.T) {
 	assert.Equal(t, []string{replacement.Name}, moves[0].Launched)
 	for _, tt := range e.node(stale.Name).Spec.Taints {
 		assert.False(t, tt.MatchTaint(&repack.LaunchTaint), "no command in flight launched %s", stale.Name)
+	}
+
+	// The replacement registers (its Node carries the taint, as the
+	// NodeClaim's taints go to the Node) and initializes.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: replacement.Name + "-node", Labels: map[string]string{v1.NodePoolLabelKey: e.pool.Name}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{repack.LaunchTaint}}}
+	require.NoError(t, cp.Client.Create(e.ctx, node))
+	replacement.Status.NodeName = node.Name
+	replacement.Status.Conditions = []v1.Condition{{Type: v1.ConditionTypeInitialized, Status: "True", Reason: "Initialized", LastTransitionTime: metav1.Now()}}
+	require.NoError(t, cp.Client.Status().Update(e.ctx, replacement))
+	e.step(10 * time.Second) // the queue only, no disruption pass
+	got := &v1.NodeClaim{}
+	err := cp.Client.Get(e.ctx, client.ObjectKey{Name: old.Name}, got)
+	assert.True(t, isGoneOrDeleting(err, got), "once the replacement is initialized the old node is deleted")
+	for _, tt := range e.node(node.Name).Spec.Taints {
+		assert.False(t, tt.MatchTaint(&repack.LaunchTaint), "the queue takes the launch taint off as it deletes the candidates")
 	}
 }

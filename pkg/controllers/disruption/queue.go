@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -63,9 +64,11 @@ type command struct {
 	candidates        []*disruption.Candidate
 	replacements      []string
 	initialized       []bool
-	created           time.Time
-	next              time.Time
-	delay             time.Duration
+	// nodes are the initialized replacements' Node names.
+	nodes   []string
+	created time.Time
+	next    time.Time
+	delay   time.Duration
 	// pools are the candidates' and replacements' NodePools. priceBefore
 	// is the candidates' price and plannedPrice the planned replacements'
 	// ($/h), set when every candidate could be priced; launched are the
@@ -317,10 +320,28 @@ func (q *Queue) step(ctx context.Context, c *command, timeout time.Duration) (fi
 			continue
 		}
 		c.initialized[i] = true
+		c.nodes = append(c.nodes, nc.Status.NodeName)
 		c.launched = append(c.launched, launchedOffering{pool: nc.Labels[v1.NodePoolLabelKey], key: scheduling.OfferingKeyOf(nc.Labels)})
 	}
 	if len(waiting) > 0 {
 		return false, fmt.Errorf("waiting for replacement(s) %s to initialize", strings.Join(waiting, ", "))
+	}
+	if c.consolidationType == repack.ConsolidationType {
+		// The launch taint kept the pods other commands evicted off the
+		// new nodes while they came up. The candidates' own pods are
+		// evicted next, and the new nodes were bought for them: without
+		// the taint the kube-scheduler prefers them (the emptiest nodes),
+		// with it the pods spread over any other node's room first and
+		// the new nodes stay half empty. A failure is only logged: the
+		// next pass takes the taint off (Controller.drain).
+		for _, node := range c.nodes {
+			if node == "" {
+				continue
+			}
+			if err := setTaint(ctx, q.kube, node, repack.LaunchTaint, false); err != nil {
+				log.FromContext(ctx).Error(err, "removing the launch taint before disrupting", "command-id", c.id, "Node", klog.KRef("", node))
+			}
+		}
 	}
 	var errs []error
 	for _, cand := range c.candidates {

@@ -70,14 +70,16 @@ type Plan struct {
 var DrainTaint = corev1.Taint{Key: "karpenter-go.io/draining", Effect: corev1.TaintEffectPreferNoSchedule}
 
 // LaunchTaint steers the kube-scheduler away from the NodeClaims a
-// planner command launches until the command is done: the disruption
-// queue creates them with it and the disruption controller takes it off
-// once the command has left the queue (or at its first pass after a
-// restart). A new node is the emptiest there is, so without it the pods
-// that the same pass's deletes evict, placed while it comes up, would
-// fill the room the command launched it for, and the command's own pods
-// would need a fresh node. PreferNoSchedule: a pod goes there anyway when
-// nothing else has room, the command's own pods included.
+// planner command launches while they come up: the disruption queue
+// creates them with it and takes it off as the command deletes its
+// candidates (the disruption controller takes it off every node no
+// command in flight launched, as after a restart). A new node is the
+// emptiest there is, so without it the pods that the same pass's deletes
+// evict, placed while it comes up, would fill the room the command
+// launched it for, and the command's own pods would need a fresh node.
+// Kept while the command's own pods are evicted, it would send them to
+// any other node's room first and leave the new nodes half empty.
+// PreferNoSchedule: a pod goes there anyway when nothing else has room.
 var LaunchTaint = corev1.Taint{Key: "karpenter-go.io/consolidation-launch", Effect: corev1.TaintEffectPreferNoSchedule}
 
 // move is one planned command.
