@@ -19,23 +19,44 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
-// Execute carries out one pass's commands at now, as the cluster would:
-// the replacements are launched (the cheapest offering of their types),
-// the candidates go, and each evicted pod is replaced by its owner with a
-// new pod (a new name, created a second after now), bound one by one, in
+// Execute carries out one pass's commands at now, as the cluster would.
+// Each evicted pod is replaced by its owner with a new pod (a new name,
+// created a second after now), and the new pods are bound one by one, in
 // the evicted pods' name order, to the node with the most room left (the
 // kube-scheduler's LeastAllocated scoring), not where the plan meant them
-// to go. Pods that fit nowhere are provisioned by the solver and counted
-// in Fresh. It returns the nodes each command launched.
+// to go. It happens in two waves, as in the controller's queue: a command
+// without replacements deletes its candidates at once, so their pods are
+// placed while the replacements are still launching; a command with
+// replacements deletes its candidates once they are initialized (and, for
+// the planner's commands, without repack.LaunchTaint from then on), so its
+// pods, and any of the first wave's that found no room, are placed with
+// the new nodes up. Pods that fit nowhere then are provisioned by the
+// solver and counted in Fresh. It returns the nodes each command launched.
 func (c *Cluster) Execute(cmds []*disruption.Command, now time.Time) ([][]string, error) {
 	removed := map[string]bool{}
-	var evicted []*corev1.Pod
-	launched := make([][]string, len(cmds))
-	for i, cmd := range cmds {
+	var first, second []*corev1.Pod
+	for _, cmd := range cmds {
 		for _, cand := range cmd.Candidates {
 			removed[cand.Name()] = true
-			evicted = append(evicted, cand.Reschedulable...)
+			if len(cmd.Replacements) == 0 {
+				first = append(first, cand.Reschedulable...)
+			} else {
+				second = append(second, cand.Reschedulable...)
+			}
 		}
+	}
+	c.Commands += len(cmds)
+	c.Evictions += len(first) + len(second)
+	kept := c.Snap.Nodes[:0]
+	for _, n := range c.Snap.Nodes {
+		if !removed[n.Name()] {
+			kept = append(kept, n)
+		}
+	}
+	c.Snap.Nodes = kept
+	left := c.bindLeastAllocated(c.replacements(first, now))
+	launched := make([][]string, len(cmds))
+	for i, cmd := range cmds {
 		for _, nc := range cmd.Replacements {
 			n, err := c.launch(nc, now)
 			if err != nil {
@@ -44,23 +65,25 @@ func (c *Cluster) Execute(cmds []*disruption.Command, now time.Time) ([][]string
 			launched[i] = append(launched[i], n.Name())
 		}
 	}
-	c.Commands += len(cmds)
-	c.Evictions += len(evicted)
-	kept := c.Snap.Nodes[:0]
-	for _, n := range c.Snap.Nodes {
-		if !removed[n.Name()] {
-			kept = append(kept, n)
-		}
+	second = c.replacements(second, now)
+	if len(left) > 0 {
+		second = append(second, left...)
+		sort.SliceStable(second, func(i, j int) bool { return second[i].Name < second[j].Name })
 	}
-	c.Snap.Nodes = kept
-	sort.Slice(evicted, func(i, j int) bool { return evicted[i].Name < evicted[j].Name })
-	for i, p := range evicted {
-		evicted[i] = c.replacement(p, now.Add(time.Second))
-	}
-	left := c.bindLeastAllocated(evicted)
-	fresh, err := c.Provision(left, now)
+	fresh, err := c.Provision(c.bindLeastAllocated(second), now)
 	c.Fresh += fresh
 	return launched, err
+}
+
+// replacements are the pods the owners of evicted create a second after
+// now, in the evicted pods' name order.
+func (c *Cluster) replacements(evicted []*corev1.Pod, now time.Time) []*corev1.Pod {
+	sort.Slice(evicted, func(i, j int) bool { return evicted[i].Name < evicted[j].Name })
+	out := make([]*corev1.Pod, len(evicted))
+	for i, p := range evicted {
+		out[i] = c.replacement(p, now.Add(time.Second))
+	}
+	return out
 }
 
 // replacement is the pod a ReplicaSet creates at created for evicted p:
