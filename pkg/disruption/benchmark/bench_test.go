@@ -2,7 +2,11 @@ package benchmark
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,7 +81,7 @@ func BenchmarkConsolidation(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkChurn -benchtime 1x ./pkg/disruption/benchmark/
 //	go test -run '^$' -bench 'BenchmarkChurn/seed=7$' -benchtime 1x ./pkg/disruption/benchmark/
 func BenchmarkChurn(b *testing.B) {
-	for _, seed := range []int64{7, 11, 23, 3, 5, 13, 17, 29} {
+	for _, seed := range churnSeeds {
 		b.Run(fmt.Sprintf("seed=%d", seed), func(b *testing.B) {
 			for b.Loop() {
 				var rs []ChurnResult
@@ -144,5 +148,74 @@ func benchScaleIn(b *testing.B, fleet [][3]int) {
 			b.ReportMetric(float64(r.Fresh), alg.Name+"-fresh")
 		}
 		b.Log("\n" + Table(rs))
+	}
+}
+
+// churnSeeds are BenchmarkChurn's trace seeds.
+var churnSeeds = []int64{7, 11, 23, 3, 5, 13, 17, 29}
+
+// meanChurn replays the churn trace of every seed with a fresh alg (one
+// per seed, from newAlg) on all cores and returns the mean evictions per
+// hour and mean $/h.
+func meanChurn(b *testing.B, newAlg func() Algorithm) (float64, float64) {
+	b.Helper()
+	rs := make([]ChurnResult, len(churnSeeds))
+	errs := make([]error, len(churnSeeds))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, seed := range churnSeeds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rs[i], errs[i] = Churn(newAlg(), 100, seed, 6, 5*time.Minute, 10)
+		}()
+	}
+	wg.Wait()
+	evictions, price := 0.0, 0.0
+	for i, r := range rs {
+		if errs[i] != nil {
+			b.Fatal(errs[i])
+		}
+		evictions += r.EvictionsPerHour()
+		price += r.MeanPrice
+	}
+	n := float64(len(rs))
+	return evictions / n, price / n
+}
+
+// BenchmarkChurnRestartCost measures the planner's trade between
+// evictions and dollars: the churn replay of BenchmarkChurn, mean over its
+// eight seeds, for upstream's algorithm, take-any-saving and the planner
+// at several restart costs (--consolidation-restart-cost), each reported
+// as evictions per hour against upstream's and $/h against the best of
+// upstream's and take-any-saving's.
+//
+//	go test -run '^$' -bench BenchmarkChurnRestartCost -benchtime 1x -timeout 30m ./pkg/disruption/benchmark/
+func BenchmarkChurnRestartCost(b *testing.B) {
+	for b.Loop() {
+		upEv, upPrice := meanChurn(b, Upstream)
+		anyEv, anyPrice := meanChurn(b, func() Algorithm {
+			return Planner("take-any-saving", repack.Options{SpotToSpot: true, TakeAnySaving: true})
+		})
+		best := math.Min(upPrice, anyPrice)
+		var t strings.Builder
+		fmt.Fprintf(&t, "%-22s %10s %13s %10s %14s\n", "algorithm", "evict/h", "% of upstream", "mean $/h", "% above best")
+		row := func(name string, ev, price float64) {
+			fmt.Fprintf(&t, "%-22s %10.1f %13.1f %10.3f %14.2f\n", name, ev, 100*ev/upEv, price, 100*(price/best-1))
+		}
+		row("upstream", upEv, upPrice)
+		row("take-any-saving", anyEv, anyPrice)
+		for _, rc := range []float64{0.006, 0.0075, 0.0085, repack.DefaultRestartCost, 0.015, 0.02} {
+			ev, price := meanChurn(b, func() Algorithm {
+				return Planner("planner", repack.Options{SpotToSpot: true, RestartCost: rc})
+			})
+			name := fmt.Sprintf("planner $%g/pod", rc)
+			row(name, ev, price)
+			b.ReportMetric(100*ev/upEv, fmt.Sprintf("rc=%g-evictions-%%-of-upstream", rc))
+			b.ReportMetric(100*(price/best-1), fmt.Sprintf("rc=%g-$/h-%%-above-best", rc))
+		}
+		b.Log("\n" + strings.TrimSuffix(t.String(), "\n"))
 	}
 }
