@@ -573,11 +573,7 @@ func TestAWSInterruption(t *testing.T) {
 			case nc.Name != first.Name && conditionTrue(nc.Status.Conditions, v1.ConditionTypeReady) && nc.DeletionTimestamp == nil:
 				if readyAt.IsZero() {
 					readyAt, readyPoll, third = time.Now(), poll, nc.DeepCopy()
-					for _, c := range nc.Status.Conditions {
-						if c.Type == v1.ConditionTypeReady {
-							readySince = c.LastTransitionTime
-						}
-					}
+					readySince = condition(nc.Status.Conditions, v1.ConditionTypeReady).LastTransitionTime
 				}
 			}
 		}

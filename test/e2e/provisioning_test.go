@@ -147,13 +147,19 @@ func runningOnOurNodes(ctx context.Context, t testing.TB, cp *controlplane.Contr
 	return n
 }
 
-func conditionTrue(conds []v1.Condition, t string) bool {
-	for _, c := range conds {
-		if c.Type == t {
-			return c.Status == metav1.ConditionTrue
+// condition finds the condition of type t, nil when there is none.
+func condition(conds []v1.Condition, t string) *v1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
 		}
 	}
-	return false
+	return nil
+}
+
+func conditionTrue(conds []v1.Condition, t string) bool {
+	c := condition(conds, t)
+	return c != nil && c.Status == metav1.ConditionTrue
 }
 
 func controllerLog(t testing.TB, cp *controlplane.ControlPlane) string {
