@@ -167,6 +167,17 @@ type Hooks struct {
 	AfterMethod  func(Method, MethodRun)
 }
 
+// Follower is a method that, in a pass where an earlier method acted,
+// also runs on the fleet that method's commands leave: their nodes count
+// as marked for deletion (not candidates, not destinations, and using
+// their pools' budgets). The repacking planner follows Emptiness, so that
+// its move and the empty nodes' delete wait out one validation delay
+// together instead of one pass each. A follower must plan from
+// Env.Snapshot: the pass's Simulator does not know the marks.
+type Follower interface {
+	Follows(m Method) bool
+}
+
 // DisruptWith is Disrupt with hooks.
 func DisruptWith(snap *Snapshot, methods []Method, sim Simulator, hooks Hooks) (*Decision, error) {
 	found := discover(snap)
@@ -175,8 +186,9 @@ func DisruptWith(snap *Snapshot, methods []Method, sim Simulator, hooks Hooks) (
 	for name, v := range found.refused {
 		verdicts[name] = append(verdicts[name], v)
 	}
-	env := &Env{Snapshot: snap, Simulator: sim}
-	for _, m := range methods {
+	// evaluate runs one method over a pass's candidates and records what
+	// it saw; verdicts go to nodes the pass has not put in a command.
+	evaluate := func(m Method, snap *Snapshot, found *candidates, budgets map[string]*BudgetStatus) ([]*Command, error) {
 		if hooks.BeforeMethod != nil {
 			hooks.BeforeMethod(m)
 		}
@@ -203,7 +215,7 @@ func DisruptWith(snap *Snapshot, methods []Method, sim Simulator, hooks Hooks) (
 		var err error
 		if len(eligible) > 0 {
 			var vs []Verdict
-			cmds, vs, err = m.ComputeCommands(env, cloneBudgets(d.Budgets[m.Reason()]), eligible)
+			cmds, vs, err = m.ComputeCommands(&Env{Snapshot: snap, Simulator: sim}, cloneBudgets(budgets), eligible)
 			for _, v := range vs {
 				verdicts[v.Node] = appendOnce(verdicts[v.Node], v)
 			}
@@ -213,13 +225,29 @@ func DisruptWith(snap *Snapshot, methods []Method, sim Simulator, hooks Hooks) (
 		if hooks.AfterMethod != nil {
 			hooks.AfterMethod(m, run)
 		}
+		return cmds, err
+	}
+	for i, m := range methods {
+		cmds, err := evaluate(m, snap, found, d.Budgets[m.Reason()])
 		if err != nil {
 			return d, err
 		}
-		if len(cmds) > 0 {
-			d.Method, d.Commands = m, cmds
-			break
+		if len(cmds) == 0 {
+			continue
 		}
+		d.Method, d.Commands = m, cmds
+		for _, f := range methods[i+1:] {
+			if fl, ok := f.(Follower); !ok || !fl.Follows(m) {
+				continue
+			}
+			left := snap.marking(d.Commands)
+			more, err := evaluate(f, left, discover(left), AllBudgets(left)[f.Reason()])
+			if err != nil {
+				return d, err
+			}
+			d.Commands = append(d.Commands, more...)
+		}
+		break
 	}
 	acted := map[string]bool{}
 	for _, cmd := range d.Commands {
@@ -236,6 +264,28 @@ func DisruptWith(snap *Snapshot, methods []Method, sim Simulator, hooks Hooks) (
 	}
 	sort.Slice(d.Explanations, func(i, j int) bool { return d.Explanations[i].Node < d.Explanations[j].Node })
 	return d, nil
+}
+
+// marking returns a copy of snap in which the commands' candidates are
+// marked for deletion (the nodes themselves are copied, not changed).
+func (s *Snapshot) marking(cmds []*Command) *Snapshot {
+	marked := map[*Node]bool{}
+	for _, cmd := range cmds {
+		for _, c := range cmd.Candidates {
+			marked[c.Node] = true
+		}
+	}
+	out := *s
+	out.Nodes = make([]*Node, len(s.Nodes))
+	for i, n := range s.Nodes {
+		if marked[n] {
+			cp := *n
+			cp.MarkedForDeletion = true
+			n = &cp
+		}
+		out.Nodes[i] = n
+	}
+	return &out
 }
 
 // Explain runs a pass over snap with the default methods and returns why

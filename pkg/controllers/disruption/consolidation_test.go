@@ -425,3 +425,34 @@ func TestPlannerReplacementsCarryTheLaunchTaint(t *testing.T) {
 		assert.False(t, tt.MatchTaint(&repack.LaunchTaint), "the queue takes the launch taint off as it deletes the candidates")
 	}
 }
+
+// In a pass where Emptiness acts, the planner plans for the nodes left,
+// and both commands start after one validation delay (not one each).
+func TestPlannerMovesInTheEmptinessPass(t *testing.T) {
+	e := newConsolidationEnv(t, true)
+	empty, _ := e.typedNode(itype(8))
+	light, lightNode := e.typedNode(itype(2))
+	e.busyPod(lightNode, "small", "1500m")
+	heavy, heavyNode := e.typedNode(itype(8))
+	e.busyPod(heavyNode, "big-1", "3")
+	e.busyPod(heavyNode, "big-2", "3")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.ctrl.Reconcile(e.ctx)
+		done <- err
+	}()
+	require.Eventually(t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits for validation")
+	e.clock.Step(disruption.DefaultValidationDelay)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		e.clock.Step(disruption.DefaultValidationDelay)
+		t.Fatal("the pass waited out a second validation delay")
+	}
+	e.sync()
+	assert.Equal(t, "Empty", disruptionReason(e.nodeClaim(empty.Name)))
+	assert.Equal(t, "Underutilized", disruptionReason(e.nodeClaim(light.Name)))
+	assert.False(t, hasTaint(e.node(heavy.Name)), "the destination is untouched")
+}

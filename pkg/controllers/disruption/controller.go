@@ -81,6 +81,9 @@ type Options struct {
 	// Drain names the nodes to keep repack.DrainTaint on after each pass
 	// (repack.Drain of Methods); nil: no node keeps it.
 	Drain func() []string
+	// DrainDeletionCost gives the ReplicaSet pods on the nodes Drain names
+	// repack.DrainDeletionCost, so that scale-downs remove them first.
+	DrainDeletionCost bool
 }
 
 // Controller is the disruption loop.
@@ -197,35 +200,92 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 		// The taint only steers the kube-scheduler; the pass goes on.
 		log.FromContext(ctx).Error(err, "updating the drain taints")
 	}
-	if len(decision.Commands) > 0 && decision.Method.Reason() == v1.DisruptionReasonUnderutilized && c.opts.ValidationDelay > 0 {
-		if decision, err = c.validateConsolidation(ctx, decision); err != nil || decision == nil {
-			return false, err
+	// A pass's commands come from one method, or from Emptiness and the
+	// planner that follows it (disruption.Follower). Each method's
+	// commands are validated after one shared delay, then started, in
+	// order: the planner's are validated once the empty nodes are in the
+	// queue, as its plan assumed.
+	waited := false
+	started := false
+	for _, g := range byMethod(decision.Commands) {
+		cmds := g.cmds
+		if check := c.validation(g.method); check != nil {
+			if !waited {
+				select {
+				case <-ctx.Done():
+					return started, ctx.Err()
+				case <-c.clock.After(c.opts.ValidationDelay):
+				}
+				waited = true
+			}
+			if cmds, err = check(ctx, g.method, cmds); err != nil {
+				return started, err
+			}
 		}
-	} else if len(decision.Commands) > 0 && decision.Method.ConsolidationType() != "" && c.opts.ValidationDelay > 0 {
-		if decision, err = c.validate(ctx, decision); err != nil || decision == nil {
-			return false, err
+		n, err := c.start(ctx, g.method, cmds, snap)
+		started = started || n > 0
+		if err != nil {
+			return started, err
 		}
 	}
+	return started, nil
+}
+
+// group is one method's commands in a pass.
+type group struct {
+	method disruption.Method
+	cmds   []*disruption.Command
+}
+
+// byMethod splits commands by method, keeping their order.
+func byMethod(cmds []*disruption.Command) []group {
+	var out []group
+	for _, cmd := range cmds {
+		if n := len(out); n > 0 && out[n-1].method == cmd.Method {
+			out[n-1].cmds = append(out[n-1].cmds, cmd)
+			continue
+		}
+		out = append(out, group{method: cmd.Method, cmds: []*disruption.Command{cmd}})
+	}
+	return out
+}
+
+// validation returns how a method's commands are checked after the
+// validation delay, or nil when they are not (drift; or no delay).
+func (c *Controller) validation(m disruption.Method) func(context.Context, disruption.Method, []*disruption.Command) ([]*disruption.Command, error) {
+	switch {
+	case c.opts.ValidationDelay <= 0:
+		return nil
+	case m.Reason() == v1.DisruptionReasonUnderutilized:
+		return c.validateConsolidation
+	case m.ConsolidationType() != "":
+		return c.validate
+	}
+	return nil
+}
+
+// start hands commands to the queue and reports how many started.
+func (c *Controller) start(ctx context.Context, m disruption.Method, cmds []*disruption.Command, snap *disruption.Snapshot) (int, error) {
 	var started []*disruption.Command
 	var launched [][]string
 	// The planner keeps a history of the moves that started (not of
 	// those it planned: validation may abandon them) and of the
 	// NodeClaims they launched.
 	defer func() {
-		if s, ok := decision.Method.(starter); ok {
+		if s, ok := m.(starter); ok {
 			s.Started(c.clock.Now(), started, launched)
 		}
 	}()
-	for _, cmd := range decision.Commands {
+	for _, cmd := range cmds {
 		names, err := c.queue.Start(ctx, cmd, snap.NodePools)
 		if err != nil {
-			return len(started) > 0, fmt.Errorf("disrupting candidates: %w", err)
+			return len(started), fmt.Errorf("disrupting candidates: %w", err)
 		}
 		c.publishApproved(cmd)
 		started = append(started, cmd)
 		launched = append(launched, names)
 	}
-	return len(started) > 0, nil
+	return len(started), nil
 }
 
 // starter is a method told which of its commands started and the
@@ -246,21 +306,16 @@ func (c *Controller) decide(ctx context.Context, snap *disruption.Snapshot) (*di
 	})
 }
 
-// validate waits, then recomputes the command's method against fresh
-// state and keeps only the candidates it still picks (upstream validates
-// consolidation commands, emptiness included, after 15 s so that pods the
-// kube-scheduler just bound there are not evicted).
-func (c *Controller) validate(ctx context.Context, d *disruption.Decision) (*disruption.Decision, error) {
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.clock.After(c.opts.ValidationDelay):
-	}
+// validate recomputes the commands' method against fresh state (after the
+// validation delay) and keeps only the candidates it still picks
+// (upstream validates consolidation commands, emptiness included, after
+// 15 s so that pods the kube-scheduler just bound there are not evicted).
+func (c *Controller) validate(ctx context.Context, m disruption.Method, cmds []*disruption.Command) ([]*disruption.Command, error) {
 	snap, err := c.snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
-	again, err := disruption.Disrupt(snap, []disruption.Method{d.Method}, c.simulatorFor(ctx))
+	again, err := disruption.Disrupt(snap, []disruption.Method{m}, c.simulatorFor(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +326,7 @@ func (c *Controller) validate(ctx context.Context, d *disruption.Decision) (*dis
 		}
 	}
 	var out []*disruption.Command
-	for _, cmd := range d.Commands {
+	for _, cmd := range cmds {
 		kept := &disruption.Command{Method: cmd.Method, Replacements: cmd.Replacements, Simulation: cmd.Simulation}
 		for _, cand := range cmd.Candidates {
 			if fresh, ok := still[cand.Name()]; ok {
@@ -283,11 +338,9 @@ func (c *Controller) validate(ctx context.Context, d *disruption.Decision) (*dis
 		}
 	}
 	if len(out) == 0 {
-		log.FromContext(ctx).V(1).Info("abandoning disruption command, no candidate is still valid", "reason", d.Method.Reason())
-		return nil, nil
+		log.FromContext(ctx).V(1).Info("abandoning disruption command, no candidate is still valid", "reason", m.Reason())
 	}
-	d.Commands = out
-	return d, nil
+	return out, nil
 }
 
 // snapshot builds the pure package's input from cluster state and the API.

@@ -12,24 +12,19 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
-// validateConsolidation waits the validation delay, then checks the
-// consolidation commands against fresh state. Upstream's methods are
-// checked as upstream does, one command at a time: every candidate still
-// eligible, not nominated and within budget; a fresh simulation still
-// places every pod, wants a replacement exactly when the command has one,
-// and offers every type the command would launch; then the candidates
-// once more (pods may have landed meanwhile). The planner's commands are
-// checked together (disruption.ValidatePlan): they share the room of the
-// nodes they keep. A command that fails is abandoned and counted; the
-// next pass starts afresh.
-func (c *Controller) validateConsolidation(ctx context.Context, d *disruption.Decision) (*disruption.Decision, error) {
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.clock.After(c.opts.ValidationDelay):
-	}
+// validateConsolidation checks the consolidation commands against fresh
+// state (after the validation delay). Upstream's methods are checked as
+// upstream does, one command at a time: every candidate still eligible,
+// not nominated and within budget; a fresh simulation still places every
+// pod, wants a replacement exactly when the command has one, and offers
+// every type the command would launch; then the candidates once more
+// (pods may have landed meanwhile). The planner's commands are checked
+// together (disruption.ValidatePlan): they share the room of the nodes
+// they keep. A command that fails is abandoned and counted; the next pass
+// starts afresh.
+func (c *Controller) validateConsolidation(ctx context.Context, m disruption.Method, cmds []*disruption.Command) ([]*disruption.Command, error) {
 	var upstream, planned []*disruption.Command
-	for _, cmd := range d.Commands {
+	for _, cmd := range cmds {
 		if disruption.UpstreamValidation(cmd) {
 			upstream = append(upstream, cmd)
 		} else {
@@ -54,16 +49,12 @@ func (c *Controller) validateConsolidation(ctx context.Context, d *disruption.De
 		if err != nil {
 			return nil, err
 		}
-		if ok, err = c.stillPlanned(ctx, d.Method, ok); err != nil {
+		if ok, err = c.stillPlanned(ctx, m, ok); err != nil {
 			return nil, err
 		}
 		kept = append(kept, ok...)
 	}
-	if len(kept) == 0 {
-		return nil, nil
-	}
-	d.Commands = kept
-	return d, nil
+	return kept, nil
 }
 
 // abandoned logs and counts a command that failed validation.

@@ -605,3 +605,41 @@ func planWithDrain(t *testing.T, snap *disruption.Snapshot, hist repack.History)
 	}
 	return commands, drained
 }
+
+// In a pass where Emptiness acts, the planner plans for the nodes left
+// (disruption.Follower): the empty node is no destination and uses its
+// pool's budget.
+func TestFollowsEmptiness(t *testing.T) {
+	cheapBig := itype("big", 8, 0.50)
+	tests := []struct {
+		name     string
+		budget   string
+		bMilli   int64
+		commands []string
+		runs     int
+	}{
+		{name: "a's pod moves to b in the same pass", budget: "100%", bMilli: 7000, commands: []string{"[e]->[]", "[a]->[]"}, runs: 2},
+		{name: "the empty node takes no pod", budget: "100%", bMilli: 7500, commands: []string{"[e]->[]"}, runs: 2},
+		{name: "the empty node uses the budget", budget: "1", bMilli: 7000, commands: []string{"[e]->[]"}, runs: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := snapshot([]*scheduling.InstanceType{cheapBig}, tt.budget,
+				node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", tt.bMilli)), node("e", cheapBig))
+			d, err := disruption.Disrupt(snap, repack.Methods(repack.Planner{}), nil)
+			require.NoError(t, err)
+			var got []string
+			for _, cmd := range d.Commands {
+				got = append(got, shape(cmd))
+			}
+			assert.Equal(t, tt.commands, got)
+			assert.Equal(t, disruption.Emptiness{}, d.Method)
+			// Emptiness, then the planner; StaticDrift and Drift wait.
+			require.Len(t, d.Runs, tt.runs)
+			assert.Equal(t, repack.ConsolidationType, d.Runs[1].ConsolidationType)
+			for _, n := range snap.Nodes {
+				assert.False(t, n.MarkedForDeletion, "the caller's nodes are not changed")
+			}
+		})
+	}
+}
