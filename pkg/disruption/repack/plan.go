@@ -323,9 +323,21 @@ func verdict(c *disruption.Candidate, k disruption.Kind, d *disruption.Consolida
 
 // cheapestPerUnit is the pool's cheapest $/h per millicore and per byte of
 // allocatable.
+// launchable reports whether the pool's requirements allow the type: a
+// pool's types are its NodeClass's (the cloud provider does not filter
+// them by the pool), and a cover priced with types the pool cannot launch
+// rated every node of a pool restricted to dearer types inefficient, so
+// that the planner drained them all.
+func launchable(sp *scheduling.NodePool, it *scheduling.InstanceType) bool {
+	return it.Requirements.Intersects(sp.Requirements) == nil
+}
+
 func cheapestPerUnit(sp *scheduling.NodePool) [2]float64 {
 	best := [2]float64{math.Inf(1), math.Inf(1)}
 	for _, it := range sp.InstanceTypes {
+		if !launchable(sp, it) {
+			continue
+		}
 		price := math.Inf(1)
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
@@ -357,6 +369,9 @@ func cheapestPerUnit(sp *scheduling.NodePool) [2]float64 {
 func coverFront(sp *scheduling.NodePool) [][2]float64 {
 	var pts [][2]float64
 	for _, it := range sp.InstanceTypes {
+		if !launchable(sp, it) {
+			continue
+		}
 		price := math.Inf(1)
 		for i := range it.Offerings {
 			o := &it.Offerings[i]

@@ -643,3 +643,19 @@ func TestFollowsEmptiness(t *testing.T) {
 		})
 	}
 }
+
+// A pool's types are its NodeClass's, not filtered by the pool: a node's
+// efficiency is priced with the types the pool may launch only. Priced
+// with the cheaper type the pool excludes, every full node looked
+// inefficient and was drained.
+func TestEfficiencyCountsLaunchableTypesOnly(t *testing.T) {
+	cheap, big := itype("cheap", 8, 0.20), itype("big", 8, 0.50)
+	snap := snapshot([]*scheduling.InstanceType{cheap, big}, "100%",
+		node("a", big, pod("a1", 7500)), node("b", big, pod("b1", 7500)))
+	np := snap.NodePools["p"]
+	np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, v1.NodeSelectorRequirementWithMinValues{
+		Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"big"}})
+	commands, drained := planWithDrain(t, snap, repack.History{})
+	assert.Empty(t, commands)
+	assert.Empty(t, drained, "full nodes of the only type the pool launches are kept")
+}
