@@ -305,8 +305,8 @@ func TestCLI(t *testing.T) {
 		assert.Less(t, pb.ReplacementPricePerHour, pb.PricePerHour)
 		assert.Equal(t, "1h0m0s", pb.Horizon)
 		assert.InDelta(t, pb.PricePerHour-pb.ReplacementPricePerHour, pb.Saving, 1e-6, "the saving is an hour of the price difference")
-		// Four pods of eviction cost 10 (the clamp) at $0.01 each.
-		assert.InDelta(t, 0.4, pb.DisruptionCost, 0.02)
+		// Four pods of eviction cost 10 (the clamp) at $0.009 each.
+		assert.InDelta(t, 0.36, pb.DisruptionCost, 0.02)
 		assert.Equal(t, 4, pb.Evictions)
 		assert.Less(t, pb.Saving, pb.DisruptionCost)
 		table := string(karpenter(t, "--consolidation-algorithm", "planner", "why", "node", "payback-node"))
@@ -443,7 +443,7 @@ func TestCLI(t *testing.T) {
 		require.Len(t, a.Verdicts, 3)
 		assert.Equal(t, "NotEmpty", string(a.Verdicts[0].Kind))
 		require.NotNil(t, a.Verdicts[2].Payback)
-		assert.InDelta(t, 0.4, a.Verdicts[2].Payback.DisruptionCost, 0.02)
+		assert.InDelta(t, 0.36, a.Verdicts[2].Payback.DisruptionCost, 0.02)
 	})
 }
 

@@ -128,6 +128,7 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		disruption.NewController(kube, cluster, provisioner, simulator, disruption.Options{
 			Clock: op.Clock, Recorder: op.EventRecorder, InstanceTypes: cloud,
 			Methods: disruptionMethods, Drain: repack.Drain(disruptionMethods),
+			DrainDeletionCost: op.Options.ConsolidationDrainDeletionCost,
 		}),
 	} {
 		if err := c.Register(ctx, op.Manager); err != nil {

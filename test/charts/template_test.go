@@ -289,6 +289,7 @@ func TestTemplateSettingsEnv(t *testing.T) {
 		"--set", "settings.consolidationPaybackHorizon=2h",
 		"--set", "settings.consolidationRestartCost=0.05",
 		"--set", "settings.consolidationCoolDown=10m",
+		"--set", "settings.consolidationDrainDeletionCost=false",
 		"--set", "settings.featureGates.nodeRepair=true",
 		"--set", "settings.featureGates.nodeOverlay=true",
 		"--set", "settings.featureGates.reservedCapacity=false",
@@ -325,6 +326,7 @@ func TestTemplateSettingsEnv(t *testing.T) {
 		"CONSOLIDATION_PAYBACK_HORIZON":       "2h",
 		"CONSOLIDATION_RESTART_COST":          "0.05",
 		"CONSOLIDATION_COOL_DOWN":             "10m",
+		"CONSOLIDATION_DRAIN_DELETION_COST":   "false",
 		"FEATURE_GATES":                       "NodeRepair=true,ReservedCapacity=false,SpotToSpotConsolidation=true,NodeOverlay=true,StaticCapacity=true,CapacityBuffer=true",
 		"AWS_FEATURE_GATES":                   "NodeClassCEL=true",
 		"LOG_LEVEL":                           "error",
@@ -616,5 +618,32 @@ func downward(t *testing.T, c corev1.Container, fromField map[string]*corev1.Env
 		default:
 			t.Fatalf("%s from an unexpected source %+v", name, src)
 		}
+	}
+}
+
+// The core ClusterRole grants patch on pods only where the controller
+// patches them: the planner with its drain deletion cost on.
+func TestTemplatePlannerPodPatch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		patch bool
+	}{
+		{"defaults", nil, false},
+		{"planner", []string{"--set", "settings.consolidationAlgorithm=planner"}, true},
+		{"planner without the deletion cost", []string{"--set", "settings.consolidationAlgorithm=planner",
+			"--set", "settings.consolidationDrainDeletionCost=false"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, objs := render(t, tc.args...)
+			var role rbacv1.ClusterRole
+			typed(t, find(t, objs, "ClusterRole", "karpenter-core"), &role)
+			patch := slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+				return slices.Contains(r.Resources, "pods") && slices.Contains(r.Verbs, "patch")
+			})
+			if patch != tc.patch {
+				t.Errorf("patch on pods granted: %v, want %v", patch, tc.patch)
+			}
+		})
 	}
 }

@@ -36,6 +36,8 @@ type consolidationPool struct {
 	// (node.kubernetes.io/instance-type, karpenter.k8s.aws/instance-family,
 	// karpenter.k8s.aws/instance-category) when set.
 	instanceTypes, families, categories []string
+	// zones restrict topology.kubernetes.io/zone when set.
+	zones []string
 }
 
 func (p consolidationPool) yaml() string {
@@ -54,6 +56,7 @@ func (p consolidationPool) yaml() string {
 		{corev1.LabelInstanceTypeStable, p.instanceTypes},
 		{"karpenter.k8s.aws/instance-family", p.families},
 		{"karpenter.k8s.aws/instance-category", p.categories},
+		{corev1.LabelTopologyZone, p.zones},
 	} {
 		if len(r.values) > 0 {
 			fmt.Fprintf(&reqs, "        - key: %s\n          operator: In\n          values: [%s]\n", r.key, quoted(r.values))

@@ -2,12 +2,21 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
+	"github.com/karpenter-go/karpenter/test/controlplane"
 )
 
 // TestConsolidationPlannerSplit runs the repacking planner
@@ -59,4 +68,91 @@ func TestConsolidationPlannerSplit(t *testing.T) {
 	if r, ok := ledger.record(original.Name); ok {
 		t.Logf("original: %s", r)
 	}
+}
+
+// TestConsolidationPlannerDrainDeletionCost runs the planner with a
+// restart cost no move can pay ($100 per pod) on a pool of c7a.xlarge in
+// one zone (a node in a dearer zone than the cheapest would be drained
+// too, however full): six
+// 1.8-CPU pods fill three nodes, two to a node. Scaled to four (the
+// test's own pod-deletion-cost picks one pod on each of two nodes), the
+// two half-empty nodes could merge, but the payback gate holds them, so
+// the planner drains them and the controller gives their pods
+// repack.DrainDeletionCost. Scaled to three, the ReplicaSet controller
+// then removes a drained node's pod, not one of the full node's (which
+// its own ranking, doubled-up pods first, would pick), and Emptiness
+// deletes the emptied node: a node less, without an eviction.
+func TestConsolidationPlannerDrainDeletionCost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cp := cluster(t)
+	applyExamples(t, ctx, cp, "02-kwoknodeclass.yaml")
+	const pool = "cons-steer"
+	applyAll(t, ctx, cp,
+		consolidationPool{name: pool, instanceTypes: []string{"c7a.xlarge"}, zones: []string{"test-zone-a"}}.yaml(),
+		consolidationWorkload{name: pool, pool: pool, replicas: 6, cpu: "1800m"}.yaml())
+	startMetricsController(t, cp, "controller", nil, "--consolidation-algorithm=planner", "--consolidation-restart-cost=100")
+	ledger := watchClaims(t, ctx, cp)
+	ledger.logOnFailure(t, pool)
+
+	require.Eventually(t, func() bool { return settled(ctx, cp, pool, 3, pool, 6) }, 3*time.Minute, time.Second,
+		"the 6 pods should run two to a node on 3 nodes")
+	byNode := readyPods(ctx, cp, pool)
+	nodes := make([]string, 0, len(byNode))
+	for n := range byNode {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	full, halves := nodes[0], nodes[1:]
+	for _, n := range halves {
+		p := byNode[n][0]
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"-5"}}}`, corev1.PodDeletionCost)
+		require.NoError(t, cp.Client.Patch(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}},
+			client.RawPatch(types.MergePatchType, []byte(patch))))
+	}
+	scale(t, ctx, cp, pool, 4)
+	require.Eventually(t, func() bool {
+		pods := readyPods(ctx, cp, pool)
+		return countPods(pods) == 4 && len(pods[full]) == 2 && len(pods[halves[0]]) == 1 && len(pods[halves[1]]) == 1
+	}, time.Minute, 500*time.Millisecond, "one pod should leave each of %v", halves)
+
+	costOf := func(p corev1.Pod) string { return p.Annotations[corev1.PodDeletionCost] }
+	steered := assert.Eventually(t, func() bool {
+		pods := readyPods(ctx, cp, pool)
+		for _, n := range halves {
+			if len(pods[n]) != 1 || costOf(pods[n][0]) != strconv.Itoa(repack.DrainDeletionCost) || pods[n][0].Annotations[repack.DeletionCostMark] == "" {
+				return false
+			}
+		}
+		for _, p := range pods[full] {
+			if costOf(p) != "" {
+				return false
+			}
+		}
+		return true
+	}, 90*time.Second, time.Second, "the pods on the drained nodes %v should get the drain deletion cost, those on %s none", halves, full)
+	if !steered {
+		t.Fatal(dumpSteer(ctx, cp, pool))
+	}
+
+	start := time.Now()
+	scale(t, ctx, cp, pool, 3)
+	require.Eventually(t, func() bool { return settled(ctx, cp, pool, 2, pool, 3) }, 2*time.Minute, time.Second,
+		"the scale-down should empty a drained node, which Emptiness deletes")
+	pods := readyPods(ctx, cp, pool)
+	require.Len(t, pods[full], 2, "the full node keeps both its pods")
+	t.Logf("a drained node emptied and deleted %s after the scale-down", time.Since(start).Round(100*time.Millisecond))
+}
+
+func dumpSteer(ctx context.Context, cp *controlplane.ControlPlane, pool string) string {
+	var out string
+	for n, ps := range readyPods(ctx, cp, pool) {
+		node := &corev1.Node{}
+		_ = cp.Client.Get(ctx, client.ObjectKey{Name: n}, node)
+		out += fmt.Sprintf("\n%s taints %v", n, node.Spec.Taints)
+		for _, p := range ps {
+			out += fmt.Sprintf("\n  %s %v", p.Name, p.Annotations)
+		}
+	}
+	return out
 }

@@ -225,3 +225,59 @@ func TestDrainTaintFollowsThePlanner(t *testing.T) {
 	e.sync()
 	assert.False(t, drained(a.Name), "without a planner no node is drained")
 }
+
+// TestDrainDeletionCost: the ReplicaSet pods on a drained node get
+// repack.DrainDeletionCost (a pod whose cost someone else set keeps it,
+// a pod no ReplicaSet controls gets none); a pod off a drained node loses
+// the cost the controller set, as every pod does with the option off.
+func TestDrainDeletionCost(t *testing.T) {
+	e := newEnv(t, nil, "0")
+	_, a := e.managedNode()
+	_, b := e.managedNode()
+	yes := true
+	owned := func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "web-uid", Controller: &yes}}
+	}
+	pod := func(node *corev1.Node, name string, annotations map[string]string, opts ...func(*corev1.Pod)) {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Annotations: annotations},
+			Spec:       corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
+		}
+		for _, o := range opts {
+			o(p)
+		}
+		require.NoError(t, cp.Client.Create(e.ctx, p))
+		e.cluster.UpdatePod(p)
+	}
+	pod(a, "mine", nil, owned)
+	pod(a, "theirs", map[string]string{corev1.PodDeletionCost: "5"}, owned)
+	pod(a, "bare", nil)
+	pod(b, "left", map[string]string{corev1.PodDeletionCost: "-1000", repack.DeletionCostMark: "-1000"}, owned)
+	annotations := func(name string) map[string]string {
+		p := &corev1.Pod{}
+		require.NoError(t, cp.Client.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: name}, p))
+		e.cluster.UpdatePod(p)
+		return p.Annotations
+	}
+	pass := func(on bool) {
+		ctrl := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, e.sim, disruption.Options{
+			Clock: e.clock, Recorder: e.events, ValidationDelay: -1, Drain: func() []string { return []string{a.Name} },
+			DrainDeletionCost: on,
+		})
+		_, err := ctrl.Reconcile(e.ctx)
+		require.NoError(t, err)
+		for _, name := range []string{"mine", "theirs", "bare", "left"} {
+			annotations(name) // state sees the patches, as the informer would
+		}
+	}
+
+	pass(true)
+	assert.Equal(t, map[string]string{corev1.PodDeletionCost: "-1000", repack.DeletionCostMark: "-1000"}, annotations("mine"))
+	assert.Equal(t, map[string]string{corev1.PodDeletionCost: "5"}, annotations("theirs"))
+	assert.Empty(t, annotations("bare"))
+	assert.Empty(t, annotations("left"), "off a drained node the cost goes")
+
+	pass(false)
+	assert.Empty(t, annotations("mine"), "with the option off the cost goes")
+	assert.Equal(t, map[string]string{corev1.PodDeletionCost: "5"}, annotations("theirs"))
+}

@@ -125,8 +125,44 @@ func (c *Controller) drain(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
+		// Costs are taken off every pod not on a drained node, also with
+		// the option off, so that turning it off leaves none behind.
+		drained := want[sn.Node.Name] && c.opts.DrainDeletionCost
+		for _, p := range sn.Pods {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if patch := repack.DeletionCostPatch(p, drained); patch != nil {
+				if err := patchAnnotations(ctx, c.kube, p, patch); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// patchAnnotations applies patch (a nil value removes the key) to the
+// pod's annotations, if the pod is still the version p was read at: a
+// pod changed since is patched by a later pass, from its new annotations.
+func patchAnnotations(ctx context.Context, kube client.Client, p *corev1.Pod, patch map[string]*string) error {
+	changed := p.DeepCopy()
+	before := client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})
+	if changed.Annotations == nil {
+		changed.Annotations = map[string]string{}
+	}
+	for k, v := range patch {
+		if v == nil {
+			delete(changed.Annotations, k)
+		} else {
+			changed.Annotations[k] = *v
+		}
+	}
+	err := kube.Patch(ctx, changed, before)
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return fmt.Errorf("setting the pod-deletion-cost of pod %s/%s: %w", p.Namespace, p.Name, err)
 }
 
 // setDisruptionReason sets the NodeClaim's DisruptionReason condition

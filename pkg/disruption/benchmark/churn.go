@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 )
 
 // ChurnResult is one algorithm's replay of a churn trace.
@@ -160,7 +161,13 @@ func (c *Cluster) scaleTo(tr trace, s int, rng *rand.Rand) []*corev1.Pod {
 		want, cur := tr.replicas[s][i], have[d]
 		switch {
 		case len(cur) > want:
-			for _, k := range rng.Perm(len(cur))[:len(cur)-want] {
+			// The ReplicaSet controller removes the pods with the lowest
+			// pod-deletion-cost first; among equals, at random here.
+			perm := rng.Perm(len(cur))
+			sort.SliceStable(perm, func(a, b int) bool {
+				return repack.DeletionCost(cur[perm[a]].p) < repack.DeletionCost(cur[perm[b]].p)
+			})
+			for _, k := range perm[:len(cur)-want] {
 				drop[cur[k].p] = true
 			}
 		case len(cur) < want:

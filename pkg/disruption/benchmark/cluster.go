@@ -160,10 +160,11 @@ func (c *Cluster) appPod(pool string, s shape) *corev1.Pod {
 }
 
 func newPod(name, pool string, s shape, ownerKind, owner string) *corev1.Pod {
+	controller := true
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: "default", UID: types.UID(name), Labels: map[string]string{"app": owner},
-			OwnerReferences:   []metav1.OwnerReference{{Kind: ownerKind, Name: owner, APIVersion: "apps/v1"}},
+			OwnerReferences:   []metav1.OwnerReference{{Kind: ownerKind, Name: owner, APIVersion: "apps/v1", Controller: &controller}},
 			CreationTimestamp: metav1.NewTime(Epoch.Add(-2 * time.Hour)),
 		},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{

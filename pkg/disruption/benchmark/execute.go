@@ -98,6 +98,10 @@ func (c *Cluster) replacement(p *corev1.Pod, created time.Time) *corev1.Pod {
 	cp.UID = types.UID(cp.Name)
 	cp.CreationTimestamp = metav1.NewTime(created)
 	cp.Spec.NodeName = ""
+	// A ReplicaSet creates its pods from the template, without the
+	// annotations set on the evicted one since.
+	delete(cp.Annotations, corev1.PodDeletionCost)
+	delete(cp.Annotations, repack.DeletionCostMark)
 	return cp
 }
 
@@ -121,6 +125,9 @@ func (c *Cluster) applyDrain(alg Algorithm) {
 			kept = append(kept, repack.DrainTaint)
 		}
 		n.Node.Spec.Taints = kept
+		for _, p := range n.Pods {
+			repack.ApplyAnnotations(p, repack.DeletionCostPatch(p, want[n.Name()]))
+		}
 	}
 }
 

@@ -69,7 +69,11 @@ type Options struct {
 	ConsolidationPaybackHorizon time.Duration
 	ConsolidationRestartCost    float64
 	ConsolidationCoolDown       time.Duration
-	FeatureGates                FeatureGates
+	// ConsolidationDrainDeletionCost (ours; planner only) gives the pods on
+	// the nodes the planner drains a low controller.kubernetes.io/pod-deletion-cost,
+	// so that ReplicaSet scale-downs empty those nodes first.
+	ConsolidationDrainDeletionCost bool
+	FeatureGates                   FeatureGates
 	// SchedulerConfigFile is the --scheduler-config value; SchedulerConfig is
 	// what it decoded to (nil when unset).
 	SchedulerConfigFile string
@@ -103,35 +107,36 @@ const (
 	// The planner's defaults (repack.DefaultHorizon, DefaultRestartCost
 	// and DefaultCoolDown; a test keeps them equal).
 	DefaultConsolidationPaybackHorizon = time.Hour
-	DefaultConsolidationRestartCost    = 0.01
+	DefaultConsolidationRestartCost    = 0.009
 	DefaultConsolidationCoolDown       = 5 * time.Minute
 )
 
 // New returns the defaults.
 func New() *Options {
 	return &Options{
-		MetricsPort:                 DefaultMetricsPort,
-		HealthProbePort:             DefaultHealthProbePort,
-		KubeClientQPS:               DefaultKubeClientQPS,
-		KubeClientBurst:             DefaultKubeClientBurst,
-		DisableControllerWarmup:     true,
-		LeaderElectionName:          DefaultLeaderElectionName,
-		MemoryLimit:                 -1,
-		CPURequests:                 DefaultCPURequests,
-		LogLevel:                    DefaultLogLevel,
-		LogOutputPaths:              "stdout",
-		LogErrorOutputPaths:         "stderr",
-		BatchMaxDuration:            DefaultBatchMaxDuration,
-		BatchIdleDuration:           DefaultBatchIdleDuration,
-		PreferencePolicy:            PreferencePolicyRespect,
-		MinValuesPolicy:             MinValuesPolicyStrict,
-		IgnoreDRARequests:           true,
-		ConsolidationAlgorithm:      ConsolidationAlgorithmUpstream,
-		ConsolidationPaybackHorizon: DefaultConsolidationPaybackHorizon,
-		ConsolidationRestartCost:    DefaultConsolidationRestartCost,
-		ConsolidationCoolDown:       DefaultConsolidationCoolDown,
-		FeatureGates:                DefaultFeatureGates(),
-		RegistrationTTL:             DefaultRegistrationTTL,
+		MetricsPort:                    DefaultMetricsPort,
+		HealthProbePort:                DefaultHealthProbePort,
+		KubeClientQPS:                  DefaultKubeClientQPS,
+		KubeClientBurst:                DefaultKubeClientBurst,
+		DisableControllerWarmup:        true,
+		LeaderElectionName:             DefaultLeaderElectionName,
+		MemoryLimit:                    -1,
+		CPURequests:                    DefaultCPURequests,
+		LogLevel:                       DefaultLogLevel,
+		LogOutputPaths:                 "stdout",
+		LogErrorOutputPaths:            "stderr",
+		BatchMaxDuration:               DefaultBatchMaxDuration,
+		BatchIdleDuration:              DefaultBatchIdleDuration,
+		PreferencePolicy:               PreferencePolicyRespect,
+		MinValuesPolicy:                MinValuesPolicyStrict,
+		IgnoreDRARequests:              true,
+		ConsolidationAlgorithm:         ConsolidationAlgorithmUpstream,
+		ConsolidationPaybackHorizon:    DefaultConsolidationPaybackHorizon,
+		ConsolidationRestartCost:       DefaultConsolidationRestartCost,
+		ConsolidationCoolDown:          DefaultConsolidationCoolDown,
+		ConsolidationDrainDeletionCost: true,
+		FeatureGates:                   DefaultFeatureGates(),
+		RegistrationTTL:                DefaultRegistrationTTL,
 	}
 }
 
@@ -169,6 +174,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ConsolidationPaybackHorizon, "consolidation-payback-horizon", o.ConsolidationPaybackHorizon, "Planner only: how long a consolidation move's saving is counted for (bounded by the node's remaining lifetime under expireAfter)")
 	fs.Float64Var(&o.ConsolidationRestartCost, "consolidation-restart-cost", o.ConsolidationRestartCost, "Planner only: dollars charged per evicted pod (times its eviction cost) against a move's saving over the payback horizon")
 	fs.DurationVar(&o.ConsolidationCoolDown, "consolidation-cool-down", o.ConsolidationCoolDown, "Planner only: how long the nodes a consolidation move launched and the pods it evicted are left alone")
+	fs.BoolVar(&o.ConsolidationDrainDeletionCost, "consolidation-drain-deletion-cost", o.ConsolidationDrainDeletionCost, "Planner only: give the ReplicaSet pods on the nodes the planner drains a pod-deletion-cost of -1000, so that scale-downs remove them first")
 	fs.Var(&o.FeatureGates, "feature-gates", "Optional features can be enabled / disabled using feature gates. Current options are: "+strings.Join(gateNames(), ", "))
 	fs.StringVar(&o.SchedulerConfigFile, "scheduler-config", o.SchedulerConfigFile, "Path to a YAML/JSON file (or inline JSON object) with podTopologySpread.defaultConstraints")
 	fs.DurationVar(&o.RegistrationTTL, "registration-ttl", o.RegistrationTTL, "How long a launched NodeClaim may go without registering before it is replaced")
@@ -200,6 +206,7 @@ var envBindings = []binding{
 	{"consolidation-payback-horizon", "CONSOLIDATION_PAYBACK_HORIZON"},
 	{"consolidation-restart-cost", "CONSOLIDATION_RESTART_COST"},
 	{"consolidation-cool-down", "CONSOLIDATION_COOL_DOWN"},
+	{"consolidation-drain-deletion-cost", "CONSOLIDATION_DRAIN_DELETION_COST"},
 	{"feature-gates", "FEATURE_GATES"},
 	{"scheduler-config", "SCHEDULER_CONFIG"},
 	{"registration-ttl", "REGISTRATION_TTL"},

@@ -33,7 +33,8 @@ func TestDefaults(t *testing.T) {
 		PreferencePolicy: "Respect", MinValuesPolicy: "Strict", IgnoreDRARequests: true, ConsolidationAlgorithm: "upstream",
 		FeatureGates:                FeatureGates{ReservedCapacity: true, AnticipateReplicaSets: true},
 		RegistrationTTL:             15 * time.Minute,
-		ConsolidationPaybackHorizon: time.Hour, ConsolidationRestartCost: 0.01, ConsolidationCoolDown: 5 * time.Minute,
+		ConsolidationPaybackHorizon: time.Hour, ConsolidationRestartCost: 0.009, ConsolidationCoolDown: 5 * time.Minute,
+		ConsolidationDrainDeletionCost: true,
 	}
 	assert.Equal(t, want, o)
 	assert.Equal(t, "AnticipateReplicaSets=true,CapacityBuffer=false,NodeOverlay=false,NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,StaticCapacity=false", o.FeatureGates.String())
@@ -58,6 +59,7 @@ func TestEnvAndFlags(t *testing.T) {
 				"MIN_VALUES_POLICY": "BestEffort", "IGNORE_DRA_REQUESTS": "false",
 				"FEATURE_GATES": "NodeRepair=true", "REGISTRATION_TTL": "30s", "CONSOLIDATION_ALGORITHM": "planner",
 				"CONSOLIDATION_PAYBACK_HORIZON": "2h", "CONSOLIDATION_RESTART_COST": "0.05", "CONSOLIDATION_COOL_DOWN": "10m",
+				"CONSOLIDATION_DRAIN_DELETION_COST": "false",
 			}, nil,
 			func(t *testing.T, o *Options) {
 				assert.Equal(t, "svc", o.ServiceName)
@@ -89,6 +91,7 @@ func TestEnvAndFlags(t *testing.T) {
 				assert.Equal(t, 2*time.Hour, o.ConsolidationPaybackHorizon)
 				assert.InDelta(t, 0.05, o.ConsolidationRestartCost, 1e-12)
 				assert.Equal(t, 10*time.Minute, o.ConsolidationCoolDown)
+				assert.False(t, o.ConsolidationDrainDeletionCost)
 			}},
 		{"consolidation algorithm flag overrides env",
 			map[string]string{"CONSOLIDATION_ALGORITHM": "planner"}, []string{"--consolidation-algorithm=upstream"},
@@ -207,7 +210,7 @@ func TestEveryFlagHasEnv(t *testing.T) {
 	fs.VisitAll(func(f *flag.Flag) {
 		assert.Contains(t, envs, f.Name, "flag %s has no environment variable", f.Name)
 	})
-	assert.Len(t, envs, 28)
+	assert.Len(t, envs, 29)
 }
 
 func TestHiddenLeaderElectionEnv(t *testing.T) {
