@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"sort"
 	"time"
@@ -237,11 +238,13 @@ type group struct {
 	cmds   []*disruption.Command
 }
 
-// byMethod splits commands by method, keeping their order.
+// byMethod splits commands by method, keeping their order. Methods are
+// told apart by type: a method value may hold funcs (the planner's
+// hooks), and comparing two such values panics.
 func byMethod(cmds []*disruption.Command) []group {
 	var out []group
 	for _, cmd := range cmds {
-		if n := len(out); n > 0 && out[n-1].method == cmd.Method {
+		if n := len(out); n > 0 && reflect.TypeOf(out[n-1].method) == reflect.TypeOf(cmd.Method) {
 			out[n-1].cmds = append(out[n-1].cmds, cmd)
 			continue
 		}
