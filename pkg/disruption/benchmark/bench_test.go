@@ -209,7 +209,7 @@ func BenchmarkChurnRestartCost(b *testing.B) {
 		}
 		row("upstream", upEv, upPrice)
 		row("take-any-saving", anyEv, anyPrice)
-		for _, rc := range []float64{0.006, 0.0075, 0.0085, 0.009, repack.DefaultRestartCost, 0.015, 0.02} {
+		for _, rc := range []float64{0.006, 0.0075, repack.DefaultRestartCost, 0.01, 0.011, 0.0125, 0.015, 0.02} {
 			ev, price := meanChurn(b, func() Algorithm {
 				return Planner("planner", repack.Options{SpotToSpot: true, RestartCost: rc})
 			})
