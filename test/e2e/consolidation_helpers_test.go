@@ -210,12 +210,18 @@ func settled(ctx context.Context, cp *controlplane.ControlPlane, pool string, no
 // Deployment down to the number of nodes leaves exactly one pod on each.
 func keepOnePodPerNode(t *testing.T, ctx context.Context, cp *controlplane.ControlPlane, app string) {
 	t.Helper()
-	for node, pods := range readyPods(ctx, cp, app) {
-		p := pods[0]
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"1000"}}}`, v1.PodDeletionCostAnnotationKey)
-		require.NoErrorf(t, cp.Client.Patch(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}},
-			client.RawPatch(types.MergePatchType, []byte(patch))), "protecting %s on %s", p.Name, node)
+	for _, pods := range readyPods(ctx, cp, app) {
+		setDeletionCost(t, ctx, cp, pods[0], 1000)
 	}
+}
+
+// setDeletionCost sets p's controller.kubernetes.io/pod-deletion-cost, as
+// a user would: the ReplicaSet controller removes the lowest first.
+func setDeletionCost(t *testing.T, ctx context.Context, cp *controlplane.ControlPlane, p corev1.Pod, cost int) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, v1.PodDeletionCostAnnotationKey, cost)
+	require.NoErrorf(t, cp.Client.Patch(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}},
+		client.RawPatch(types.MergePatchType, []byte(patch))), "setting the deletion cost of %s on %s", p.Name, p.Spec.NodeName)
 }
 
 // claimRecord is what the ledger saw of one NodeClaim.

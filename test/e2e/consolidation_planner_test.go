@@ -11,8 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
@@ -105,10 +103,7 @@ func TestConsolidationPlannerDrainDeletionCost(t *testing.T) {
 	sort.Strings(nodes)
 	full, halves := nodes[0], nodes[1:]
 	for _, n := range halves {
-		p := byNode[n][0]
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"-5"}}}`, corev1.PodDeletionCost)
-		require.NoError(t, cp.Client.Patch(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}},
-			client.RawPatch(types.MergePatchType, []byte(patch))))
+		setDeletionCost(t, ctx, cp, byNode[n][0], -5)
 	}
 	scale(t, ctx, cp, pool, 4)
 	require.Eventually(t, func() bool {
@@ -144,6 +139,8 @@ func TestConsolidationPlannerDrainDeletionCost(t *testing.T) {
 	t.Logf("a drained node emptied and deleted %s after the scale-down", time.Since(start).Round(100*time.Millisecond))
 }
 
+// dumpSteer lists pool's nodes with their taints and their pods with
+// their annotations, for a failure message.
 func dumpSteer(ctx context.Context, cp *controlplane.ControlPlane, pool string) string {
 	var out string
 	for n, ps := range readyPods(ctx, cp, pool) {

@@ -147,18 +147,8 @@ func (c *Controller) drain(ctx context.Context) error {
 // pod changed since is patched by a later pass, from its new annotations.
 func patchAnnotations(ctx context.Context, kube client.Client, p *corev1.Pod, patch map[string]*string) error {
 	changed := p.DeepCopy()
-	before := client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})
-	if changed.Annotations == nil {
-		changed.Annotations = map[string]string{}
-	}
-	for k, v := range patch {
-		if v == nil {
-			delete(changed.Annotations, k)
-		} else {
-			changed.Annotations[k] = *v
-		}
-	}
-	err := kube.Patch(ctx, changed, before)
+	repack.ApplyAnnotations(changed, patch)
+	err := kube.Patch(ctx, changed, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{}))
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}

@@ -60,8 +60,9 @@ func DeletionCostPatch(p *corev1.Pod, drained bool) map[string]*string {
 	return nil
 }
 
-// ApplyAnnotations applies a DeletionCostPatch to p in place (the offline
-// replay's stand-in for the API server's merge patch).
+// ApplyAnnotations applies a DeletionCostPatch to p in place, with a new
+// annotations map (the offline replay's stand-in for the API server's
+// merge patch; the controller builds its patch from the result).
 func ApplyAnnotations(p *corev1.Pod, patch map[string]*string) {
 	if len(patch) == 0 {
 		return
