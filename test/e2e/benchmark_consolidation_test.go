@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cli"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
 	"github.com/karpenter-go/karpenter/pkg/disruption/benchmark"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
@@ -268,8 +270,16 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 	// is what is reported), with nothing deleting.
 	last, lastChange := nodesBefore, time.Duration(0)
 	deadline := start.Add(15 * time.Minute)
+	// BENCH_SNAPSHOT_DIR keeps the cluster as `karpenter snapshot` writes
+	// it every few seconds, for `karpenter --snapshot FILE why node` or an
+	// offline replay of the planner's passes.
+	snapDir, snaps := os.Getenv("BENCH_SNAPSHOT_DIR"), 0
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(time.Second)
+		if snapDir != "" && time.Since(start) >= time.Duration(snaps)*3*time.Second {
+			saveSnapshot(ctx, b, cp.Client, filepath.Join(snapDir, fmt.Sprintf("snap-%03d.json", int(time.Since(start).Seconds()))))
+			snaps++
+		}
 		var claims v1.NodeClaimList
 		if err := cp.Client.List(ctx, &claims); err != nil {
 			continue
@@ -332,6 +342,25 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 	}
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
 		b.Logf("load average at the end: %s", strings.TrimSpace(string(load)))
+	}
+}
+
+// saveSnapshot writes the cluster's objects to path as `karpenter
+// snapshot` does.
+func saveSnapshot(ctx context.Context, b *testing.B, c client.Reader, path string) {
+	o, err := cli.Load(ctx, c, time.Now())
+	if err != nil {
+		b.Logf("snapshot: %v", err)
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Logf("snapshot: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := o.Write(f, false); err != nil {
+		b.Logf("snapshot %s: %v", path, err)
 	}
 }
 

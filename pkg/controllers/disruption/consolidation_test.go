@@ -75,7 +75,7 @@ func newConsolidationEnv(t *testing.T, planner ...bool) *consolidationEnv {
 	e.methods = methods
 	e.ctrl = disruption.NewController(cp.Client, e.cluster, launcher, sim, disruption.Options{
 		Clock: e.clock, Recorder: e.events, InstanceTypes: e.cloud,
-		Methods: methods,
+		Methods: methods, Drain: repack.Drain(methods),
 	})
 	// The snapshot builder plans replacements only from Ready pools.
 	e.pool.Status.Conditions = []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: metav1.Now()}}
@@ -455,4 +455,36 @@ func TestPlannerMovesInTheEmptinessPass(t *testing.T) {
 	assert.Equal(t, "Empty", disruptionReason(e.nodeClaim(empty.Name)))
 	assert.Equal(t, "Underutilized", disruptionReason(e.nodeClaim(light.Name)))
 	assert.False(t, hasTaint(e.node(heavy.Name)), "the destination is untouched")
+}
+
+// TestValidatingCandidatesAreDrained: while a pass's commands wait out
+// the validation delay, their candidates carry repack.DrainTaint, so that
+// the kube-scheduler does not put the pods of commands already running on
+// the empty nodes Emptiness is about to delete (it prefers the emptiest);
+// the destination does not.
+func TestValidatingCandidatesAreDrained(t *testing.T) {
+	e := newConsolidationEnv(t, true)
+	empty, _ := e.typedNode(itype(8))
+	light, lightNode := e.typedNode(itype(2))
+	e.busyPod(lightNode, "small", "1500m")
+	heavy, heavyNode := e.typedNode(itype(8))
+	e.busyPod(heavyNode, "big-1", "3")
+	e.busyPod(heavyNode, "big-2", "3")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.ctrl.Reconcile(e.ctx)
+		done <- err
+	}()
+	require.Eventually(t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits for validation")
+	assert.True(t, hasDrainTaint(e.node(empty.Name)), "the empty node is drained while Emptiness validates")
+	assert.True(t, hasDrainTaint(e.node(light.Name)), "the planner's candidate is drained while it validates")
+	assert.False(t, hasDrainTaint(e.node(heavy.Name)), "the destination is not drained")
+	e.clock.Step(disruption.DefaultValidationDelay)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the pass did not finish")
+	}
 }

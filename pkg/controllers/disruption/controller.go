@@ -197,7 +197,7 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := c.drain(ctx); err != nil {
+	if err := c.drain(ctx, decision.Commands); err != nil {
 		// The taint only steers the kube-scheduler; the pass goes on.
 		log.FromContext(ctx).Error(err, "updating the drain taints")
 	}

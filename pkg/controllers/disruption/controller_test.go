@@ -203,14 +203,7 @@ func TestDrainTaintFollowsThePlanner(t *testing.T) {
 	ctrl := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, e.sim, disruption.Options{
 		Clock: e.clock, Recorder: e.events, ValidationDelay: -1, Drain: func() []string { return want },
 	})
-	drained := func(name string) bool {
-		for _, tt := range e.node(name).Spec.Taints {
-			if tt.MatchTaint(&repack.DrainTaint) {
-				return true
-			}
-		}
-		return false
-	}
+	drained := func(name string) bool { return hasDrainTaint(e.node(name)) }
 	_, err := ctrl.Reconcile(e.ctx)
 	require.NoError(t, err)
 	e.sync()

@@ -20,6 +20,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
+	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/state"
 	"github.com/karpenter-go/karpenter/test/controlplane"
@@ -225,6 +226,15 @@ func (e *env) node(name string) *corev1.Node {
 	n := &corev1.Node{}
 	require.NoError(e.t, cp.Client.Get(e.ctx, client.ObjectKey{Name: name}, n))
 	return n
+}
+
+func hasDrainTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.MatchTaint(&repack.DrainTaint) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasTaint(n *corev1.Node) bool {
