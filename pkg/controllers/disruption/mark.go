@@ -111,7 +111,7 @@ func setTaint(ctx context.Context, kube client.Client, name string, taint corev1
 // on the empty nodes Emptiness was validating. Emptiness then dropped
 // them, and since those pods replace evicted ones, the planner's cool-down
 // froze the nodes (in the end-to-end benchmark, four 16-vCPU machines
-// holding one or two pods each, $2.15/h, until the end).
+// holding one to three pods each, $2.15/h, until the end).
 func (c *Controller) drain(ctx context.Context, validating []*disruption.Command) error {
 	want := map[string]bool{}
 	if c.opts.Drain != nil {

@@ -59,10 +59,11 @@ const (
 	//
 	// 0.88 meets the churn targets (at most half of upstream's evictions,
 	// at most 2% above the best $/h) with every one-shot ratio under 1.10.
-	// Draining more nodes is what helps there: scale-downs take the drained
-	// nodes' pods first. It costs evictions after a one-shot scale-in: a
-	// fleet of three-quarters full nodes is repacked in one N→M move (365
-	// evictions for $8.06/h, where deletes alone saved $7.79/h for 40).
+	// More nodes rate inefficient, so more are repacked, and drained when a
+	// pass leaves them (the drain deletion cost alone on more nodes did not
+	// help). It costs evictions after a one-shot scale-in: a fleet of
+	// three-quarters full nodes is repacked in one N→M move (365 evictions
+	// for $8.06/h, where deletes alone saved $7.79/h for 40).
 	DefaultKeepEfficiency = 0.88
 	// DefaultSplitSaving is the share of a node's price a split (one node
 	// into several smaller ones) must save.
