@@ -426,23 +426,36 @@ func TestPlannerReplacementsCarryTheLaunchTaint(t *testing.T) {
 	}
 }
 
-// In a pass where Emptiness acts, the planner plans for the nodes left,
-// and both commands start after one validation delay (not one each).
-func TestPlannerMovesInTheEmptinessPass(t *testing.T) {
-	e := newConsolidationEnv(t, true)
-	empty, _ := e.typedNode(itype(8))
+// emptinessPassFleet is an empty node (Emptiness deletes it), a light one
+// whose pod the planner moves, and the heavy one that takes it.
+func (e *consolidationEnv) emptinessPassFleet() (empty, light, heavy *v1.NodeClaim) {
+	empty, _ = e.typedNode(itype(8))
 	light, lightNode := e.typedNode(itype(2))
 	e.busyPod(lightNode, "small", "1500m")
 	heavy, heavyNode := e.typedNode(itype(8))
 	e.busyPod(heavyNode, "big-1", "3")
 	e.busyPod(heavyNode, "big-2", "3")
+	return empty, light, heavy
+}
 
+// passWaitingForValidation starts a pass and returns, once it waits out
+// the validation delay, the channel its result comes on.
+func (e *consolidationEnv) passWaitingForValidation() <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.ctrl.Reconcile(e.ctx)
 		done <- err
 	}()
-	require.Eventually(t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits for validation")
+	require.Eventually(e.t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits for validation")
+	return done
+}
+
+// In a pass where Emptiness acts, the planner plans for the nodes left,
+// and both commands start after one validation delay (not one each).
+func TestPlannerMovesInTheEmptinessPass(t *testing.T) {
+	e := newConsolidationEnv(t, true)
+	empty, light, heavy := e.emptinessPassFleet()
+	done := e.passWaitingForValidation()
 	e.clock.Step(disruption.DefaultValidationDelay)
 	select {
 	case err := <-done:
@@ -464,19 +477,8 @@ func TestPlannerMovesInTheEmptinessPass(t *testing.T) {
 // the destination does not.
 func TestValidatingCandidatesAreDrained(t *testing.T) {
 	e := newConsolidationEnv(t, true)
-	empty, _ := e.typedNode(itype(8))
-	light, lightNode := e.typedNode(itype(2))
-	e.busyPod(lightNode, "small", "1500m")
-	heavy, heavyNode := e.typedNode(itype(8))
-	e.busyPod(heavyNode, "big-1", "3")
-	e.busyPod(heavyNode, "big-2", "3")
-
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.ctrl.Reconcile(e.ctx)
-		done <- err
-	}()
-	require.Eventually(t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits for validation")
+	empty, light, heavy := e.emptinessPassFleet()
+	done := e.passWaitingForValidation()
 	assert.True(t, hasDrainTaint(e.node(empty.Name)), "the empty node is drained while Emptiness validates")
 	assert.True(t, hasDrainTaint(e.node(light.Name)), "the planner's candidate is drained while it validates")
 	assert.False(t, hasDrainTaint(e.node(heavy.Name)), "the destination is not drained")
