@@ -38,6 +38,10 @@ const (
 	// replacement is planned in a later pass, once the deleted nodes'
 	// pods have been placed.
 	KindAfterDeletes disruption.Kind = "RepackAfterDeletes"
+	// KindSpreadMisfit: the move's plan places every pod, but the
+	// kube-scheduler's own spreading of them (the emptiest node first,
+	// the move's new nodes included) would leave some without room.
+	KindSpreadMisfit disruption.Kind = "SpreadDoesNotFit"
 	// KindNoCheaperPlacement: no delete, replacement, split or group move
 	// is cheaper than the node.
 	KindNoCheaperPlacement disruption.Kind = "NoCheaperPlacement"
@@ -435,7 +439,7 @@ func coverCost(front [][2]float64, d vec) float64 {
 // Message renders a verdict, the planner's kinds included.
 func Message(v disruption.Verdict) string {
 	switch v.Kind {
-	case KindPaybackGate, KindCoolDown, KindRecentlyEvicted, KindSameInstanceType, KindReceiver, KindAfterDeletes:
+	case KindPaybackGate, KindCoolDown, KindRecentlyEvicted, KindSameInstanceType, KindReceiver, KindAfterDeletes, KindSpreadMisfit:
 		if v.Detail != "" {
 			return v.Detail
 		}

@@ -427,6 +427,41 @@ func TestPlanner(t *testing.T) {
 			commands: []string{"[a]->[]"},
 		},
 		{
+			// a's three 900m pods go into the kept nodes' 1.6-CPU holes and
+			// its three 3.5-CPU pods onto an x8 and an x4 ($1.20/h for
+			// $1.60/h). The kube-scheduler, placing the small pods first,
+			// puts them on the new nodes (the emptiest), and two large pods
+			// then fit nowhere: the move is refused.
+			name: "a replacement only the planner's packing places is not taken",
+			snap: func() *disruption.Snapshot {
+				x4, x8, x16 := itype("x4", 4, 0.40), itype("x8", 8, 0.80), itype("x16", 16, 1.60)
+				return snapshot([]*scheduling.InstanceType{x4, x8, x16}, "100%",
+					node("a", x16, pod("a1", 3500), pod("a2", 3500), pod("a3", 3500), pod("a4", 900), pod("a5", 900), pod("a6", 900)),
+					node("k1", x16, pod("k1a", 14400)), node("k2", x16, pod("k2a", 14400)), node("k3", x16, pod("k3a", 14400)))
+			},
+			verdicts: map[string]disruption.Kind{"a": repack.KindSpreadMisfit},
+			check: func(t *testing.T, d *disruption.Decision) {
+				for _, e := range d.Explanations {
+					if e.Node == "a" {
+						assert.Contains(t, repack.Message(e.Verdicts[len(e.Verdicts)-1]), "($1.6000/h → $1.2000/h) places its pods only as planned")
+					}
+				}
+			},
+		},
+		{
+			// The same with one small pod: spread onto the x8 first, it
+			// leaves room there for two large pods, and the x4 takes the
+			// third.
+			name: "a replacement the kube-scheduler's spreading also places is taken",
+			snap: func() *disruption.Snapshot {
+				x4, x8, x16 := itype("x4", 4, 0.40), itype("x8", 8, 0.80), itype("x16", 16, 1.60)
+				return snapshot([]*scheduling.InstanceType{x4, x8, x16}, "100%",
+					node("a", x16, pod("a1", 3500), pod("a2", 3500), pod("a3", 3500), pod("a4", 900)),
+					node("k1", x16, pod("k1a", 14400)), node("k2", x16, pod("k2a", 14400)), node("k3", x16, pod("k3a", 14400)))
+			},
+			commands: []string{"[a]->[x8 x4]"},
+		},
+		{
 			name: "a node that receives moved pods keeps its own",
 			snap: func() *disruption.Snapshot {
 				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",

@@ -519,7 +519,7 @@ func (w *worker) deleteBatch(cands []*mnode) {
 		if !ok {
 			return nil
 		}
-		free, ok := w.spread(pods, set)
+		free, ok := w.spread(pods, set, nil)
 		if !ok {
 			return nil
 		}
@@ -633,7 +633,37 @@ func (w *worker) tryDelete(m *mnode, anywhere bool) bool {
 // room when the kube-scheduler places them its own way (spread), and if
 // so keeps the placement for the next check.
 func (w *worker) spreadFits(pods []*corev1.Pod, leaving *mnode) bool {
-	free, ok := w.spread(pods, map[*mnode]bool{leaving: true})
+	free, ok := w.spread(pods, map[*mnode]bool{leaving: true}, nil)
+	if ok {
+		w.sfree = free
+	}
+	return ok
+}
+
+// moveSpreads reports whether the pods a move evicts find room when the
+// kube-scheduler places them its own way over the free room and the
+// move's new NodeClaims (the cheapest type of each, less DaemonSet
+// overhead), and if so keeps the free room left for the next check. The
+// new nodes are the emptiest, so the kube-scheduler fills them first with
+// whatever pods come, and the holes the plan packed tightly with the rest
+// may no longer take what is left.
+func (w *worker) moveSpreads(pods []*corev1.Pod, leaving map[*mnode]bool, mv *move) bool {
+	extra := make([]vec, 0, len(mv.replacements))
+	for _, nc := range mv.replacements {
+		if len(nc.InstanceTypes) == 0 {
+			return false
+		}
+		room := allocOf(nc.InstanceTypes[0])
+		// DaemonSet overhead: the claim's requests less its pods'.
+		over := toVec(nc.Requests)
+		over[2] = 0
+		for _, p := range nc.Pods {
+			r := podVec(p)
+			over[0], over[1] = over[0]-r[0], over[1]-r[1]
+		}
+		extra = append(extra, vec{room[0] - math.Max(over[0], 0), room[1] - math.Max(over[1], 0), room[2]})
+	}
+	free, ok := w.spread(pods, leaving, extra)
 	if ok {
 		w.sfree = free
 	}
@@ -648,7 +678,10 @@ func (w *worker) spreadFits(pods []*corev1.Pod, leaving *mnode) bool {
 // both placed every pod. Best-fit planning packs holes tightly; spreading
 // fills the big holes with small pods first, and a plan only the tight
 // packing fits leaves evicted pods pending for a fresh node.
-func (w *worker) spread(pods []*corev1.Pod, leaving map[*mnode]bool) ([]vec, bool) {
+//
+// extra is the room of new nodes beside the pool's (any pod may go there);
+// the room left returned covers the pool's nodes only.
+func (w *worker) spread(pods []*corev1.Pod, leaving map[*mnode]bool, extra []vec) ([]vec, bool) {
 	if w.sfree == nil {
 		w.sfree = make([]vec, len(w.nodes))
 		for i, d := range w.nodes {
@@ -665,6 +698,7 @@ func (w *worker) spread(pods []*corev1.Pod, leaving map[*mnode]bool) ([]vec, boo
 			return si > sj
 		})
 		free := append([]vec(nil), w.sfree...)
+		more := append([]vec(nil), extra...)
 		for _, pod := range order {
 			r := w.p.reqs[pod]
 			best := -1
@@ -678,8 +712,23 @@ func (w *worker) spread(pods []*corev1.Pod, leaving map[*mnode]bool) ([]vec, boo
 					best, bestScore = i, sc
 				}
 			}
+			for i := range more {
+				if !more[i].fits(r) {
+					continue
+				}
+				// Scored against the room it started with: a new node's
+				// allocatable less its DaemonSets.
+				left := more[i].sub(r)
+				if sc := left[0]/math.Max(extra[i][0], 1) + left[1]/math.Max(extra[i][1], 1); sc > bestScore {
+					best, bestScore = len(w.nodes)+i, sc
+				}
+			}
 			if best < 0 {
 				return nil, false
+			}
+			if best >= len(w.nodes) {
+				more[best-len(w.nodes)] = more[best-len(w.nodes)].sub(r)
+				continue
 			}
 			free[best] = free[best].sub(r)
 		}
@@ -687,8 +736,10 @@ func (w *worker) spread(pods []*corev1.Pod, leaving map[*mnode]bool) ([]vec, boo
 	}
 	for i, d := range w.nodes {
 		// A node that took pods in an earlier delete's spreading cannot
-		// leave in this pass: those pods would have to move again.
-		if leaving[d] && w.sfree[i] != d.alloc.sub(d.used0) {
+		// leave by a delete in this pass: those pods would have to move
+		// again. A move with replacements (extra) is let through: its
+		// candidates are drained while the deletes' pods are placed.
+		if extra == nil && leaving[d] && w.sfree[i] != d.alloc.sub(d.used0) {
 			return nil, false
 		}
 	}
@@ -783,6 +834,15 @@ func (w *worker) tryMove(cands []*mnode) bool {
 	if !w.pays(best.payback) {
 		if len(cands) == 1 {
 			w.gateVerdict(cands, best.payback)
+		}
+		return false
+	}
+	if !w.moveSpreads(pods, leaving, best) {
+		if len(cands) == 1 {
+			v := verdict(cands[0].cand, KindSpreadMisfit, &disruption.ConsolidationDetail{Price: best.payback.PriceBefore, ReplacementPrice: best.payback.PriceAfter})
+			v.Detail = fmt.Sprintf("Replacing the node ($%.4f/h → $%.4f/h) places its pods only as planned: the kube-scheduler's own spreading over the free room and the new nodes would leave some without room",
+				best.payback.PriceBefore, best.payback.PriceAfter)
+			w.verdicts[cands[0].name] = v
 		}
 		return false
 	}
