@@ -170,12 +170,17 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 		b.Fatalf("applying pool: %v", err)
 	}
 	metricsPort := freePort(b)
-	pid, err := cp.Spawn(controllerBin, "controller",
-		"--kubeconfig="+cp.KubeconfigPath,
-		"--metrics-port="+strconv.Itoa(metricsPort), "--health-probe-port="+strconv.Itoa(freePort(b)),
+	args := []string{"--kubeconfig=" + cp.KubeconfigPath,
+		"--metrics-port=" + strconv.Itoa(metricsPort), "--health-probe-port=" + strconv.Itoa(freePort(b)),
 		"--leader-election-namespace=kube-system",
-		"--consolidation-algorithm="+algo,
-		"--"+kwok.FlagCatalog+"="+kwok.CatalogUpstreamKWOK)
+		"--consolidation-algorithm=" + algo,
+		"--" + kwok.FlagCatalog + "=" + kwok.CatalogUpstreamKWOK}
+	// BENCH_LOG_LEVEL=debug adds each disruption pass's verdicts by kind
+	// to the controller log (BENCH_CONTROLLER_LOG).
+	if lvl := os.Getenv("BENCH_LOG_LEVEL"); lvl != "" {
+		args = append(args, "--log-level="+lvl)
+	}
+	pid, err := cp.Spawn(controllerBin, "controller", args...)
 	if err != nil {
 		b.Fatalf("starting controller: %v", err)
 	}

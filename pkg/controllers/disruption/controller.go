@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -423,6 +424,7 @@ func (c *Controller) publish(ctx context.Context, snap *disruption.Snapshot, d *
 		}
 	}
 	c.publishConsolidation(snap, d)
+	logPass(ctx, d)
 	nodes := map[string]*disruption.Node{}
 	pods := map[string]*corev1.Pod{}
 	for _, n := range snap.Nodes {
@@ -506,4 +508,32 @@ func interpret(sim *Simulated) *disruption.Simulation {
 	}
 	sort.Strings(out.Unschedulable)
 	return out
+}
+
+// logPass logs, at debug level, what a pass decided: its commands and the
+// consolidation verdicts counted by kind, so that a log answers why
+// nodes waited between passes without a snapshot.
+func logPass(ctx context.Context, d *disruption.Decision) {
+	l := log.FromContext(ctx).V(1)
+	if !l.Enabled() {
+		return
+	}
+	kinds := map[string]int{}
+	for _, e := range d.Explanations {
+		for _, v := range e.Verdicts {
+			if v.Unconsolidatable {
+				kinds[string(v.Kind)]++
+			}
+		}
+	}
+	keys := make([]string, 0, len(kinds))
+	for k := range kinds {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, kinds[k])
+	}
+	l.Info("disruption pass", "commands", len(d.Commands), "unconsolidatable", strings.Join(parts, ","))
 }
