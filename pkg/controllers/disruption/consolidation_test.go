@@ -142,14 +142,21 @@ func (e *consolidationEnv) busyPod(node *corev1.Node, name, cpu string) {
 // then advances the fake clock past the delay.
 func (e *consolidationEnv) reconcileThroughValidation(during func()) bool {
 	e.t.Helper()
+	return e.passThroughValidation(during).Started
+}
+
+// passThroughValidation is reconcileThroughValidation's pass, with what
+// it did.
+func (e *consolidationEnv) passThroughValidation(during func()) disruption.PassResult {
+	e.t.Helper()
 	type result struct {
-		acted bool
-		err   error
+		r   disruption.PassResult
+		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		acted, err := e.ctrl.Reconcile(e.ctx)
-		done <- result{acted, err}
+		r, err := disruption.ReconcilePass(e.ctx, e.ctrl)
+		done <- result{r, err}
 	}()
 	require.Eventually(e.t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits for validation")
 	if during != nil {
@@ -159,7 +166,7 @@ func (e *consolidationEnv) reconcileThroughValidation(during func()) bool {
 	r := <-done
 	require.NoError(e.t, r.err)
 	e.sync()
-	return r.acted
+	return r.r
 }
 
 func TestUnderusedNodeIsDeletedAfterValidation(t *testing.T) {
@@ -198,11 +205,13 @@ func TestConsolidationAbandonedWhenValidationFails(t *testing.T) {
 		return m.GetCounter().GetValue()
 	}
 	before := failed()
-	acted := e.reconcileThroughValidation(func() {
+	r := e.passThroughValidation(func() {
 		// The kube-scheduler filled the destination meanwhile.
 		e.busyPod(heavyNode, "late", "1")
 	})
-	assert.False(t, acted, "the command no longer holds and is abandoned")
+	assert.False(t, r.Started, "the command no longer holds and is abandoned")
+	assert.True(t, r.Abandoned)
+	assert.Zero(t, disruption.NextPass(e.ctrl, r, nil), "the next pass plans again at once, on the changed cluster")
 	assert.Equal(t, before+1, failed(), "karpenter_voluntary_disruption_failed_validations_total counts it")
 	assert.False(t, hasTaint(e.node(light.Name)))
 	assert.Zero(t, e.ctrl.Queue().Len())

@@ -131,16 +131,11 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("controller", controllerName))
 		c.loop(ctx, "disruption loop", func(ctx context.Context) time.Duration {
-			acted, err := c.Reconcile(ctx)
-			switch {
-			case errors.Is(err, errNotSynced):
-				return time.Second
-			case err != nil:
+			r, err := c.reconcile(ctx)
+			if err != nil && !errors.Is(err, errNotSynced) {
 				log.FromContext(ctx).Error(err, "disrupting")
-			case acted:
-				return 0
 			}
-			return c.opts.PollPeriod
+			return c.nextPass(r, err)
 		})
 		return nil
 	})); err != nil {
@@ -181,22 +176,54 @@ func (c *Controller) loop(ctx context.Context, what string, pass func(context.Co
 
 var errNotSynced = errors.New("cluster state is not synced")
 
+// passResult is what a pass did.
+type passResult struct {
+	// started: a command was started.
+	started bool
+	// abandoned: validation dropped a command (the cluster changed under
+	// it).
+	abandoned bool
+}
+
+// nextPass is how long the loop waits after a pass: not at all after one
+// that started a command or had one abandoned by validation (the cluster
+// changed, so a fresh plan may hold where the last did not; each pass with
+// commands waits out the validation delay anyway), a second while cluster
+// state syncs, and the poll period otherwise.
+func (c *Controller) nextPass(r passResult, err error) time.Duration {
+	switch {
+	case errors.Is(err, errNotSynced):
+		return time.Second
+	case err != nil:
+		return c.opts.PollPeriod
+	case r.started || r.abandoned:
+		return 0
+	}
+	return c.opts.PollPeriod
+}
+
 // Reconcile is one pass. It reports whether a command was started.
 func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
+	r, err := c.reconcile(ctx)
+	return r.started, err
+}
+
+func (c *Controller) reconcile(ctx context.Context) (passResult, error) {
+	var r passResult
 	if !c.cluster.Synced(ctx) {
-		return false, errNotSynced
+		return r, errNotSynced
 	}
 	if err := c.cleanup(ctx); err != nil {
-		return false, err
+		return r, err
 	}
 	snap, err := c.snapshot(ctx)
 	if err != nil {
-		return false, err
+		return r, err
 	}
 	decision, err := c.decide(ctx, snap)
 	c.publish(ctx, snap, decision)
 	if err != nil {
-		return false, err
+		return r, err
 	}
 	if err := c.drain(ctx, decision.Commands); err != nil {
 		// The taint only steers the kube-scheduler; the pass goes on.
@@ -208,29 +235,29 @@ func (c *Controller) Reconcile(ctx context.Context) (bool, error) {
 	// order: the planner's are validated once the empty nodes are in the
 	// queue, as its plan assumed.
 	waited := false
-	started := false
 	for _, g := range byMethod(decision.Commands) {
 		cmds := g.cmds
 		if check := c.validation(g.method); check != nil {
 			if !waited {
 				select {
 				case <-ctx.Done():
-					return started, ctx.Err()
+					return r, ctx.Err()
 				case <-c.clock.After(c.opts.ValidationDelay):
 				}
 				waited = true
 			}
 			if cmds, err = check(ctx, g.method, cmds); err != nil {
-				return started, err
+				return r, err
 			}
+			r.abandoned = r.abandoned || len(cmds) < len(g.cmds)
 		}
 		n, err := c.start(ctx, g.method, cmds, snap)
-		started = started || n > 0
+		r.started = r.started || n > 0
 		if err != nil {
-			return started, err
+			return r, err
 		}
 	}
-	return started, nil
+	return r, nil
 }
 
 // group is one method's commands in a pass.

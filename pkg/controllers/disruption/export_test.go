@@ -1,0 +1,20 @@
+package disruption
+
+import (
+	"context"
+	"time"
+)
+
+// PassResult is passResult for the external tests.
+type PassResult struct{ Started, Abandoned bool }
+
+// ReconcilePass runs one pass of c and says what it did.
+func ReconcilePass(ctx context.Context, c *Controller) (PassResult, error) {
+	r, err := c.reconcile(ctx)
+	return PassResult{Started: r.started, Abandoned: r.abandoned}, err
+}
+
+// NextPass is how long c's loop waits after a pass that did r.
+func NextPass(c *Controller, r PassResult, err error) time.Duration {
+	return c.nextPass(passResult{started: r.Started, abandoned: r.Abandoned}, err)
+}
