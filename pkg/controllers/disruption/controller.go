@@ -216,12 +216,15 @@ func (c *Controller) reconcile(ctx context.Context) (passResult, error) {
 	if err := c.cleanup(ctx); err != nil {
 		return r, err
 	}
+	began := c.clock.Now()
 	snap, err := c.snapshot(ctx)
 	if err != nil {
 		return r, err
 	}
+	built := c.clock.Now()
 	decision, err := c.decide(ctx, snap)
 	c.publish(ctx, snap, decision)
+	logPass(ctx, decision, built.Sub(began), c.clock.Since(built))
 	if err != nil {
 		return r, err
 	}
@@ -451,7 +454,6 @@ func (c *Controller) publish(ctx context.Context, snap *disruption.Snapshot, d *
 		}
 	}
 	c.publishConsolidation(snap, d)
-	logPass(ctx, d)
 	nodes := map[string]*disruption.Node{}
 	pods := map[string]*corev1.Pod{}
 	for _, n := range snap.Nodes {
@@ -537,12 +539,13 @@ func interpret(sim *Simulated) *disruption.Simulation {
 	return out
 }
 
-// logPass logs, at debug level, what a pass decided: its commands and the
-// consolidation verdicts counted by kind, so that a log answers why
-// nodes waited between passes without a snapshot.
-func logPass(ctx context.Context, d *disruption.Decision) {
+// logPass logs, at debug level, what a pass decided (its commands and the
+// consolidation verdicts counted by kind) and how long building its
+// snapshot and deciding took, so that a log answers why nodes waited
+// between passes without a snapshot.
+func logPass(ctx context.Context, d *disruption.Decision, snapshot, decide time.Duration) {
 	l := log.FromContext(ctx).V(1)
-	if !l.Enabled() {
+	if !l.Enabled() || d == nil {
 		return
 	}
 	kinds := map[string]int{}
@@ -562,5 +565,6 @@ func logPass(ctx context.Context, d *disruption.Decision) {
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s=%d", k, kinds[k])
 	}
-	l.Info("disruption pass", "commands", len(d.Commands), "unconsolidatable", strings.Join(parts, ","))
+	l.Info("disruption pass", "commands", len(d.Commands), "unconsolidatable", strings.Join(parts, ","),
+		"snapshot-seconds", snapshot.Seconds(), "decide-seconds", decide.Seconds())
 }

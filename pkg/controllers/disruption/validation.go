@@ -149,6 +149,14 @@ func (c *Controller) stillPlanned(ctx context.Context, method disruption.Method,
 			picked[cand.Name()] = true
 		}
 	}
+	// Why the fresh plan leaves a node: its last verdict (the planner's
+	// own comes after the generic ones).
+	why := map[string]disruption.Kind{}
+	for _, e := range again.Explanations {
+		if n := len(e.Verdicts); n > 0 {
+			why[e.Node] = e.Verdicts[n-1].Kind
+		}
+	}
 	var kept []*disruption.Command
 	for _, cmd := range cmds {
 		var dropped string
@@ -159,7 +167,11 @@ func (c *Controller) stillPlanned(ctx context.Context, method disruption.Method,
 			}
 		}
 		if dropped != "" {
-			c.abandoned(ctx, cmd, fmt.Errorf("a fresh plan no longer moves node %s", dropped))
+			err := fmt.Errorf("a fresh plan no longer moves node %s", dropped)
+			if k := why[dropped]; k != "" {
+				err = fmt.Errorf("a fresh plan no longer moves node %s (%s)", dropped, k)
+			}
+			c.abandoned(ctx, cmd, err)
 			continue
 		}
 		kept = append(kept, cmd)
