@@ -120,7 +120,7 @@ func BenchmarkScaleIn(b *testing.B) {
 	for _, f := range []struct {
 		name  string
 		fleet [][3]int
-	}{{"fleet=run1", ScaleInCapped16}, {"fleet=holes", ScaleInCapped16Holes}, {"fleet=threes", ScaleInCapped16Threes}, {"fleet=ones", ScaleInCapped16Ones}} {
+	}{{"fleet=run1", ScaleInCapped16}, {"fleet=holes", ScaleInCapped16Holes}, {"fleet=threes", ScaleInCapped16Threes}, {"fleet=ones", ScaleInCapped16Ones}, {"fleet=twos", ScaleInCapped16Twos}} {
 		b.Run(f.name, func(b *testing.B) { benchScaleIn(b, f.fleet) })
 	}
 }

@@ -123,13 +123,13 @@ func (w *worker) choose(cands []*mnode) []*mnode {
 	if grouped {
 		dc := mapNodes(cands, idxD)
 		byDeletes.repackDeletesFirst(dc)
-		if byDeletes.dominates(best) {
+		if byDeletes.beats(best) {
 			best, bestCands = byDeletes, dc
 		}
 	}
 	bc := mapNodes(cands, idxB)
 	byBatch.repackBatchFirst(bc)
-	if byBatch.dominates(best) {
+	if byBatch.beats(best) {
 		best, bestCands = byBatch, bc
 	}
 	solves := w.solves + byDeletes.solves + byBatch.solves
@@ -146,6 +146,39 @@ func mapNodes(ms []*mnode, idx map[*mnode]*mnode) []*mnode {
 		out[i] = idx[m]
 	}
 	return out
+}
+
+// beats reports whether w's plan is to be kept over o's: it dominates
+// o's, or o's reshuffles (an N→M move relaunching more of its candidates'
+// own machines than it ends) and w's is worth more net of the restarts it
+// causes. A reshuffle evicts every pod of its nodes for what deletes often
+// nearly match: end to end, on a pool of one instance type, a move of 66
+// nodes onto 56 of the same type saved $5.37/h for 234 evictions, where
+// the batch of deletes saved $5.11/h for 16. Net value alone (for every
+// plan) ended the one-shot benchmark at 1.21–1.27× the bound, where its
+// group moves (100 nodes onto three or four large machines) are no
+// reshuffles.
+func (w *worker) beats(o *worker) bool {
+	return w.dominates(o) || (o.reshuffles() && w.net() > o.net()+1e-9)
+}
+
+func (w *worker) reshuffles() bool {
+	for _, mv := range w.moves {
+		if mv.reshuffle {
+			return true
+		}
+	}
+	return false
+}
+
+// net is the plan's saving over the horizon less the payback gate's
+// disruption cost, summed over its moves.
+func (w *worker) net() float64 {
+	v := 0.0
+	for _, mv := range w.moves {
+		v += mv.payback.Saving - mv.payback.Cost
+	}
+	return v
 }
 
 // dominates reports whether w's plan saves at least as much $/h as o's
@@ -1000,11 +1033,19 @@ func (w *worker) evaluate(cands []*mnode, res *scheduling.Result) (*move, *disru
 		after += c.price[0]
 		claims = append(claims, c)
 	}
+	// An N→M move whose new nodes are mostly the candidates' own machines
+	// is a reshuffle: it evicts every pod of N nodes to end N−M of them.
+	relaunched := 0
+	for _, c := range claims {
+		if same[[2]string{c.types[0].Name, launchCapacityType(c.types[0], c.nc.Requirements)}] {
+			relaunched++
+		}
+	}
 	if after >= before-1e-9 {
 		v := verdict(first, disruption.KindNotCheaper, &disruption.ConsolidationDetail{Price: before, ReplacementPrice: after, Replacements: len(claims)})
 		return nil, &v
 	}
-	mv := &move{cands: cands}
+	mv := &move{cands: cands, reshuffle: len(cands) > 1 && relaunched > len(cands)-len(claims)}
 	slack := (before - after) / float64(max(len(claims), 1))
 	for _, c := range claims {
 		limit := c.price[0] + slack
