@@ -499,3 +499,115 @@ func TestValidatingCandidatesAreDrained(t *testing.T) {
 		t.Fatal("the pass did not finish")
 	}
 }
+
+// A nomination holds a node while pods are pending; under the planner,
+// once none is pending (the pods it stood for bound elsewhere, or a
+// scale-in deleted them) it no longer does. Upstream's methods keep it
+// for the whole window.
+func TestStaleNominationHoldsNoNode(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		planner bool
+		pending bool
+		deleted bool
+	}{
+		{name: "planner, nothing pending", planner: true, deleted: true},
+		{name: "planner, a pod pending", planner: true, pending: true},
+		{name: "upstream, nothing pending"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newConsolidationEnv(t, tc.planner)
+			empty, _ := e.typedNode(itype(8))
+			_, busyNode := e.typedNode(itype(8))
+			e.busyPod(busyNode, "app", "7")
+			if tc.pending {
+				// Too big for any node here: it stays pending.
+				waiting := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: "waiting", Namespace: e.ns},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("7")}}}}},
+				}
+				require.NoError(t, cp.Client.Create(e.ctx, waiting))
+				require.Eventually(t, func() bool {
+					var pods corev1.PodList
+					return cp.Client.List(e.ctx, &pods, client.InNamespace(e.ns)) == nil && len(pods.Items) == 2
+				}, 10*time.Second, 10*time.Millisecond)
+			}
+			e.cluster.NominateNodeForPod(e.ctx, empty.Name)
+
+			if !tc.deleted {
+				acted, err := e.ctrl.Reconcile(e.ctx)
+				require.NoError(t, err)
+				assert.False(t, acted, "the nominated node is kept")
+				assert.False(t, hasTaint(e.node(empty.Name)))
+				var msgs []string
+				for _, ev := range e.events.Events(disruption.ReasonDisruptionBlocked) {
+					if ev.Object == empty.Name {
+						msgs = append(msgs, ev.Message)
+					}
+				}
+				assert.Contains(t, msgs, "Node is nominated for a pending pod")
+				return
+			}
+			require.True(t, e.reconcileThroughValidation(nil), "the empty node goes at once")
+			assert.Equal(t, "Empty", disruptionReason(e.nodeClaim(empty.Name)))
+		})
+	}
+}
+
+// Under the planner, a pass whose every command lost a candidate while it
+// waits for validation ends the wait early, abandons them, and lets the
+// next pass plan at once; with a command still valid it waits the delay.
+func TestPlannerEndsTheValidationDelayEarlyWhenNothingIsValid(t *testing.T) {
+	for _, blocked := range []bool{true, false} {
+		t.Run(fmt.Sprintf("blocked=%v", blocked), func(t *testing.T) {
+			e := newConsolidationEnv(t, true)
+			light, lightNode := e.typedNode(itype(2))
+			e.busyPod(lightNode, "small", "1500m")
+			_, heavyNode := e.typedNode(itype(8))
+			e.busyPod(heavyNode, "big-1", "3")
+			e.busyPod(heavyNode, "big-2", "3")
+
+			type result struct {
+				r   disruption.PassResult
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				r, err := disruption.ReconcilePass(e.ctx, e.ctrl)
+				done <- result{r, err}
+			}()
+			require.Eventually(t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits for validation")
+			if blocked {
+				// A pod that may not be disrupted lands on the candidate.
+				p := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: e.ns, Annotations: map[string]string{v1.DoNotDisruptAnnotationKey: "true"}},
+					Spec:       corev1.PodSpec{NodeName: lightNode.Name, Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
+				}
+				require.NoError(t, cp.Client.Create(e.ctx, p))
+				p.Status = corev1.PodStatus{Phase: corev1.PodRunning}
+				require.NoError(t, cp.Client.Status().Update(e.ctx, p))
+				e.cluster.UpdatePod(p)
+			}
+			e.clock.Step(time.Second)
+			select {
+			case got := <-done:
+				require.True(t, blocked, "the pass ended before the delay with its command valid")
+				require.NoError(t, got.err)
+				assert.True(t, got.r.Abandoned)
+				assert.False(t, got.r.Started)
+				assert.False(t, hasTaint(e.node(light.Name)))
+				return
+			case <-time.After(3 * time.Second):
+				require.False(t, blocked, "the pass waited on with no command valid")
+			}
+			require.Eventually(t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits on")
+			e.clock.Step(disruption.DefaultValidationDelay)
+			got := <-done
+			require.NoError(t, got.err)
+			assert.True(t, got.r.Started)
+			e.sync()
+			assert.Equal(t, "Underutilized", disruptionReason(e.nodeClaim(light.Name)))
+		})
+	}
+}
