@@ -195,6 +195,61 @@ func TestValidatePlanJointly(t *testing.T) {
 	})
 }
 
+// countingSimulator counts the joint simulations ValidatePlan asks for.
+type countingSimulator struct {
+	SolverSimulator
+	calls int
+}
+
+func (c *countingSimulator) SimulatePlan(cs []*Candidate, excluded map[string]bool, types map[string]map[string]bool) (*Simulation, error) {
+	c.calls++
+	return c.SolverSimulator.SimulatePlan(cs, excluded, types)
+}
+
+// A plan that still holds as a whole is validated with one simulation; one
+// that does not is checked command by command, as before.
+func TestValidatePlanAtOnce(t *testing.T) {
+	its := catalog()
+	m8 := typeNamed(its, "m.8x")
+	build := func(zCPU string) *Snapshot {
+		return cSnap(its, []*v1.NodePool{cPool("p")}, []*Node{
+			cNode("a", "p", m8, od, withPods(cpuPod("x", "1"))),
+			cNode("b", "p", m8, od, withPods(cpuPod("y", "1"))),
+			cNode("c", "p", m8, od, withPods(cpuPod("z", zCPU))),
+		})
+	}
+	for _, tc := range []struct {
+		name     string
+		zCPU     string
+		calls    int
+		accepted int
+	}{
+		{"c has room for both pods", "3", 1, 2},
+		{"c has room for one", "6.5", 3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := build(tc.zCPU)
+			cmds := []*Command{
+				{Method: planMethod{}, Candidates: candidatesOf(t, snap, "a")},
+				{Method: planMethod{}, Candidates: candidatesOf(t, snap, "b")},
+			}
+			sim := &countingSimulator{SolverSimulator: SolverSimulator{Snapshot: snap}}
+			res, err := ValidatePlan(snap, cmds, sim)
+			require.NoError(t, err)
+			require.Len(t, res, 2)
+			ok := 0
+			for _, r := range res {
+				if r.Err == nil {
+					ok++
+					assert.NotEmpty(t, r.Fresh)
+				}
+			}
+			assert.Equal(t, tc.accepted, ok)
+			assert.Equal(t, tc.calls, sim.calls)
+		})
+	}
+}
+
 func TestRestrictPools(t *testing.T) {
 	its := catalog()
 	pools := []*scheduling.NodePool{{Name: "p", InstanceTypes: its}, {Name: "q", Weight: 5, InstanceTypes: its}}
