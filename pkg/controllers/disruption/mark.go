@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,35 +128,58 @@ func (c *Controller) drain(ctx context.Context, validating []*disruption.Command
 		}
 	}
 	launching := c.queue.Launching()
-	var errs []error
+	var jobs []func() error
 	for _, sn := range c.cluster.Nodes() {
 		if sn.Node == nil || !sn.Managed() || sn.Deleting() {
 			continue
 		}
-		if on := want[sn.Node.Name]; hasTaint(sn.Node, repack.DrainTaint) != on {
-			if err := setTaint(ctx, c.kube, sn.Node.Name, repack.DrainTaint, on); err != nil {
-				errs = append(errs, err)
-			}
+		name := sn.Node.Name
+		if on := want[name]; hasTaint(sn.Node, repack.DrainTaint) != on {
+			jobs = append(jobs, func() error { return setTaint(ctx, c.kube, name, repack.DrainTaint, on) })
 		}
 		if hasTaint(sn.Node, repack.LaunchTaint) && (sn.NodeClaim == nil || !launching[sn.NodeClaim.Name]) {
-			if err := setTaint(ctx, c.kube, sn.Node.Name, repack.LaunchTaint, false); err != nil {
-				errs = append(errs, err)
-			}
+			jobs = append(jobs, func() error { return setTaint(ctx, c.kube, name, repack.LaunchTaint, false) })
 		}
 		// Costs are taken off every pod not on a drained node, also with
 		// the option off, so that turning it off leaves none behind.
-		drained := want[sn.Node.Name] && c.opts.DrainDeletionCost
+		drained := want[name] && c.opts.DrainDeletionCost
 		for _, p := range sn.Pods {
 			if p.DeletionTimestamp != nil {
 				continue
 			}
 			if patch := repack.DeletionCostPatch(p, drained); patch != nil {
-				if err := patchAnnotations(ctx, c.kube, p, patch); err != nil {
-					errs = append(errs, err)
-				}
+				jobs = append(jobs, func() error { return patchAnnotations(ctx, c.kube, p, patch) })
 			}
 		}
 	}
+	return runParallel(jobs)
+}
+
+// drainWorkers bounds the writes drain makes at once. One by one, the
+// hundreds of pod and node patches of a pass over a thousand pods took
+// 2-5 s of API round trips before the validation delay began.
+const drainWorkers = 16
+
+// runParallel runs jobs on up to drainWorkers goroutines and joins their
+// errors (one failing does not stop the others).
+func runParallel(jobs []func() error) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		g    errgroup.Group
+	)
+	g.SetLimit(drainWorkers)
+	for _, job := range jobs {
+		g.Go(func() error {
+			if err := job(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
 	return errors.Join(errs...)
 }
 
