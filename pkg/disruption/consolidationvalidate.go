@@ -284,20 +284,18 @@ func validateAllAtOnce(snap *Snapshot, found map[string]*Candidate, all map[v1.D
 	if len(cmds) < 2 {
 		return nil, false, nil
 	}
-	budgets := map[string]map[string]*BudgetStatus{}
+	kept, err := freshPrefix(snap, found, all, cmds)
+	if err != nil || len(kept) < len(cmds) {
+		return nil, false, nil
+	}
 	out := make([]PlanValidation, 0, len(cmds))
 	var union []*Candidate
-	for _, cmd := range cmds {
-		reason := string(cmd.Method.Reason())
-		if budgets[reason] == nil {
-			budgets[reason] = cloneBudgets(all[cmd.Method.Reason()])
-		}
-		fresh, err := freshCandidates(snap, found, budgets[reason], cmd)
-		if err != nil || len(fresh) == 0 {
+	for i, k := range kept {
+		if len(k.Candidates) == 0 {
 			return nil, false, nil
 		}
-		union = append(union, fresh...)
-		out = append(out, PlanValidation{Command: cmd, Fresh: fresh})
+		union = append(union, k.Candidates...)
+		out = append(out, PlanValidation{Command: cmds[i], Fresh: k.Candidates})
 	}
 	if err := validatePlanned(snap, union, cmds, sim); err != nil {
 		if !IsValidationError(err) {
@@ -314,8 +312,12 @@ func validateAllAtOnce(snap *Snapshot, found map[string]*Candidate, all map[v1.D
 // was simulated jointly. It returns the kept commands with fresh
 // candidates, and the first failure.
 func RevalidatePlan(snap *Snapshot, cmds []*Command) ([]*Command, error) {
-	found := byName(discover(snap))
-	all := AllBudgets(snap)
+	return freshPrefix(snap, byName(discover(snap)), AllBudgets(snap), cmds)
+}
+
+// freshPrefix is RevalidatePlan over candidates and budgets already
+// found.
+func freshPrefix(snap *Snapshot, found map[string]*Candidate, all map[v1.DisruptionReason]map[string]*BudgetStatus, cmds []*Command) ([]*Command, error) {
 	budgets := map[string]map[string]*BudgetStatus{}
 	var kept []*Command
 	for _, cmd := range cmds {

@@ -149,24 +149,15 @@ func (e *consolidationEnv) reconcileThroughValidation(during func()) bool {
 // it did.
 func (e *consolidationEnv) passThroughValidation(during func()) disruption.PassResult {
 	e.t.Helper()
-	type result struct {
-		r   disruption.PassResult
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := disruption.ReconcilePass(e.ctx, e.ctrl)
-		done <- result{r, err}
-	}()
-	require.Eventually(e.t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits for validation")
+	done := e.passWaitingForValidation()
 	if during != nil {
 		during()
 	}
 	e.clock.Step(disruption.DefaultValidationDelay)
-	r := <-done
-	require.NoError(e.t, r.err)
+	got := <-done
+	require.NoError(e.t, got.err)
 	e.sync()
-	return r.r
+	return got.r
 }
 
 func TestUnderusedNodeIsDeletedAfterValidation(t *testing.T) {
@@ -305,16 +296,7 @@ func TestPlannerLeavesRoomForPendingPods(t *testing.T) {
 	_, heavyNode := e.typedNode(c8)
 	e.busyPod(heavyNode, "big-1", "3")
 	e.busyPod(heavyNode, "big-2", "3")
-	waiting := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "waiting", Namespace: e.ns},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}},
-	}
-	require.NoError(t, cp.Client.Create(e.ctx, waiting))
-	require.Eventually(t, func() bool {
-		var pods corev1.PodList
-		return cp.Client.List(e.ctx, &pods, client.InNamespace(e.ns)) == nil && len(pods.Items) == 4
-	}, 10*time.Second, 10*time.Millisecond)
+	waiting := e.pendingPod("waiting", "1")
 
 	acted, err := e.ctrl.Reconcile(e.ctx)
 	require.NoError(t, err)
@@ -447,16 +429,39 @@ func (e *consolidationEnv) emptinessPassFleet() (empty, light, heavy *v1.NodeCla
 	return empty, light, heavy
 }
 
+// passOutcome is what a pass did, and its error.
+type passOutcome struct {
+	r   disruption.PassResult
+	err error
+}
+
 // passWaitingForValidation starts a pass and returns, once it waits out
-// the validation delay, the channel its result comes on.
-func (e *consolidationEnv) passWaitingForValidation() <-chan error {
-	done := make(chan error, 1)
+// the validation delay, the channel its outcome comes on.
+func (e *consolidationEnv) passWaitingForValidation() <-chan passOutcome {
+	e.t.Helper()
+	done := make(chan passOutcome, 1)
 	go func() {
-		_, err := e.ctrl.Reconcile(e.ctx)
-		done <- err
+		r, err := disruption.ReconcilePass(e.ctx, e.ctrl)
+		done <- passOutcome{r, err}
 	}()
 	require.Eventually(e.t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits for validation")
 	return done
+}
+
+// pendingPod creates an unbound pod with a cpu request and waits until
+// the client's cache lists it.
+func (e *consolidationEnv) pendingPod(name, cpu string) *corev1.Pod {
+	e.t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}},
+	}
+	require.NoError(e.t, cp.Client.Create(e.ctx, p))
+	require.Eventually(e.t, func() bool {
+		return cp.Client.Get(e.ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}) == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	return p
 }
 
 // In a pass where Emptiness acts, the planner plans for the nodes left,
@@ -467,8 +472,8 @@ func TestPlannerMovesInTheEmptinessPass(t *testing.T) {
 	done := e.passWaitingForValidation()
 	e.clock.Step(disruption.DefaultValidationDelay)
 	select {
-	case err := <-done:
-		require.NoError(t, err)
+	case got := <-done:
+		require.NoError(t, got.err)
 	case <-time.After(20 * time.Second):
 		e.clock.Step(disruption.DefaultValidationDelay)
 		t.Fatal("the pass waited out a second validation delay")
@@ -493,8 +498,8 @@ func TestValidatingCandidatesAreDrained(t *testing.T) {
 	assert.False(t, hasDrainTaint(e.node(heavy.Name)), "the destination is not drained")
 	e.clock.Step(disruption.DefaultValidationDelay)
 	select {
-	case err := <-done:
-		require.NoError(t, err)
+	case got := <-done:
+		require.NoError(t, got.err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("the pass did not finish")
 	}
@@ -522,16 +527,7 @@ func TestStaleNominationHoldsNoNode(t *testing.T) {
 			e.busyPod(busyNode, "app", "7")
 			if tc.pending {
 				// Too big for any node here: it stays pending.
-				waiting := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: "waiting", Namespace: e.ns},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("7")}}}}},
-				}
-				require.NoError(t, cp.Client.Create(e.ctx, waiting))
-				require.Eventually(t, func() bool {
-					var pods corev1.PodList
-					return cp.Client.List(e.ctx, &pods, client.InNamespace(e.ns)) == nil && len(pods.Items) == 2
-				}, 10*time.Second, 10*time.Millisecond)
+				e.pendingPod("waiting", "7")
 			}
 			e.cluster.NominateNodeForPod(e.ctx, empty.Name)
 
@@ -568,26 +564,10 @@ func TestPlannerEndsTheValidationDelayEarlyWhenNothingIsValid(t *testing.T) {
 			e.busyPod(heavyNode, "big-1", "3")
 			e.busyPod(heavyNode, "big-2", "3")
 
-			type result struct {
-				r   disruption.PassResult
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				r, err := disruption.ReconcilePass(e.ctx, e.ctrl)
-				done <- result{r, err}
-			}()
-			require.Eventually(t, e.clock.HasWaiters, 20*time.Second, 10*time.Millisecond, "the pass waits for validation")
+			done := e.passWaitingForValidation()
 			if blocked {
 				// A pod that may not be disrupted lands on the candidate.
-				p := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: e.ns, Annotations: map[string]string{v1.DoNotDisruptAnnotationKey: "true"}},
-					Spec:       corev1.PodSpec{NodeName: lightNode.Name, Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
-				}
-				require.NoError(t, cp.Client.Create(e.ctx, p))
-				p.Status = corev1.PodStatus{Phase: corev1.PodRunning}
-				require.NoError(t, cp.Client.Status().Update(e.ctx, p))
-				e.cluster.UpdatePod(p)
+				e.pod(lightNode, "pinned", map[string]string{v1.DoNotDisruptAnnotationKey: "true"})
 			}
 			e.clock.Step(time.Second)
 			select {
