@@ -22,7 +22,6 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/apis"
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
@@ -188,7 +187,7 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 		if np.Annotations == nil {
 			np.Annotations = map[string]string{}
 		}
-		np.Annotations[v1.NodePoolHashAnnotationKey] = hash.NodePool(&np)
+		np.Annotations[v1.NodePoolHashAnnotationKey] = np.Hash()
 		np.Annotations[v1.NodePoolHashVersionAnnotationKey] = v1.NodePoolHashVersion
 		np.Status = v1.NodePoolStatus{}
 		replaced := false

@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption/strategies"
 
 	"github.com/karpenter-go/karpenter/pkg/disruption"
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -158,10 +158,13 @@ func (s *Session) disruptionPass(snap *disruption.Snapshot) (*disruption.Decisio
 		in.DaemonSets = daemonSets
 	}}
 	snap.Pending = pending
-	opts := s.opts.Planner
-	opts.WellKnownLabels = kwok.WellKnownLabels()
-	methods := repack.Select(s.opts.ConsolidationAlgorithm, disruption.DefaultMethods(), opts)
-	return disruption.Disrupt(snap, methods, sim)
+	p := s.opts.Planner
+	strategy, err := strategies.New(strategies.Options{Algorithm: s.opts.ConsolidationAlgorithm, WellKnownLabels: kwok.WellKnownLabels(),
+		Horizon: p.Horizon, RestartCost: p.RestartCost, CoolDown: p.CoolDown})
+	if err != nil {
+		return nil, err
+	}
+	return disruption.Disrupt(snap, disruption.MethodsOf(strategy), sim)
 }
 
 // blockers are the verdict kinds a user can lift: annotations, PDBs and

@@ -472,12 +472,12 @@ func (k *consolidation) compute(cs []*Candidate) (*Command, *Verdict, error) {
 		v.Detail = "no scheduling simulator"
 		return nil, &v, nil
 	}
-	sim, err := simulateExcluding(k.env.Simulator, cs, k.window)
+	sim, err := k.env.Simulator.Simulate(cs, SimulationOptions{Exclude: k.window})
 	if err != nil {
 		return nil, nil, err
 	}
 	unschedulable := append([]string(nil), sim.Unschedulable...)
-	unschedulable = append(unschedulable, placedOn(sim, cs, k.window)...)
+	unschedulable = append(unschedulable, PlacedOn(sim, cs, k.window)...)
 	if len(unschedulable) > 0 {
 		sort.Strings(unschedulable)
 		v := first.verdict(KindPodsDoNotFit, v1.DisruptionReasonUnderutilized)
@@ -616,7 +616,7 @@ func (k *consolidation) score(cmd *Command, price, replacement float64) (*Comman
 		k.balance = newBalancedTotals(k.env.Snapshot)
 	}
 	s := k.balance.score(cmd.Candidates, price-replacement)
-	cmd.Score = s
+	cmd.Detail = s
 	if !s.Approved {
 		v := cmd.Candidates[0].verdict(KindBalancedRejected, v1.DisruptionReasonUnderutilized)
 		v.Consolidation = &ConsolidationDetail{Price: price, ReplacementPrice: replacement, Score: s}
@@ -649,24 +649,10 @@ func (k *consolidation) whyUnplaced(sim *Simulation, pod string) *ConsolidationD
 	return d
 }
 
-// ExcludingSimulator is a Simulator that can keep the candidates' pods
-// off some nodes (consolidation's destinations still inside their own
-// consolidateAfter window) while other pods may still use them.
-type ExcludingSimulator interface {
-	Simulator
-	SimulateExcluding(candidates []*Candidate, excluded map[string]bool) (*Simulation, error)
-}
-
-func simulateExcluding(sim Simulator, cs []*Candidate, excluded map[string]bool) (*Simulation, error) {
-	if es, ok := sim.(ExcludingSimulator); ok && len(excluded) > 0 {
-		return es.SimulateExcluding(cs, excluded)
-	}
-	return sim.Simulate(cs)
-}
-
-// placedOn names the candidates' pods the simulation put on excluded
-// nodes (a simulator that cannot exclude is checked after the fact).
-func placedOn(sim *Simulation, cs []*Candidate, excluded map[string]bool) []string {
+// PlacedOn names the candidates' pods the simulation put on excluded
+// nodes, so that a simulator that cannot exclude is checked after the
+// fact.
+func PlacedOn(sim *Simulation, cs []*Candidate, excluded map[string]bool) []string {
 	if sim.Result == nil || len(excluded) == 0 {
 		return nil
 	}

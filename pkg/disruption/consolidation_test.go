@@ -332,7 +332,7 @@ func TestBalanced(t *testing.T) {
 		d := decide(t, snap, DefaultMethods()...)
 		require.Len(t, d.Commands, 1)
 		assert.Equal(t, []string{"cand"}, names(d.Commands[0].Candidates))
-		assert.Nil(t, d.Commands[0].Score)
+		assert.Nil(t, d.Commands[0].BalancedScore())
 	})
 	t.Run("Balanced refuses it with the figures", func(t *testing.T) {
 		snap, _ := marginal(v1.ConsolidationPolicyBalanced)
@@ -352,7 +352,7 @@ func TestBalanced(t *testing.T) {
 		nodes := []*Node{cNode("a", "p", m16, od, withPods(cpuPod("x", "1")))}
 		d := decide(t, cSnap(its, []*v1.NodePool{cPool("p", policy(v1.ConsolidationPolicyBalanced))}, nodes), single())
 		require.Len(t, d.Commands, 1)
-		s := d.Commands[0].Score
+		s := d.Commands[0].BalancedScore()
 		require.NotNil(t, s)
 		assert.True(t, s.Approved)
 		// $0.80 -> $0.10 saves 87.5% of the pool for all of its disruption.
@@ -407,7 +407,9 @@ func TestConsolidationSimulationRules(t *testing.T) {
 		}
 		snap := cSnap(its, []*v1.NodePool{cPool("p", after)}, nodes)
 		plain := SolverSimulator{Snapshot: snap}
-		d, err := Disrupt(snap, []Method{single()}, SimulatorFunc(plain.Simulate))
+		d, err := Disrupt(snap, []Method{single()}, SimulatorFunc(func(cs []*Candidate, _ SimulationOptions) (*Simulation, error) {
+			return plain.Simulate(cs, SimulationOptions{})
+		}))
 		require.NoError(t, err)
 		for _, cmd := range d.Commands {
 			assert.NotContains(t, names(cmd.Candidates), "a")

@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // SolverSimulator answers simulations from the Snapshot alone, with the
@@ -25,11 +26,6 @@ type SolverSimulator struct {
 	Extra func(in *scheduling.Input)
 }
 
-// Simulate implements Simulator.
-func (s SolverSimulator) Simulate(cs []*Candidate) (*Simulation, error) {
-	return s.SimulateExcluding(cs, nil)
-}
-
 // excludedTaint keeps moved pods off the nodes a consolidation may not
 // use as destinations; pods already planned (pending ones) tolerate it.
 var excludedTaint = corev1.Taint{Key: "karpenter-go.io/consolidate-after-window", Effect: corev1.TaintEffectNoSchedule}
@@ -38,9 +34,10 @@ var excludedTaint = corev1.Taint{Key: "karpenter-go.io/consolidate-after-window"
 // destinations; only the moved pods do not tolerate it.
 func ExcludedDestinationTaint() corev1.Taint { return excludedTaint }
 
-// SimulateExcluding implements ExcludingSimulator.
-func (s SolverSimulator) SimulateExcluding(cs []*Candidate, excluded map[string]bool) (*Simulation, error) {
+// Simulate implements Simulator.
+func (s SolverSimulator) Simulate(cs []*Candidate, opts SimulationOptions) (*Simulation, error) {
 	snap := s.Snapshot
+	excluded := opts.Exclude
 	remove := map[string]bool{}
 	var moved []*corev1.Pod
 	for _, c := range cs {
@@ -71,6 +68,9 @@ func (s SolverSimulator) SimulateExcluding(cs []*Candidate, excluded map[string]
 		return nil, err
 	}
 	in.NodePools = pools
+	if opts.Types != nil {
+		in.NodePools = snapshot.RestrictPools(in.NodePools, opts.Types)
+	}
 	if s.Extra != nil {
 		s.Extra(in)
 	}

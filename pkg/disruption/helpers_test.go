@@ -136,7 +136,7 @@ func pdb(name string, allowed int32, matchApp string) *policyv1.PodDisruptionBud
 	}
 }
 
-func snapshot(pools []*v1.NodePool, nodes []*Node, pdbs ...*policyv1.PodDisruptionBudget) *Snapshot {
+func testSnapshot(pools []*v1.NodePool, nodes []*Node, pdbs ...*policyv1.PodDisruptionBudget) *Snapshot {
 	s := &Snapshot{Now: now, Nodes: nodes, NodePools: map[string]*v1.NodePool{}, PDBs: pdbs}
 	for _, np := range pools {
 		s.NodePools[np.Name] = np

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -10,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -28,7 +28,7 @@ func (b *Builder) nodePools(ctx context.Context) ([]*scheduling.NodePool, map[st
 	byName := map[string]*v1.NodePool{}
 	for i := range list.Items {
 		np := &list.Items[i]
-		if !np.DeletionTimestamp.IsZero() || np.IsStatic() || !nodepool.IsReady(np) {
+		if !np.DeletionTimestamp.IsZero() || np.IsStatic() || !np.IsReady() {
 			continue
 		}
 		logger := log.FromContext(ctx).WithValues("NodePool", klog.KObj(np))
@@ -96,5 +96,30 @@ func Remaining(limits v1.Limits, usage corev1.ResourceList) corev1.ResourceList 
 		}
 		out[name] = left
 	}
+	return out
+}
+
+// RestrictPools copies the solver pools keeping only the named instance
+// types of each (a pool types does not name is dropped, and so is one left
+// without types), heaviest first.
+func RestrictPools(pools []*scheduling.NodePool, types map[string]map[string]bool) []*scheduling.NodePool {
+	var out []*scheduling.NodePool
+	for _, sp := range pools {
+		allowed := types[sp.Name]
+		if len(allowed) == 0 {
+			continue
+		}
+		cp := *sp
+		cp.InstanceTypes = nil
+		for _, it := range sp.InstanceTypes {
+			if allowed[it.Name] {
+				cp.InstanceTypes = append(cp.InstanceTypes, it)
+			}
+		}
+		if len(cp.InstanceTypes) > 0 {
+			out = append(out, &cp)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Weight > out[j].Weight })
 	return out
 }

@@ -9,7 +9,6 @@ import (
 	"k8s.io/klog/v2"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/validation"
 )
 
 // IsProvisionable reports whether pod may need capacity from Karpenter: it
@@ -99,9 +98,9 @@ var ErrNotManaged = errors.New("pod opted out of karpenter: it requires karpente
 func ValidatePod(pod *corev1.Pod) error {
 	var errs []error
 	for k, v := range pod.Spec.NodeSelector {
-		errs = append(errs, validation.ValidateRequirement(v1.NodeSelectorRequirementWithMinValues{
+		errs = append(errs, v1.NodeSelectorRequirementWithMinValues{
 			Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{v},
-		}))
+		}.Validate())
 	}
 	if aff := pod.Spec.Affinity; aff != nil && aff.NodeAffinity != nil {
 		if req := aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
@@ -127,9 +126,9 @@ func validateTerm(term corev1.NodeSelectorTerm) error {
 		errs = append(errs, fmt.Errorf("node selector term with matchFields is not supported"))
 	}
 	for _, e := range term.MatchExpressions {
-		errs = append(errs, validation.ValidateRequirement(v1.NodeSelectorRequirementWithMinValues{
+		errs = append(errs, v1.NodeSelectorRequirementWithMinValues{
 			Key: e.Key, Operator: e.Operator, Values: e.Values,
-		}))
+		}.Validate())
 	}
 	return errors.Join(errs...)
 }

@@ -336,3 +336,15 @@ func TestBuildIgnoreTaints(t *testing.T) {
 		}
 	}
 }
+
+func TestRestrictPools(t *testing.T) {
+	its := []*scheduling.InstanceType{{Name: "m.2x"}, {Name: "m.4x"}, {Name: "m.8x"}, {Name: "m.16x"}}
+	pools := []*scheduling.NodePool{{Name: "p", InstanceTypes: its}, {Name: "q", Weight: 5, InstanceTypes: its}}
+	out := snapshot.RestrictPools(pools, map[string]map[string]bool{"p": {"m.4x": true, "m.8x": true}, "q": {"none": true}})
+	require.Len(t, out, 1)
+	assert.Equal(t, "p", out[0].Name)
+	assert.Len(t, out[0].InstanceTypes, 2)
+	assert.Equal(t, "m.4x", out[0].InstanceTypes[0].Name)
+	assert.Len(t, pools[0].InstanceTypes, 4, "the input is left alone")
+	assert.Empty(t, snapshot.RestrictPools(pools, nil))
+}

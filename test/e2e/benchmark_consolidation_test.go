@@ -22,7 +22,6 @@ import (
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cli"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
 	"github.com/karpenter-go/karpenter/pkg/disruption/benchmark"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/test/controlplane"
@@ -204,7 +203,7 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 	}
 	if !waitFor(ctx, 60*time.Second, func() bool {
 		np := &v1.NodePool{}
-		return cp.Client.Get(ctx, client.ObjectKey{Name: "bench"}, np) == nil && nodepool.IsReady(np)
+		return cp.Client.Get(ctx, client.ObjectKey{Name: "bench"}, np) == nil && np.IsReady()
 	}) {
 		b.Fatal("the NodePool did not become Ready")
 	}

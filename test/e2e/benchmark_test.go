@@ -20,7 +20,6 @@ import (
 
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -243,7 +242,7 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	// ... and the pool is Ready, or the first round finds no NodePool.
 	if !waitFor(ctx, 2*time.Minute, func() bool {
 		np := &v1.NodePool{}
-		return cp.Client.Get(ctx, client.ObjectKey{Name: pb.pool}, np) == nil && nodepool.IsReady(np)
+		return cp.Client.Get(ctx, client.ObjectKey{Name: pb.pool}, np) == nil && np.IsReady()
 	}) {
 		b.Fatalf("the NodePool %s did not become Ready", pb.pool)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -49,9 +48,19 @@ type Launcher interface {
 	CreateNodeClaims(ctx context.Context, planned []*scheduling.NewNodeClaim, pools map[string]*v1.NodePool) ([]*v1.NodeClaim, error)
 }
 
-// Simulator plans the cluster as if the named nodes were gone.
+// Simulator plans the cluster as the request says: some nodes gone, some
+// destinations kept from the moved pods, some instance types only.
 type Simulator interface {
-	Simulate(ctx context.Context, remove map[string]bool) (*Simulated, error)
+	Simulate(ctx context.Context, req SimulationRequest) (*Simulated, error)
+}
+
+// SimulationRequest is what to simulate.
+type SimulationRequest struct {
+	// Remove names the nodes to simulate away.
+	Remove map[string]bool
+	// Exclude and Types are disruption.SimulationOptions'.
+	Exclude map[string]bool
+	Types   map[string]map[string]bool
 }
 
 // Simulated is a simulation's input and answer.
@@ -73,18 +82,16 @@ type Options struct {
 	// ValidationDelay is how long an emptiness command waits before it is
 	// checked again against fresh state (15 s); negative disables the wait.
 	ValidationDelay time.Duration
-	// Methods in order (disruption.DefaultMethods()); the consolidation
-	// algorithm is chosen by which methods are passed.
-	Methods []disruption.Method
+	// Strategy is the consolidation algorithm (upstream's when nil); a pass
+	// runs disruption.MethodsOf(Strategy).
+	Strategy disruption.Strategy
 	// InstanceTypes resolves each NodePool's instance types, which
 	// consolidation prices nodes with (the cloud provider); without it no
 	// node can be consolidated.
 	InstanceTypes InstanceTypes
-	// Drain names the nodes to keep repack.DrainTaint on after each pass
-	// (repack.Drain of Methods); nil: no node keeps it.
-	Drain func() []string
-	// DrainDeletionCost gives the ReplicaSet pods on the nodes Drain names
-	// repack.DrainDeletionCost, so that scale-downs remove them first.
+	// DrainDeletionCost gives the ReplicaSet pods on the nodes the strategy
+	// drains disruption.DrainDeletionCost, so that scale-downs remove them
+	// first.
 	DrainDeletionCost bool
 }
 
@@ -111,8 +118,8 @@ func NewController(kube client.Client, cluster Cluster, launcher Launcher, simul
 	if opts.ValidationDelay == 0 {
 		opts.ValidationDelay = DefaultValidationDelay
 	}
-	if opts.Methods == nil {
-		opts.Methods = disruption.DefaultMethods()
+	if opts.Strategy == nil {
+		opts.Strategy = disruption.NewUpstream(disruption.ConsolidationOptions{})
 	}
 	ev := newEvents(opts.Recorder, opts.Clock)
 	q := NewQueue(kube, cluster, launcher, opts.Clock, ev)
@@ -238,9 +245,9 @@ func (c *Controller) reconcile(ctx context.Context) (passResult, error) {
 	// order: the planner's are validated once the empty nodes are in the
 	// queue, as its plan assumed.
 	waited := false
-	for _, g := range byMethod(decision.Commands) {
-		cmds := g.cmds
-		if check := c.validation(g.method); check != nil {
+	for _, g := range decision.Groups {
+		cmds := g.Commands
+		if c.opts.ValidationDelay > 0 && disruption.Validated(g.Method) {
 			if !waited {
 				began := c.clock.Now()
 				if err := c.waitValidation(ctx, decision.Commands); err != nil {
@@ -250,14 +257,19 @@ func (c *Controller) reconcile(ctx context.Context) (passResult, error) {
 				waited = true
 			}
 			began := c.clock.Now()
-			if cmds, err = check(ctx, g.method, cmds); err != nil {
+			kept, abandoned, err := disruption.Validate(c.freshState(ctx), c.opts.Strategy, g.Method, cmds)
+			if err != nil {
 				return r, err
 			}
-			log.FromContext(ctx).V(1).Info("validated disruption commands", "consolidation-type", g.method.ConsolidationType(),
-				"commands", len(g.cmds), "kept", len(cmds), "seconds", c.clock.Since(began).Seconds())
-			r.abandoned = r.abandoned || len(cmds) < len(g.cmds)
+			for _, a := range abandoned {
+				c.abandoned(ctx, a)
+			}
+			log.FromContext(ctx).V(1).Info("validated disruption commands", "consolidation-type", g.Method.ConsolidationType(),
+				"commands", len(cmds), "kept", len(kept), "seconds", c.clock.Since(began).Seconds())
+			r.abandoned = r.abandoned || len(kept) < len(cmds)
+			cmds = kept
 		}
-		n, err := c.start(ctx, g.method, cmds, snap)
+		n, err := c.start(ctx, g.Method, cmds, snap)
 		r.started = r.started || n > 0
 		if err != nil {
 			return r, err
@@ -280,7 +292,7 @@ const validationPoll = time.Second
 // out the whole delay.
 func (c *Controller) waitValidation(ctx context.Context, cmds []*disruption.Command) error {
 	deadline := c.clock.Now().Add(c.opts.ValidationDelay)
-	early := disruption.ReadsPending(c.opts.Methods)
+	early := c.opts.Strategy.ReadsPending()
 	for {
 		left := deadline.Sub(c.clock.Now())
 		if left <= 0 {
@@ -309,59 +321,18 @@ func (c *Controller) noneValid(ctx context.Context, cmds []*disruption.Command) 
 	if err != nil {
 		return false
 	}
-	for _, cmd := range cmds {
-		if _, err := disruption.ValidateCandidates(snap, cmd); err == nil {
-			return false
-		}
-	}
-	return true
+	return !disruption.AnyStillValid(snap, cmds)
 }
 
-// group is one method's commands in a pass.
-type group struct {
-	method disruption.Method
-	cmds   []*disruption.Command
-}
-
-// byMethod splits commands by method, keeping their order. Methods are
-// told apart by type: a method value may hold funcs (the planner's
-// hooks), and comparing two such values panics.
-func byMethod(cmds []*disruption.Command) []group {
-	var out []group
-	for _, cmd := range cmds {
-		if n := len(out); n > 0 && reflect.TypeOf(out[n-1].method) == reflect.TypeOf(cmd.Method) {
-			out[n-1].cmds = append(out[n-1].cmds, cmd)
-			continue
-		}
-		out = append(out, group{method: cmd.Method, cmds: []*disruption.Command{cmd}})
-	}
-	return out
-}
-
-// validation returns how a method's commands are checked after the
-// validation delay, or nil when they are not (drift; or no delay).
-func (c *Controller) validation(m disruption.Method) func(context.Context, disruption.Method, []*disruption.Command) ([]*disruption.Command, error) {
-	switch {
-	case c.opts.ValidationDelay <= 0:
-		return nil
-	case m.Reason() == v1.DisruptionReasonUnderutilized:
-		return c.validateConsolidation
-	case m.ConsolidationType() != "":
-		return c.validate
-	}
-	return nil
-}
-
-// start hands commands to the queue and reports how many started.
+// start hands commands to the queue and reports how many started. The
+// strategy is told which of its commands started (not which it planned:
+// validation may abandon them) and the NodeClaims each launched.
 func (c *Controller) start(ctx context.Context, m disruption.Method, cmds []*disruption.Command, snap *disruption.Snapshot) (int, error) {
 	var started []*disruption.Command
 	var launched [][]string
-	// The planner keeps a history of the moves that started (not of
-	// those it planned: validation may abandon them) and of the
-	// NodeClaims they launched.
 	defer func() {
-		if s, ok := m.(starter); ok {
-			s.Started(c.clock.Now(), started, launched)
+		if disruption.IsConsolidation(m) {
+			c.opts.Strategy.Started(c.clock.Now(), started, launched)
 		}
 	}()
 	for _, cmd := range cmds {
@@ -376,59 +347,16 @@ func (c *Controller) start(ctx context.Context, m disruption.Method, cmds []*dis
 	return len(started), nil
 }
 
-// starter is a method told which of its commands started and the
-// NodeClaims each launched (the repacking planner, for its history).
-type starter interface {
-	Started(now time.Time, cmds []*disruption.Command, launched [][]string)
-}
-
 // decide runs the methods, timing each one.
 func (c *Controller) decide(ctx context.Context, snap *disruption.Snapshot) (*disruption.Decision, error) {
 	var start time.Time
-	return disruption.DisruptWith(snap, c.opts.Methods, c.simulatorFor(ctx), disruption.Hooks{
+	return disruption.DisruptWith(snap, disruption.MethodsOf(c.opts.Strategy), c.simulatorFor(ctx), disruption.Hooks{
 		BeforeMethod: func(disruption.Method) { start = c.clock.Now() },
 		AfterMethod: func(m disruption.Method, run disruption.MethodRun) {
 			metrics.DisruptionEvaluationDurationSeconds.WithLabelValues(string(run.Reason), run.ConsolidationType).Observe(c.clock.Since(start).Seconds())
 			metrics.DisruptionEligibleNodes.WithLabelValues(string(run.Reason)).Set(float64(run.Eligible))
 		},
 	})
-}
-
-// validate recomputes the commands' method against fresh state (after the
-// validation delay) and keeps only the candidates it still picks
-// (upstream validates consolidation commands, emptiness included, after
-// 15 s so that pods the kube-scheduler just bound there are not evicted).
-func (c *Controller) validate(ctx context.Context, m disruption.Method, cmds []*disruption.Command) ([]*disruption.Command, error) {
-	snap, err := c.snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	again, err := disruption.Disrupt(snap, []disruption.Method{m}, c.simulatorFor(ctx))
-	if err != nil {
-		return nil, err
-	}
-	still := map[string]*disruption.Candidate{}
-	for _, cmd := range again.Commands {
-		for _, cand := range cmd.Candidates {
-			still[cand.Name()] = cand
-		}
-	}
-	var out []*disruption.Command
-	for _, cmd := range cmds {
-		kept := &disruption.Command{Method: cmd.Method, Replacements: cmd.Replacements, Simulation: cmd.Simulation}
-		for _, cand := range cmd.Candidates {
-			if fresh, ok := still[cand.Name()]; ok {
-				kept.Candidates = append(kept.Candidates, fresh)
-			}
-		}
-		if len(kept.Candidates) > 0 {
-			out = append(out, kept)
-		}
-	}
-	if len(out) == 0 {
-		log.FromContext(ctx).V(1).Info("abandoning disruption command, no candidate is still valid", "reason", m.Reason())
-	}
-	return out, nil
 }
 
 // snapshot builds the pure package's input from cluster state and the API.
@@ -461,7 +389,7 @@ func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error)
 	// benchmark's scale-up, nodes emptied by the scale-in that followed
 	// stayed nominated up to 20 s and took a pass of their own.
 	staleNominations := false
-	if disruption.ReadsPending(c.opts.Methods) {
+	if c.opts.Strategy.ReadsPending() {
 		pods := &corev1.PodList{}
 		// The pass lists every pod; the snapshot only reads them (the
 		// planner copies a pod before it changes one), so the cache's
@@ -561,45 +489,6 @@ func (c *Controller) simulatorFor(ctx context.Context) disruption.Simulator {
 		return nil
 	}
 	return &passSimulator{ctx: ctx, sim: c.simulator}
-}
-
-func interpret(sim *Simulated) *disruption.Simulation {
-	out := &disruption.Simulation{Result: sim.Result}
-	moved := map[types.UID]bool{}
-	for _, p := range sim.Moved {
-		moved[p.UID] = true
-	}
-	starting := map[string]bool{}
-	if sim.Input != nil {
-		for _, n := range sim.Input.Nodes {
-			if n.Managed && !n.Initialized {
-				starting[n.Name] = true
-			}
-		}
-	}
-	needed := map[int]bool{}
-	for _, pl := range sim.Result.Placements {
-		if !moved[pl.Pod.UID] {
-			continue
-		}
-		name := pl.Pod.Namespace + "/" + pl.Pod.Name
-		switch {
-		case pl.Node != "" && starting[pl.Node]:
-			out.Unschedulable = append(out.Unschedulable, name)
-		case pl.Node != "":
-		case pl.NodeClaim >= 0:
-			needed[pl.NodeClaim] = true
-		default:
-			out.Unschedulable = append(out.Unschedulable, name)
-		}
-	}
-	for i, nc := range sim.Result.NewNodeClaims {
-		if needed[i] {
-			out.Replacements = append(out.Replacements, nc)
-		}
-	}
-	sort.Strings(out.Unschedulable)
-	return out
 }
 
 // logPass logs, at debug level, what a pass decided (its commands and the

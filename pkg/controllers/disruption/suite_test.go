@@ -20,7 +20,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
+	pure "github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/state"
 	"github.com/karpenter-go/karpenter/test/controlplane"
@@ -51,7 +51,7 @@ type fakeSimulator struct {
 	calls         int
 }
 
-func (f *fakeSimulator) Simulate(_ context.Context, remove map[string]bool) (*disruption.Simulated, error) {
+func (f *fakeSimulator) Simulate(context.Context, disruption.SimulationRequest) (*disruption.Simulated, error) {
 	f.calls++
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "moved", Namespace: "default", UID: "moved-uid"}}
 	res := &scheduling.Result{NewNodeClaims: f.newClaims}
@@ -230,7 +230,7 @@ func (e *env) node(name string) *corev1.Node {
 
 func hasDrainTaint(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
-		if t.MatchTaint(&repack.DrainTaint) {
+		if t.MatchTaint(&pure.DrainTaint) {
 			return true
 		}
 	}

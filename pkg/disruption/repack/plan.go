@@ -66,26 +66,6 @@ type Plan struct {
 	Drain []string
 }
 
-// DrainTaint steers pods away from the nodes in Plan.Drain: the
-// kube-scheduler's TaintToleration scoring (weight 3 against
-// LeastAllocated's 1) places a pod on such a node only when no other has
-// room, and the provisioner treats it as NoSchedule until nothing else
-// fits, as upstream treats PreferNoSchedule.
-var DrainTaint = corev1.Taint{Key: "karpenter-go.io/draining", Effect: corev1.TaintEffectPreferNoSchedule}
-
-// LaunchTaint steers the kube-scheduler away from the NodeClaims a
-// planner command launches while they come up: the disruption queue
-// creates them with it and takes it off as the command deletes its
-// candidates (the disruption controller takes it off every node no
-// command in flight launched, as after a restart). A new node is the
-// emptiest there is, so without it the pods that the same pass's deletes
-// evict, placed while it comes up, would fill the room the command
-// launched it for, and the command's own pods would need a fresh node.
-// Kept while the command's own pods are evicted, it would send them to
-// any other node's room first and leave the new nodes half empty.
-// PreferNoSchedule: a pod goes there anyway when nothing else has room.
-var LaunchTaint = corev1.Taint{Key: "karpenter-go.io/consolidation-launch", Effect: corev1.TaintEffectPreferNoSchedule}
-
 // move is one planned command.
 type move struct {
 	cands        []*mnode
@@ -216,9 +196,11 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 			plan.Paybacks[k] = v
 		}
 		for _, mv := range w.moves {
-			cmd := &disruption.Command{Replacements: mv.replacements}
 			pb := mv.payback
-			cmd.Payback = &pb
+			// The replacements carry the launch taint while they come up,
+			// so that the pods this pass's deletes evict do not fill the
+			// room they were launched for.
+			cmd := &disruption.Command{Replacements: mv.replacements, Detail: &pb, LaunchTaint: len(mv.replacements) > 0}
 			for _, m := range mv.cands {
 				cmd.Candidates = append(cmd.Candidates, m.cand)
 			}

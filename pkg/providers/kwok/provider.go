@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
@@ -44,7 +43,7 @@ const (
 // builder passes them to the solver in each Input. A fresh slice every call:
 // no caller can change what another sees.
 func WellKnownLabels() []string {
-	return sets.List(awsv1.WellKnownLabels.Union(kwokv1alpha1.WellKnownLabels))
+	return sets.List(ec2WellKnownLabels.Union(kwokv1alpha1.WellKnownLabels))
 }
 
 // Options configure the provider. The zero value uses the default catalog,

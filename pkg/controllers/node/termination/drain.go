@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/recovery"
 )
 
@@ -54,7 +54,7 @@ type drainResult struct {
 // deadline are deleted early with a grace period that ends at it; at the
 // deadline every remaining drainable pod is deleted immediately.
 func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *time.Time) (drainResult, error) {
-	pods, err := nodeclaimutil.PodsOnNode(ctx, c.kube, node.Name)
+	pods, err := index.PodsOnNode(ctx, c.kube, node.Name)
 	if err != nil {
 		return drainResult{}, fmt.Errorf("listing pods on node %s: %w", node.Name, err)
 	}

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/static"
+	"github.com/karpenter-go/karpenter/pkg/controllers/static/internal/staticpool"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/state"
 )
@@ -65,12 +65,12 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 		For(&v1.NodePool{}, builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return true },
 			UpdateFunc: func(e event.UpdateEvent) bool {
-				return static.Replicas(e.ObjectOld.(*v1.NodePool)) != static.Replicas(e.ObjectNew.(*v1.NodePool))
+				return staticpool.Replicas(e.ObjectOld.(*v1.NodePool)) != staticpool.Replicas(e.ObjectNew.(*v1.NodePool))
 			},
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
-		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(static.PoolOf), builder.WithPredicates(predicate.Funcs{
+		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(staticpool.PoolOf), builder.WithPredicates(predicate.Funcs{
 			CreateFunc:  func(event.CreateEvent) bool { return true },
 			UpdateFunc:  func(event.UpdateEvent) bool { return false },
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },

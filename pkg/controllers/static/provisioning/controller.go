@@ -19,8 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
-	"github.com/karpenter-go/karpenter/pkg/controllers/static"
+	"github.com/karpenter-go/karpenter/pkg/controllers/static/internal/staticpool"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/state"
 )
@@ -127,12 +126,12 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 			CreateFunc: func(e event.CreateEvent) bool { return true },
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				oldNP, newNP := e.ObjectOld.(*v1.NodePool), e.ObjectNew.(*v1.NodePool)
-				return static.Replicas(oldNP) != static.Replicas(newNP) || (!nodepool.IsReady(oldNP) && nodepool.IsReady(newNP))
+				return staticpool.Replicas(oldNP) != staticpool.Replicas(newNP) || (!oldNP.IsReady() && newNP.IsReady())
 			},
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
-		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(static.PoolOf), builder.WithPredicates(predicate.Funcs{
+		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(staticpool.PoolOf), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
@@ -153,7 +152,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !np.IsStatic() || !np.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	if !nodepool.IsReady(np) {
+	if !np.IsReady() {
 		return reconcile.Result{RequeueAfter: Resync}, nil
 	}
 	if !c.cluster.Synced(ctx) {

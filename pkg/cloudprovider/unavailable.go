@@ -1,4 +1,4 @@
-package lifecycle
+package cloudprovider
 
 import (
 	"sort"
@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
-
-	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 )
 
 // DefaultUnavailableTTL is how long an offering that ran out of capacity is
@@ -24,7 +22,7 @@ type UnavailableOfferings struct {
 	ttl   time.Duration
 
 	mu      sync.RWMutex
-	expires map[cloudprovider.OfferingKey]time.Time
+	expires map[OfferingKey]time.Time
 	seq     uint64
 }
 
@@ -37,12 +35,12 @@ func NewUnavailableOfferings(clk clock.Clock, ttl time.Duration) *UnavailableOff
 	if ttl <= 0 {
 		ttl = DefaultUnavailableTTL
 	}
-	return &UnavailableOfferings{clock: clk, ttl: ttl, expires: map[cloudprovider.OfferingKey]time.Time{}}
+	return &UnavailableOfferings{clock: clk, ttl: ttl, expires: map[OfferingKey]time.Time{}}
 }
 
 // MarkUnavailable makes the offering unavailable for the TTL from now
 // (extending an existing entry).
-func (u *UnavailableOfferings) MarkUnavailable(key cloudprovider.OfferingKey) {
+func (u *UnavailableOfferings) MarkUnavailable(key OfferingKey) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.expires[key] = u.clock.Now().Add(u.ttl)
@@ -50,7 +48,7 @@ func (u *UnavailableOfferings) MarkUnavailable(key cloudprovider.OfferingKey) {
 }
 
 // IsUnavailable reports whether the offering failed within the TTL.
-func (u *UnavailableOfferings) IsUnavailable(key cloudprovider.OfferingKey) bool {
+func (u *UnavailableOfferings) IsUnavailable(key OfferingKey) bool {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
 	exp, ok := u.expires[key]
@@ -59,11 +57,11 @@ func (u *UnavailableOfferings) IsUnavailable(key cloudprovider.OfferingKey) bool
 
 // Keys lists the offerings currently unavailable, sorted, and prunes
 // expired entries.
-func (u *UnavailableOfferings) Keys() []cloudprovider.OfferingKey {
+func (u *UnavailableOfferings) Keys() []OfferingKey {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.clock.Now()
-	out := make([]cloudprovider.OfferingKey, 0, len(u.expires))
+	out := make([]OfferingKey, 0, len(u.expires))
 	for k, exp := range u.expires {
 		if !now.Before(exp) {
 			delete(u.expires, k)

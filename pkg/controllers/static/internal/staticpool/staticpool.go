@@ -1,8 +1,8 @@
-// Package static holds what the static NodePool controllers (provisioning
+// Package staticpool holds what the static NodePool controllers (provisioning
 // scales a pool up to spec.replicas, deprovisioning scales it down) both
 // need to watch their pools: the mapping from a NodeClaim to its pool's
 // request and the replicas value compared on a NodePool update.
-package static
+package staticpool
 
 import (
 	"context"

@@ -1,4 +1,9 @@
-package hash
+// Package hashstamp stamps a spec hash and its version on an object that
+// NodeClaims are launched from (a NodePool, or a provider's NodeClass) and
+// re-stamps those NodeClaims when the hash version changes, so that a new
+// hashing algorithm never reads as drift. The core's NodePool hash
+// controller and each provider's NodeClass hash controller share it.
+package hashstamp
 
 import (
 	"context"

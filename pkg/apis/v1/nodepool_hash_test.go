@@ -1,4 +1,4 @@
-package hash_test
+package v1_test
 
 import (
 	"bytes"
@@ -14,10 +14,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
 )
 
-func base() *v1.NodePool {
+func hashedPool() *v1.NodePool {
 	np := &v1.NodePool{}
 	np.Spec.Template.SetLabelMap(map[string]string{"team": "a"})
 	np.Spec.Template.Annotations = map[string]string{"note": "x"}
@@ -32,7 +31,7 @@ func base() *v1.NodePool {
 }
 
 func TestNodePoolHash(t *testing.T) {
-	want := hash.NodePool(base())
+	want := hashedPool().Hash()
 	assert.Regexp(t, `^[0-9]+$`, want)
 	tests := []struct {
 		name   string
@@ -73,19 +72,19 @@ func TestNodePoolHash(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			np := base()
+			np := hashedPool()
 			tt.mutate(np)
 			if tt.same {
-				assert.Equal(t, want, hash.NodePool(np))
+				assert.Equal(t, want, np.Hash())
 			} else {
-				assert.NotEqual(t, want, hash.NodePool(np))
+				assert.NotEqual(t, want, np.Hash())
 			}
 		})
 	}
 }
 
 // upstreamVectors are the values upstream Karpenter's own NodePool.Hash()
-// printed for the objects in testdata/vectors.yaml (copied from
+// printed for the objects in testdata/nodepool-hash-vectors.yaml (copied from
 // shared/reference/nodepool-hash-vectors.md, computed at upstream commit
 // 2266468). Equality is what lets a cluster move between upstream and this
 // controller without every NodeClaim turning drifted.
@@ -110,14 +109,14 @@ var upstreamVectors = map[string]string{
 }
 
 func TestNeverHashesLikeUnset(t *testing.T) {
-	never, unset := base(), base()
+	never, unset := hashedPool(), hashedPool()
 	never.Spec.Template.Spec.ExpireAfter = v1.NeverDuration()
 	unset.Spec.Template.Spec.ExpireAfter = v1.NillableDuration{}
-	assert.Equal(t, hash.NodePool(unset), hash.NodePool(never))
+	assert.Equal(t, unset.Hash(), never.Hash())
 }
 
 func TestUpstreamVectors(t *testing.T) {
-	raw, err := os.ReadFile("testdata/vectors.yaml")
+	raw, err := os.ReadFile("testdata/nodepool-hash-vectors.yaml")
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
@@ -128,7 +127,7 @@ func TestUpstreamVectors(t *testing.T) {
 		require.True(t, ok, "no expected value for %q", name)
 		seen[name] = true
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, want, hash.NodePool(np))
+			assert.Equal(t, want, np.Hash())
 		})
 	}
 	assert.Len(t, seen, len(upstreamVectors), "every vector is decoded and checked")
@@ -138,7 +137,7 @@ func TestUpstreamVectors(t *testing.T) {
 // each answer must be the upstream value (hashstructure keeps its hasher in
 // the options it is given, so shared options once mixed concurrent hashes).
 func TestConcurrentHashes(t *testing.T) {
-	raw, err := os.ReadFile("testdata/vectors.yaml")
+	raw, err := os.ReadFile("testdata/nodepool-hash-vectors.yaml")
 	require.NoError(t, err)
 	var pools []*v1.NodePool
 	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
@@ -154,7 +153,7 @@ func TestConcurrentHashes(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
 				for _, np := range pools {
-					got[g] = append(got[g], hash.NodePool(np))
+					got[g] = append(got[g], np.Hash())
 				}
 			}
 		}()

@@ -1,4 +1,4 @@
-package repack
+package disruption
 
 import (
 	"strconv"
@@ -7,8 +7,35 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// DrainDeletionCost is the controller.kubernetes.io/pod-deletion-cost the
-// planner gives the ReplicaSet pods on the nodes it drains (Plan.Drain),
+// The marks a Strategy keeps on nodes while it works: soft taints that steer
+// the kube-scheduler, and a pod-deletion-cost that steers scale-downs. The
+// disruption controller puts them where the strategy asks (Strategy.Drain,
+// Command.LaunchTaint) and takes them off everywhere else, so that a
+// strategy that asks for none (upstream's) leaves no node marked.
+
+// DrainTaint steers pods away from the nodes a strategy drains
+// (Strategy.Drain): the kube-scheduler's TaintToleration scoring (weight 3 against
+// LeastAllocated's 1) places a pod on such a node only when no other has
+// room, and the provisioner treats it as NoSchedule until nothing else
+// fits, as upstream treats PreferNoSchedule.
+var DrainTaint = corev1.Taint{Key: "karpenter-go.io/draining", Effect: corev1.TaintEffectPreferNoSchedule}
+
+// LaunchTaint steers the kube-scheduler away from the NodeClaims a command
+// launches while they come up (Command.LaunchTaint; the planner's commands
+// ask for it): the disruption queue
+// creates them with it and takes it off as the command deletes its
+// candidates (the disruption controller takes it off every node no
+// command in flight launched, as after a restart). A new node is the
+// emptiest there is, so without it the pods that the same pass's deletes
+// evict, placed while it comes up, would fill the room the command
+// launched it for, and the command's own pods would need a fresh node.
+// Kept while the command's own pods are evicted, it would send them to
+// any other node's room first and leave the new nodes half empty.
+// PreferNoSchedule: a pod goes there anyway when nothing else has room.
+var LaunchTaint = corev1.Taint{Key: "karpenter-go.io/consolidation-launch", Effect: corev1.TaintEffectPreferNoSchedule}
+
+// DrainDeletionCost is the controller.kubernetes.io/pod-deletion-cost
+// given to the ReplicaSet pods on the nodes a strategy drains,
 // so that a scale-down removes them before their siblings elsewhere: the
 // ReplicaSet controller deletes the pods with the lowest cost first. A
 // drained node that a scale-down empties goes by Emptiness without an
@@ -16,8 +43,8 @@ import (
 // the node waits, half used, for the payback gate.
 const DrainDeletionCost = -1000
 
-// DeletionCostMark holds the pod-deletion-cost the planner set on a pod,
-// so that it only ever takes off a cost it set: a pod whose cost someone
+// DeletionCostMark holds the pod-deletion-cost the controller set on a
+// pod, so that it only ever takes off a cost it set: a pod whose cost someone
 // else set, or changed since, keeps it.
 const DeletionCostMark = "karpenter-go.io/drain-deletion-cost"
 

@@ -1,16 +1,16 @@
-// Package hash owns the karpenter.sh/nodepool-hash annotation: how a
-// NodePool template is hashed, and the controller that stamps the hash on
-// NodePools (and re-stamps NodeClaims when the hash version changes).
+// Package templatehash computes the karpenter.sh/nodepool-hash value of a
+// NodePool template. The value is numerically equal to upstream Karpenter's
+// (hash version v3), so a cluster that moves from upstream to this
+// controller does not see its NodeClaims as drifted.
 //
-// The value is numerically equal to upstream Karpenter's (hash version v3),
-// so a cluster that moves from upstream to this controller does not see its
-// NodeClaims as drifted. Upstream feeds its API struct for spec.template to
+// Upstream feeds its API struct for spec.template to
 // github.com/mitchellh/hashstructure/v2. That library hashes Go type names,
 // field names and values, so equality needs a struct of exactly upstream's
-// shape; ours differs in places (template labels are a named value type,
-// NillableDuration keeps a Raw field without a hash tag), so the template is
-// copied into private mirror types below before hashing.
-package hash
+// shape. Ours differs in places (template labels are a named value type,
+// NillableDuration keeps a Raw field without a hash tag), so pkg/apis/v1
+// copies the template into the mirror types below before hashing. They live
+// in their own package because their names are those of the API types.
+package templatehash
 
 import (
 	"strconv"
@@ -19,8 +19,6 @@ import (
 	"github.com/mitchellh/hashstructure/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 )
 
 // The mirror types. Their type names, field names, field types and hash
@@ -60,7 +58,7 @@ type NodeClassReference struct {
 
 // NillableDuration mirrors upstream's v1.NillableDuration without its
 // hash-ignored Raw. Upstream decodes "Never" to the zero value, so Never
-// hashes like an absent field; the conversion below keeps that.
+// hashes like an absent field; the caller's conversion keeps that.
 type NillableDuration struct {
 	*time.Duration
 }
@@ -74,33 +72,14 @@ func options() *hashstructure.HashOptions {
 	return &hashstructure.HashOptions{SlicesAsSets: true, IgnoreZeroValue: true, ZeroNil: true}
 }
 
-// NodePool returns the hash of np's template as a decimal string, the form
-// of the annotation value.
-func NodePool(np *v1.NodePool) string {
-	h, err := hashstructure.Hash(mirror(&np.Spec.Template), hashstructure.FormatV2, options())
+// Of returns the hash of t as a decimal string, the form of the annotation
+// value.
+func Of(t NodeClaimTemplate) string {
+	h, err := hashstructure.Hash(t, hashstructure.FormatV2, options())
 	if err != nil {
 		// The mirror holds only strings, maps, slices, pointers and integers,
 		// which hashstructure always accepts.
 		panic(err)
 	}
 	return strconv.FormatUint(h, 10)
-}
-
-func mirror(t *v1.NodeClaimTemplate) NodeClaimTemplate {
-	out := NodeClaimTemplate{
-		ObjectMeta: ObjectMeta{Labels: t.LabelMap(), Annotations: t.Annotations},
-		Spec: NodeClaimTemplateSpec{
-			Taints:                 t.Spec.Taints,
-			StartupTaints:          t.Spec.StartupTaints,
-			TerminationGracePeriod: t.Spec.TerminationGracePeriod,
-		},
-	}
-	if ref := t.Spec.NodeClassRef; ref != nil {
-		out.Spec.NodeClassRef = &NodeClassReference{Kind: ref.Kind, Name: ref.Name, Group: ref.Group}
-	}
-	if d := t.Spec.ExpireAfter.Duration; d != nil {
-		v := *d
-		out.Spec.ExpireAfter.Duration = &v
-	}
-	return out
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/karpenter-go/karpenter/pkg/controllers/periodic"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/internal/periodic"
 )
 
 // TestLoop: passes run every interval, a failure is logged, a panic is
