@@ -23,8 +23,7 @@ type Planner struct {
 	// when they start, not when they are planned: a plan the 15 s
 	// validation abandons evicted nothing, and recording it would keep
 	// its nodes' pods out of the next plans for the cool-down, leaving
-	// those plans only the nodes it did not pick (in the end-to-end
-	// benchmark, full nodes).
+	// those plans only the nodes it did not pick (often full ones).
 	Recorder *Recorder
 	// Drained, when set, is told each plan's Drain.
 	Drained func(names []string)

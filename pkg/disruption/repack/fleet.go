@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
@@ -20,7 +19,9 @@ import (
 type vec [3]float64
 
 func (a vec) add(b vec) vec { return vec{a[0] + b[0], a[1] + b[1], a[2] + b[2]} }
+
 func (a vec) sub(b vec) vec { return vec{a[0] - b[0], a[1] - b[1], a[2] - b[2]} }
+
 func (a vec) fits(b vec) bool {
 	return b[0] <= a[0]+1e-9 && b[1] <= a[1]+1e-9 && b[2] <= a[2]+1e-9
 }
@@ -55,24 +56,28 @@ func podVec(p *corev1.Pod) vec {
 	return v
 }
 
-// mnode is one machine in the planner's working state. A worker mutates
+// podSize orders pods for packing: cpu cores plus memory in 4 GiB units
+// (the memory a core comes with on general-purpose machines).
+func podSize(r vec) float64 { return r[0]/1000 + r[1]/(4<<30) }
+
+// machine is one machine in the planner's working state. A worker mutates
 // only the nodes of its own pool.
-type mnode struct {
-	n      *disruption.Node
-	name   string
-	pool   string
-	alloc  vec
-	used   vec
-	used0  vec // used before this pass's moves
-	tent   vec // tentative use while fitting
-	pods   []*corev1.Pod
-	cand   *disruption.Candidate
-	price  float64
-	itName string
-	ct     string
-	// dest: may receive moved pods (initialized, not leaving, not inside
+type machine struct {
+	node         *disruption.Node
+	name         string
+	pool         string
+	allocatable  vec
+	used         vec
+	usedBefore   vec // used before this pass's moves
+	tentative    vec // tentative use while fitting
+	pods         []*corev1.Pod
+	candidate    *disruption.Candidate
+	price        float64
+	instanceType string
+	capacityType string
+	// destination: may receive moved pods (initialized, not leaving, not inside
 	// its consolidateAfter window).
-	dest bool
+	destination bool
 	// removed by a move of this pass; receiver: got pods from one (its
 	// pods are not moved again in the same pass).
 	removed, receiver bool
@@ -80,10 +85,10 @@ type mnode struct {
 	blocked bool
 }
 
-func (m *mnode) existing() *scheduling.ExistingNode {
+func (m *machine) existing() *scheduling.ExistingNode {
 	return &scheduling.ExistingNode{
-		Name: m.name, NodeClaim: m.n.NodeClaimName(), Labels: m.n.Node.Labels, Taints: m.n.Node.Spec.Taints,
-		Allocatable: m.n.Node.Status.Allocatable, Pods: m.pods, Initialized: true, Managed: m.n.NodeClaim != nil,
+		Name: m.name, NodeClaim: m.node.NodeClaimName(), Labels: m.node.Node.Labels, Taints: m.node.Node.Spec.Taints,
+		Allocatable: m.node.Node.Status.Allocatable, Pods: m.pods, Initialized: true, Managed: m.node.NodeClaim != nil,
 	}
 }
 
@@ -186,15 +191,15 @@ func daemonSets(snap *disruption.Snapshot) []*appsv1.DaemonSet {
 // compatible is a quick pre-check before the solver confirms: the node
 // has the pod's nodeSelector labels and no hard taint the pod does not
 // tolerate.
-func compatible(p *corev1.Pod, n *mnode) bool {
-	labels := n.n.Node.Labels
+func compatible(p *corev1.Pod, n *machine) bool {
+	labels := n.node.Node.Labels
 	for k, v := range p.Spec.NodeSelector {
 		if labels[k] != v {
 			return false
 		}
 	}
-	for i := range n.n.Node.Spec.Taints {
-		t := &n.n.Node.Spec.Taints[i]
+	for i := range n.node.Node.Spec.Taints {
+		t := &n.node.Node.Spec.Taints[i]
 		if t.Effect == corev1.TaintEffectPreferNoSchedule {
 			continue
 		}
@@ -238,29 +243,13 @@ func topologyBound(p *corev1.Pod) bool {
 	return a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil)
 }
 
-// launchCapacityType is the capacity type WorstLaunchPrice prices it at.
-func launchCapacityType(it *scheduling.InstanceType, reqs scheduling.Requirements) string {
-	for _, ct := range []string{v1.CapacityTypeReserved, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand} {
-		if !reqs.Get(v1.CapacityTypeLabelKey).Has(ct) {
-			continue
-		}
-		for i := range it.Offerings {
-			o := &it.Offerings[i]
-			if o.Available && o.CapacityType == ct && cloudprovider.OfferingCompatible(o, reqs) {
-				return ct
-			}
-		}
-	}
-	return ""
-}
-
 // compatCache memoizes compatible for a worker's nodes by the pod's
 // scheduling constraints (nodeSelector and tolerations): the pods of one
 // owner share them, and the deletes' checks ask for every pod against
 // every node of the pool (on 5,000 nodes the label lookups alone took
 // most of a pass).
 type compatCache struct {
-	nodes []*mnode
+	nodes []*machine
 	// class is each pod's constraint class; rows[class][i] is 0 (not yet
 	// known), 1 (compatible with nodes[i]) or 2 (not).
 	class map[*corev1.Pod]int
@@ -268,7 +257,7 @@ type compatCache struct {
 	rows  [][]int8
 }
 
-func newCompatCache(nodes []*mnode) *compatCache {
+func newCompatCache(nodes []*machine) *compatCache {
 	return &compatCache{nodes: nodes, class: map[*corev1.Pod]int{}, keys: map[string]int{}}
 }
 
