@@ -182,7 +182,7 @@ func ReadObjects(raw []byte) (*Objects, error) {
 
 // reader serves List from Objects, so the snapshot builder reads a saved
 // file exactly as it reads the API server. Only the label-selector list
-// option is honoured, the only one the builder uses.
+// option is honoured, the only one snapshot.Live uses.
 type reader struct{ o *Objects }
 
 var _ client.Reader = reader{}

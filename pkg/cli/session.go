@@ -3,14 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	disruptioncontroller "github.com/karpenter-go/karpenter/pkg/controllers/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
@@ -41,7 +40,10 @@ type Session struct {
 	opts    Options
 	cluster *listedCluster
 	types   *instanceTypes
-	builder *snapshot.Builder
+	// view and request are what the solver's input is built from, as the
+	// controller builds it (snapshot.Build).
+	view    snapshot.View
+	request snapshot.Request
 }
 
 // NewSession builds the cluster state from objects, as the controller's
@@ -68,12 +70,13 @@ func NewSession(o *Objects, opts Options) (*Session, error) {
 		}
 		return nil
 	})
-	s.builder = snapshot.New(reader{o}, s.types, s.cluster, snapshot.Options{
+	s.view = snapshot.Live{Reader: reader{o}, Cloud: s.types, Cluster: s.cluster}
+	s.request = snapshot.Request{Options: snapshot.Options{
 		// As the provisioner plans, so that `why pod` and `simulate` name
 		// the NodeClaims it would create.
 		Solver:          scheduling.Options{Robust: true},
 		WellKnownLabels: kwok.WellKnownLabels(),
-	})
+	}}
 	return s, nil
 }
 
@@ -100,37 +103,10 @@ func (s *Session) Now() time.Time {
 	return s.Objects.Time.Time
 }
 
-// poolSkipReason says why the snapshot builder leaves a NodePool out of
-// planning ("" when it does not), with the builder's own rules.
+// poolSkipReason says why snapshot.Build leaves a NodePool out of
+// planning ("" when it does not).
 func (s *Session) poolSkipReason(ctx context.Context, np *v1.NodePool) string {
-	switch {
-	case !np.DeletionTimestamp.IsZero():
-		return "nodepool is being deleted"
-	case np.IsStatic():
-		return "static nodepool (fixed replicas, does not provision for pending pods)"
-	case !conditionTrue(np):
-		return "nodepool is not Ready"
-	}
-	if _, err := snapshot.Requirements(np.Spec.Template.Spec.Requirements); err != nil {
-		return "invalid requirements: " + err.Error()
-	}
-	its, err := s.types.GetInstanceTypes(ctx, np)
-	if err != nil {
-		return err.Error()
-	}
-	if len(its) == 0 {
-		return "no resolved instance types"
-	}
-	return ""
-}
-
-func conditionTrue(np *v1.NodePool) bool {
-	for _, c := range np.Status.Conditions {
-		if c.Type == v1.ConditionTypeReady {
-			return c.Status == "True"
-		}
-	}
-	return false
+	return snapshot.SkipReason(ctx, s.view, np)
 }
 
 // disruptionSnapshot builds the disruption package's input the way the
@@ -148,23 +124,7 @@ func (s *Session) disruptionSnapshot(ctx context.Context) *disruption.Snapshot {
 		snap.PDBs = append(snap.PDBs, &s.Objects.PodDisruptionBudgets[i])
 	}
 	for _, sn := range s.cluster.Nodes() {
-		n := &disruption.Node{
-			NodeClaim:         sn.NodeClaim,
-			Node:              sn.Node,
-			NodePool:          sn.NodePoolName(),
-			Initialized:       sn.Initialized(),
-			Deleting:          (sn.Node != nil && !sn.Node.DeletionTimestamp.IsZero()) || (sn.NodeClaim != nil && !sn.NodeClaim.DeletionTimestamp.IsZero()),
-			MarkedForDeletion: sn.MarkedForDeletion(),
-		}
-		names := make([]types.NamespacedName, 0, len(sn.Pods))
-		for nn := range sn.Pods {
-			names = append(names, nn)
-		}
-		sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
-		for _, nn := range names {
-			n.Pods = append(n.Pods, sn.Pods[nn])
-		}
-		snap.Nodes = append(snap.Nodes, n)
+		snap.Nodes = append(snap.Nodes, disruptioncontroller.NodeOf(sn))
 	}
 	return snap
 }
@@ -172,6 +132,10 @@ func (s *Session) disruptionSnapshot(ctx context.Context) *disruption.Snapshot {
 // pendingPods are the pods a disruption simulation must plan alongside the
 // moved ones, as the controller's simulator does.
 func (s *Session) pendingPods() []*corev1.Pod {
-	pods, _ := snapshot.PendingPods(&corev1.PodList{Items: s.Objects.Pods})
+	all := make([]*corev1.Pod, len(s.Objects.Pods))
+	for i := range s.Objects.Pods {
+		all[i] = &s.Objects.Pods[i]
+	}
+	pods, _ := snapshot.PendingPods(all)
 	return pods
 }

@@ -254,7 +254,7 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 	if err != nil {
 		return nil, err
 	}
-	snap, err := after.builder.Build(ctx, snapshot.Request{})
+	snap, err := snapshot.Build(ctx, after.view, after.request)
 	if err != nil {
 		return nil, fmt.Errorf("building snapshot: %w", err)
 	}

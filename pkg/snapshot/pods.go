@@ -71,11 +71,10 @@ func ownedBy(pod *corev1.Pod, kind string) bool {
 	return false
 }
 
-// PendingPods selects the provisionable pods of list that pass validation,
+// PendingPods selects the provisionable pods of all that pass validation,
 // and returns the others that failed it with the reason.
-func PendingPods(list *corev1.PodList) (pods []*corev1.Pod, ignored []IgnoredPod) {
-	for i := range list.Items {
-		pod := &list.Items[i]
+func PendingPods(all []*corev1.Pod) (pods []*corev1.Pod, ignored []IgnoredPod) {
+	for _, pod := range all {
 		if !IsProvisionable(pod) {
 			continue
 		}
@@ -143,12 +142,11 @@ func Reschedulable(pod *corev1.Pod) bool {
 		!toleratesDisrupted(pod)
 }
 
-// reschedulablePods returns copies, unbound and sorted by UID, of the
+// reschedulablePods returns copies, unbound and sorted by UID (then name), of the
 // reschedulable pods on leaving nodes, and the subset that was on a node in
 // remove.
-func reschedulablePods(all *corev1.PodList, leaving, remove map[string]bool) (moving, moved []*corev1.Pod) {
-	for i := range all.Items {
-		pod := &all.Items[i]
+func reschedulablePods(all []*corev1.Pod, leaving, remove map[string]bool) (moving, moved []*corev1.Pod) {
+	for _, pod := range all {
 		if !leaving[pod.Spec.NodeName] || !Reschedulable(pod) {
 			continue
 		}
@@ -160,20 +158,16 @@ func reschedulablePods(all *corev1.PodList, leaving, remove map[string]bool) (mo
 		}
 	}
 	byUID := func(pods []*corev1.Pod) {
-		sort.Slice(pods, func(i, j int) bool { return pods[i].UID < pods[j].UID })
+		sort.Slice(pods, func(i, j int) bool {
+			if pods[i].UID != pods[j].UID {
+				return pods[i].UID < pods[j].UID
+			}
+			return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
+		})
 	}
 	byUID(moving)
 	byUID(moved)
 	return moving, moved
-}
-
-func hasDisruptedTaint(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
-			return true
-		}
-	}
-	return false
 }
 
 func toleratesDisrupted(pod *corev1.Pod) bool {

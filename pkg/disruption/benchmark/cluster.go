@@ -145,7 +145,14 @@ func nodePool(name string) *v1.NodePool {
 			},
 			Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{Requirements: reqs}},
 		},
+		Status: readyStatus(),
 	}
+}
+
+// readyStatus is a pool's status once the NodePool controllers found it
+// valid and its NodeClass ready: only Ready pools are launched into.
+func readyStatus() v1.NodePoolStatus {
+	return v1.NodePoolStatus{Conditions: []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: v1.ConditionTypeReady}}}
 }
 
 func (c *Cluster) name(prefix string) string {

@@ -285,13 +285,13 @@ func daemonSet() *appsv1.DaemonSet {
 		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: p.Spec}}}
 }
 
-// daemonSetsOf is the SolverSimulator hook that counts the agent on new
-// NodeClaims when the snapshot's nodes run it.
-func daemonSetsOf(snap *disruption.Snapshot) func(*scheduling.Input) {
+// daemonSetsOf is the node agent's DaemonSet when the snapshot's nodes run
+// it, so that a simulation counts the agent on new NodeClaims.
+func daemonSetsOf(snap *disruption.Snapshot) []*appsv1.DaemonSet {
 	for _, n := range snap.Nodes {
 		for _, p := range n.Pods {
 			if len(p.OwnerReferences) > 0 && p.OwnerReferences[0].Kind == "DaemonSet" {
-				return func(in *scheduling.Input) { in.DaemonSets = []*appsv1.DaemonSet{daemonSet()} }
+				return []*appsv1.DaemonSet{daemonSet()}
 			}
 		}
 	}
