@@ -6,9 +6,9 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // IsProvisionable reports whether pod may need capacity from Karpenter: it
@@ -30,7 +30,7 @@ func IsProvisionable(pod *corev1.Pod) bool {
 		pod.DeletionTimestamp.IsZero() &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed &&
 		(FailedToSchedule(pod) || awaitingScheduler(pod)) &&
-		!ownedBy(pod, "DaemonSet") && !ownedBy(pod, "Node")
+		!scheduling.IsOwnedBy(pod, "DaemonSet") && !scheduling.IsStaticPod(pod)
 }
 
 // FailedToSchedule reports whether the kube-scheduler marked pod
@@ -60,15 +60,6 @@ func awaitingScheduler(pod *corev1.Pod) bool {
 		}
 	}
 	return true
-}
-
-func ownedBy(pod *corev1.Pod, kind string) bool {
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == kind {
-			return true
-		}
-	}
-	return false
 }
 
 // PendingPods selects the provisionable pods of all that pass validation,
@@ -137,9 +128,9 @@ func validateTerm(term corev1.NodeSelectorTerm) error {
 // terminating and terminal pods need none, and pods tolerating the
 // disrupted taint are not drained.
 func Reschedulable(pod *corev1.Pod) bool {
-	return !ownedBy(pod, "DaemonSet") && !ownedBy(pod, "Node") && pod.DeletionTimestamp.IsZero() &&
+	return !scheduling.IsOwnedBy(pod, "DaemonSet") && !scheduling.IsStaticPod(pod) && pod.DeletionTimestamp.IsZero() &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed &&
-		!toleratesDisrupted(pod)
+		!scheduling.Tolerates(pod.Spec.Tolerations, &v1.DisruptedNoScheduleTaint)
 }
 
 // reschedulablePods returns copies, unbound and sorted by UID (then name), of the
@@ -168,13 +159,4 @@ func reschedulablePods(all []*corev1.Pod, leaving, remove map[string]bool) (movi
 	byUID(moving)
 	byUID(moved)
 	return moving, moved
-}
-
-func toleratesDisrupted(pod *corev1.Pod) bool {
-	for _, tol := range pod.Spec.Tolerations {
-		if tol.ToleratesTaint(klog.Background(), &v1.DisruptedNoScheduleTaint, false) {
-			return true
-		}
-	}
-	return false
 }

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -136,7 +135,7 @@ func (c *Cluster) launch(nc *scheduling.NewNodeClaim, now time.Time) (*disruptio
 	for _, it := range nc.InstanceTypes {
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			if !o.Available || !cloudprovider.OfferingCompatible(o, nc.Requirements) {
+			if !o.Available || !scheduling.OfferingCompatible(o, nc.Requirements) {
 				continue
 			}
 			if bestO == nil || o.Price < bestO.Price {
