@@ -3,15 +3,22 @@ package cli
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
+	"github.com/karpenter-go/karpenter/pkg/apis"
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	disruptioncontroller "github.com/karpenter-go/karpenter/pkg/controllers/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
+	awsoperator "github.com/karpenter-go/karpenter/pkg/providers/aws/operator"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
@@ -24,12 +31,17 @@ type Options struct {
 	KwokCatalog string
 	// KwokInstanceTypes, when set, is used instead of a catalog (tests).
 	KwokInstanceTypes []*scheduling.InstanceType
+	// AWS is the configuration EC2NodeClass pools' instance types and
+	// prices are resolved with (the SDK's default chain: the user's
+	// credentials and region). Nil leaves such pools unresolved; static
+	// drift of EC2NodeClass edits needs no AWS and works either way.
+	AWS *aws.Config
 	// ConsolidationAlgorithm is the controller's --consolidation-algorithm
 	// ("upstream" when empty, or "planner"): which consolidation `why node`
 	// runs.
 	ConsolidationAlgorithm string
 	// Planner is the controller's planner settings (payback horizon,
-	// restart cost, cool-down; zero values are repack's defaults).
+	// restart cost, cool-down; zero values are the planner's defaults).
 	Planner repack.Options
 }
 
@@ -39,7 +51,7 @@ type Session struct {
 	Objects *Objects
 	opts    Options
 	cluster *listedCluster
-	types   *instanceTypes
+	types   *providers
 	// view and request are what the solver's input is built from, as the
 	// controller builds it (snapshot.Build).
 	view    snapshot.View
@@ -49,18 +61,11 @@ type Session struct {
 // NewSession builds the cluster state from objects, as the controller's
 // informers would have fed it, without a manager or an API server.
 func NewSession(o *Objects, opts Options) (*Session, error) {
-	its := opts.KwokInstanceTypes
-	if its == nil {
-		name := opts.KwokCatalog
-		if name == "" {
-			name = kwok.CatalogDefault
-		}
-		var err error
-		if its, err = kwok.LoadCatalog(name); err != nil {
-			return nil, err
-		}
+	types, err := newProviders(o, opts)
+	if err != nil {
+		return nil, err
 	}
-	s := &Session{Objects: o, opts: opts, types: &instanceTypes{kwok: its}}
+	s := &Session{Objects: o, opts: opts, types: types}
 	s.cluster = newListedCluster(o, func(pool string) []*scheduling.InstanceType {
 		for i := range o.NodePools {
 			if o.NodePools[i].Name == pool {
@@ -80,19 +85,83 @@ func NewSession(o *Objects, opts Options) (*Session, error) {
 	return s, nil
 }
 
-// instanceTypes resolves instance types without cloud credentials: only
-// KWOKNodeClass pools can be answered, from the kwok catalog.
-type instanceTypes struct{ kwok []*scheduling.InstanceType }
+// providers resolve a NodePool's instance types through the cloud
+// provider contract: the provider that supports its NodeClass kind
+// (GetSupportedNodeClasses) answers, the kwok provider from its catalog
+// and the AWS provider from EC2 with the user's credentials. Answers are
+// remembered per NodePool for the session.
+type providers struct {
+	byKind map[schema.GroupKind]cloudprovider.CloudProvider
+	// awsConfigured is false without an AWS configuration: EC2NodeClass
+	// pools are then refused with a plain reason instead of an SDK error.
+	awsConfigured bool
+	mu            sync.Mutex
+	cache         map[string]resolved
+}
 
-func (t *instanceTypes) GetInstanceTypes(_ context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
+type resolved struct {
+	its []*scheduling.InstanceType
+	err error
+}
+
+func newProviders(o *Objects, opts Options) (*providers, error) {
+	scheme := runtime.NewScheme()
+	if err := apis.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	kwokOpts := kwok.Options{InstanceTypes: opts.KwokInstanceTypes, Catalog: opts.KwokCatalog}
+	if kwokOpts.Catalog == "" {
+		kwokOpts.Catalog = kwok.CatalogDefault
+	}
+	kwokProvider, err := kwok.New(context.Background(), nil, kwokOpts)
+	if err != nil {
+		return nil, err
+	}
+	awsCfg := aws.Config{}
+	if opts.AWS != nil {
+		awsCfg = *opts.AWS
+	}
+	p := &providers{byKind: map[schema.GroupKind]cloudprovider.CloudProvider{}, awsConfigured: opts.AWS != nil, cache: map[string]resolved{}}
+	for _, cp := range []cloudprovider.CloudProvider{kwokProvider, awsoperator.NewReadOnly(awsCfg, reader{o}, nil)} {
+		for gk := range cloudprovider.SupportedKinds(scheme, cp.GetSupportedNodeClasses()) {
+			p.byKind[gk] = cp
+		}
+	}
+	return p, nil
+}
+
+// GetInstanceTypes implements snapshot.InstanceTypes.
+func (p *providers) GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.cache[np.Name]; ok {
+		return r.its, r.err
+	}
+	its, err := p.resolve(ctx, np)
+	p.cache[np.Name] = resolved{its: its, err: err}
+	return its, err
+}
+
+func (p *providers) resolve(ctx context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
 	ref := np.Spec.Template.Spec.NodeClassRef
 	if ref == nil {
 		return nil, fmt.Errorf("nodepool %s has no nodeClassRef", np.Name)
 	}
-	if ref.Group == kwokv1alpha1.Group && ref.Kind == "KWOKNodeClass" {
-		return t.kwok, nil
+	provider := p.byKind[ref.GroupKind()]
+	switch {
+	case provider == nil:
+		return nil, fmt.Errorf("no cloud provider serves %s.%s %q", ref.Kind, ref.Group, ref.Name)
+	case ref.Group == awsv1.Group && !p.awsConfigured:
+		return nil, fmt.Errorf("cannot resolve instance types of %s.%s %q without AWS credentials and a region (the SDK's default chain found none)", ref.Kind, ref.Group, ref.Name)
 	}
-	return nil, fmt.Errorf("cannot resolve instance types of %s.%s %q without cloud credentials", ref.Kind, ref.Group, ref.Name)
+	return provider.GetInstanceTypes(ctx, np)
+}
+
+// classDrifter is the provider that judges edits of NodeClasses of the
+// kind, nil when none can.
+func (p *providers) classDrifter(gk schema.GroupKind) cloudprovider.ClassDrifter {
+	d, _ := p.byKind[gk].(cloudprovider.ClassDrifter)
+	return d
 }
 
 // Now is the reference time of the answers.

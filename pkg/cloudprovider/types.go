@@ -126,3 +126,11 @@ func NodeClaimRequirements(nc *v1.NodeClaim) (scheduling.Requirements, error) {
 	}
 	return reqs, nil
 }
+
+// ClassDrifter is a provider that can tell, from a NodeClaim and a NodeClass
+// object alone (no cloud call), the drift the class causes: the static
+// fields a class hash covers. `karpenter simulate` judges proposed class
+// edits with it, before they are applied.
+type ClassDrifter interface {
+	StaticDrift(nodeClaim *v1.NodeClaim, nodeClass NodeClass) DriftReason
+}

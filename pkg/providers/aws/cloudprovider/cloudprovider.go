@@ -75,7 +75,9 @@ type Subnets interface {
 
 // Options are the parts the provider is assembled from.
 type Options struct {
-	Kube            client.Client
+	// Kube reads EC2NodeClasses (the manager's cache; the CLI's listed
+	// objects).
+	Kube            client.Reader
 	InstanceTypes   InstanceTypes
 	LaunchTemplates LaunchTemplates
 	Instances       Instances
