@@ -14,7 +14,6 @@ import (
 
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
-	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // NodeAnswer is `why node`.
@@ -151,13 +150,8 @@ func (s *Session) WhyNode(ctx context.Context, name string) (*NodeAnswer, error)
 // controller's, without its history: the CLI cannot see which moves the
 // controller made within its cool-down.
 func (s *Session) disruptionPass(snap *disruption.Snapshot) (*disruption.Decision, error) {
-	pending := s.pendingPods()
-	daemonSets := s.cluster.DaemonSets()
-	sim := disruption.SolverSimulator{Snapshot: snap, Extra: func(in *scheduling.Input) {
-		in.Pods = append(append([]*corev1.Pod(nil), in.Pods...), pending...)
-		in.DaemonSets = daemonSets
-	}}
-	snap.Pending = pending
+	sim := disruption.SolverSimulator{View: s.view, Request: s.request}
+	snap.Pending = s.pendingPods()
 	p := s.opts.Planner
 	strategy, err := strategies.New(strategies.Options{Algorithm: s.opts.ConsolidationAlgorithm, WellKnownLabels: kwok.WellKnownLabels(),
 		Horizon: p.Horizon, RestartCost: p.RestartCost, CoolDown: p.CoolDown})

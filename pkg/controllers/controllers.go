@@ -102,7 +102,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 	})
 	// Disruption simulates with a builder of its own, configured as
 	// provisioning's, so its plans match what a provisioning round would do.
-	simulator := disruption.SnapshotSimulator{Builder: snapshot.New(kube, cloud, cluster, snapshot.Options{
+	simulators := disruption.SimulateOver(snapshot.Live{Reader: kube, Cloud: cloud, Cluster: cluster}, snapshot.Request{Options: snapshot.Options{
 		Solver: scheduling.Options{
 			PreferencePolicy: scheduling.PreferencePolicy(op.Options.PreferencePolicy),
 			MinValuesPolicy:  scheduling.MinValuesPolicy(op.Options.MinValuesPolicy),
@@ -111,7 +111,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		Unavailable:     shared.Unavailable,
 		WellKnownLabels: shared.WellKnownLabels,
 		IgnoreTaints:    []corev1.Taint{disruptionpkg.LaunchTaint},
-	})}
+	}})
 	// The consolidation strategy --consolidation-algorithm names, with
 	// upstream's timeouts on the operator's clock.
 	strategy, err := strategies.New(strategies.Options{
@@ -146,7 +146,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		readiness.NewController(kube, cloud),
 		registrationhealth.NewController(kube, cloud, registrationHealth),
 		counter.NewController(kube, cluster, cloud),
-		disruption.NewController(kube, cluster, provisioner, simulator, disruption.Options{
+		disruption.NewController(kube, cluster, provisioner, simulators, disruption.Options{
 			Clock: op.Clock, Recorder: op.EventRecorder, InstanceTypes: cloud,
 			Strategy:          strategy,
 			DrainDeletionCost: op.Options.ConsolidationDrainDeletionCost,

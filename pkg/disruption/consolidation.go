@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -271,14 +270,7 @@ func nodePrice(snap *Snapshot, n *Node) (float64, error) {
 	if it == nil {
 		return 0, fmt.Errorf("instance type %q not found", labels[corev1.LabelInstanceTypeStable])
 	}
-	reqs := scheduling.RequirementsFromLabels(labels)
-	price, found := math.Inf(1), false
-	for i := range it.Offerings {
-		o := &it.Offerings[i]
-		if cloudprovider.OfferingCompatible(o, reqs) && o.Price < price {
-			price, found = o.Price, true
-		}
-	}
+	price, found := it.PriceFor(labels)
 	if !found {
 		return 0, fmt.Errorf("no offering for zone %q and capacity type %q", labels[corev1.LabelTopologyZone], labels[v1.CapacityTypeLabelKey])
 	}
@@ -310,7 +302,7 @@ func WorstLaunchPrice(it *scheduling.InstanceType, reqs scheduling.Requirements)
 		worst, found := 0.0, false
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			if o.Available && o.CapacityType == ct && cloudprovider.OfferingCompatible(o, reqs) {
+			if o.Available && o.CapacityType == ct && scheduling.OfferingCompatible(o, reqs) {
 				worst, found = math.Max(worst, o.Price), true
 			}
 		}
@@ -321,23 +313,11 @@ func WorstLaunchPrice(it *scheduling.InstanceType, reqs scheduling.Requirements)
 	return math.Inf(1)
 }
 
-// cheapestPrice is the cheapest available offering compatible with reqs.
-func cheapestPrice(it *scheduling.InstanceType, reqs scheduling.Requirements) float64 {
-	best := math.Inf(1)
-	for i := range it.Offerings {
-		o := &it.Offerings[i]
-		if o.Available && cloudprovider.OfferingCompatible(o, reqs) && o.Price < best {
-			best = o.Price
-		}
-	}
-	return best
-}
-
 // byPrice orders types cheapest first (cheapest compatible offering), then
 // by name.
 func byPrice(its []*scheduling.InstanceType, reqs scheduling.Requirements) {
 	sort.SliceStable(its, func(i, j int) bool {
-		pi, pj := cheapestPrice(its[i], reqs), cheapestPrice(its[j], reqs)
+		pi, pj := its[i].CheapestPrice(reqs), its[j].CheapestPrice(reqs)
 		if pi != pj {
 			return pi < pj
 		}
@@ -414,23 +394,6 @@ func copyReplacement(nc *scheduling.NewNodeClaim) *scheduling.NewNodeClaim {
 	out.Requirements = nc.Requirements.Copy()
 	out.InstanceTypes = append([]*scheduling.InstanceType(nil), nc.InstanceTypes...)
 	return &out
-}
-
-// setInstanceTypes narrows a replacement to its, keeping the
-// instance-type requirement in step.
-func setInstanceTypes(nc *scheduling.NewNodeClaim, its []*scheduling.InstanceType) {
-	nc.InstanceTypes = its
-	names := make([]string, 0, len(its))
-	for _, it := range its {
-		names = append(names, it.Name)
-	}
-	r := nc.Requirements.Get(corev1.LabelInstanceTypeStable)
-	narrowed := scheduling.NewRequirement(corev1.LabelInstanceTypeStable, scheduling.OpIn, names...)
-	narrowed.MinValues = r.MinValues
-	nc.Requirements[corev1.LabelInstanceTypeStable] = narrowed
-	if len(its) > 0 {
-		nc.Price = cheapestPrice(its[0], nc.Requirements)
-	}
 }
 
 // replacementPrice is the cheapest worst launch price among the types.
@@ -528,7 +491,7 @@ func (k *consolidation) compute(cs []*Candidate) (*Command, *Verdict, error) {
 			return refuse(KindNotCheaper, &ConsolidationDetail{Price: price, ReplacementPrice: simPrice})
 		}
 	}
-	setInstanceTypes(r, its)
+	r.Narrow(its)
 	return k.score(&Command{Candidates: cs, Replacements: []*scheduling.NewNodeClaim{r}, Simulation: sim}, price, replacementPrice(r))
 }
 
@@ -577,7 +540,7 @@ func (k *consolidation) spotToSpot(cs []*Candidate, sim *Simulation, r *scheduli
 	r.Requirements.Add(scheduling.NewRequirement(v1.CapacityTypeLabelKey, scheduling.OpIn, v1.CapacityTypeSpot))
 	var spot []*scheduling.InstanceType
 	for _, it := range r.InstanceTypes {
-		if !math.IsInf(cheapestPrice(it, r.Requirements), 1) {
+		if !math.IsInf(it.CheapestPrice(r.Requirements), 1) {
 			spot = append(spot, it)
 		}
 	}
@@ -594,7 +557,7 @@ func (k *consolidation) spotToSpot(cs []*Candidate, sim *Simulation, r *scheduli
 		}
 		its = minValuesPrefix(its, r.Requirements, MinSpotToSpotInstanceTypes)
 	}
-	setInstanceTypes(r, its)
+	r.Narrow(its)
 	return k.score(&Command{Candidates: cs, Replacements: []*scheduling.NewNodeClaim{r}, Simulation: sim}, price, replacementPrice(r))
 }
 

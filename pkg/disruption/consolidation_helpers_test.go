@@ -131,7 +131,7 @@ func cSnap(its []*scheduling.InstanceType, pools []*v1.NodePool, nodes []*Node) 
 
 func decide(t *testing.T, snap *Snapshot, methods ...Method) *Decision {
 	t.Helper()
-	d, err := Disrupt(snap, methods, SolverSimulator{Snapshot: snap})
+	d, err := Disrupt(snap, methods, SolverSimulator{View: snap.View()})
 	require.NoError(t, err)
 	return d
 }

@@ -27,6 +27,9 @@ func pool(name string, opts ...func(*v1.NodePool)) *v1.NodePool {
 				Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
 			}},
 		},
+		// Ready, as the NodePool controllers leave a valid pool whose
+		// NodeClass is ready: only Ready pools are launched into.
+		Status: v1.NodePoolStatus{Conditions: []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: v1.ConditionTypeReady}}},
 	}
 	for _, o := range opts {
 		o(np)

@@ -110,6 +110,17 @@ type bin struct {
 
 // Solve places the snapshot's pending pods. See the package documentation.
 func Solve(in *Input) *Result {
+	s := newSolver(in)
+	s.run()
+	if s.opts.Robust {
+		s.harden()
+	}
+	return s.result()
+}
+
+// newSolver indexes in for a solve: resources, pools, nodes, pod classes
+// and topology.
+func newSolver(in *Input) *solver {
 	s := &solver{in: in, opts: in.Options, unavailable: map[OfferingKey]bool{}, resLeft: map[string]int{}, compatCache: map[string]*compatEntry{},
 		wellKnown: wellKnownSet(in.WellKnownLabels)}
 	if s.opts.MaxInstanceTypes <= 0 {
@@ -123,11 +134,7 @@ func Solve(in *Input) *Result {
 	s.buildNodes()
 	s.buildClasses()
 	s.buildTopology()
-	s.run()
-	if s.opts.Robust {
-		s.harden()
-	}
-	return s.result()
+	return s
 }
 
 func (s *solver) buildResources() {

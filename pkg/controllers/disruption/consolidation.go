@@ -35,36 +35,8 @@ type InstanceTypes interface {
 	GetInstanceTypes(ctx context.Context, nodePool *v1.NodePool) ([]*scheduling.InstanceType, error)
 }
 
-// passSimulator adapts the controller's Simulator for one pass: it
-// removes the candidates, and refuses plans that leave one of their pods
-// unplaced or put one on a Karpenter node that is still starting (it
-// might never come up) or on an excluded destination. Only new NodeClaims
-// that take a moved pod are replacements; pending pods are provisioning's
-// business.
-type passSimulator struct {
-	ctx context.Context
-	sim Simulator
-}
-
-// Simulate implements disruption.Simulator.
-func (p *passSimulator) Simulate(cands []*disruption.Candidate, opts disruption.SimulationOptions) (*disruption.Simulation, error) {
-	remove := map[string]bool{}
-	for _, cand := range cands {
-		remove[cand.Name()] = true
-	}
-	sim, err := p.sim.Simulate(p.ctx, SimulationRequest{Remove: remove, Exclude: opts.Exclude, Types: opts.Types})
-	if err != nil {
-		return nil, err
-	}
-	in := sim.Input
-	if in == nil {
-		in = &scheduling.Input{}
-	}
-	return disruption.InterpretSimulation(in, sim.Result, sim.Moved, opts.Exclude), nil
-}
-
 // freshState is what validation reads after the validation delay: a new
-// snapshot of cluster state at each call, and the pass simulator.
+// snapshot of cluster state at each call, and the pass's simulator.
 type freshState struct {
 	ctx context.Context
 	c   *Controller

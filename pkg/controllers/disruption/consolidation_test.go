@@ -87,7 +87,7 @@ func newConsolidationEnv(t *testing.T, planner ...bool) *consolidationEnv {
 		require.NoError(t, err)
 	}
 	launcher := provisioning.NewProvisioner(cp.Client, e.cloud, e.cluster, e.events, provisioning.Options{Clock: e.clock})
-	sim := disruption.SnapshotSimulator{Builder: snapshot.New(cp.Client, e.cloud, e.cluster, snapshot.Options{})}
+	sim := disruption.SimulateOver(snapshot.Live{Reader: cp.Client, Cloud: e.cloud, Cluster: e.cluster}, snapshot.Request{})
 	e.strategy = &startRecorder{Strategy: strategy}
 	e.ctrl = disruption.NewController(cp.Client, e.cluster, launcher, sim, disruption.Options{
 		Clock: e.clock, Recorder: e.events, InstanceTypes: e.cloud,

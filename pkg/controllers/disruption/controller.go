@@ -48,29 +48,17 @@ type Launcher interface {
 	CreateNodeClaims(ctx context.Context, planned []*scheduling.NewNodeClaim, pools map[string]*v1.NodePool) ([]*v1.NodeClaim, error)
 }
 
-// Simulator plans the cluster as the request says: some nodes gone, some
-// destinations kept from the moved pods, some instance types only.
-type Simulator interface {
-	Simulate(ctx context.Context, req SimulationRequest) (*Simulated, error)
-}
+// Simulators make the simulator of a pass: over the cluster as it is, with
+// ctx (disruption.SolverSimulator over the controller's snapshot.Live, as
+// provisioning builds its snapshots).
+type Simulators func(ctx context.Context) disruption.Simulator
 
-// SimulationRequest is what to simulate.
-type SimulationRequest struct {
-	// Remove names the nodes to simulate away.
-	Remove map[string]bool
-	// Exclude and Types are disruption.SimulationOptions'.
-	Exclude map[string]bool
-	Types   map[string]map[string]bool
-}
-
-// Simulated is a simulation's input and answer.
-type Simulated struct {
-	Input     *scheduling.Input
-	Result    *scheduling.Result
-	NodePools map[string]*v1.NodePool
-	// Moved are the pods taken off the removed nodes (a subset of
-	// Input.Pods).
-	Moved []*corev1.Pod
+// SimulateOver is Simulators over view, every snapshot built with req's
+// options.
+func SimulateOver(view snapshot.View, req snapshot.Request) Simulators {
+	return func(ctx context.Context) disruption.Simulator {
+		return disruption.SolverSimulator{Context: ctx, View: view, Request: req}
+	}
 }
 
 // Options tune the controller; zero values are upstream's defaults.
@@ -97,18 +85,18 @@ type Options struct {
 
 // Controller is the disruption loop.
 type Controller struct {
-	kube      client.Client
-	cluster   Cluster
-	launcher  Launcher
-	simulator Simulator
-	clock     clock.Clock
-	events    *events
-	opts      Options
-	queue     *Queue
+	kube       client.Client
+	cluster    Cluster
+	launcher   Launcher
+	simulators Simulators
+	clock      clock.Clock
+	events     *events
+	opts       Options
+	queue      *Queue
 }
 
 // NewController wires the loop and its queue.
-func NewController(kube client.Client, cluster Cluster, launcher Launcher, simulator Simulator, opts Options) *Controller {
+func NewController(kube client.Client, cluster Cluster, launcher Launcher, simulators Simulators, opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -125,7 +113,7 @@ func NewController(kube client.Client, cluster Cluster, launcher Launcher, simul
 	q := NewQueue(kube, cluster, launcher, opts.Clock, ev)
 	q.types = opts.InstanceTypes
 	return &Controller{
-		kube: kube, cluster: cluster, launcher: launcher, simulator: simulator, clock: opts.Clock, events: ev, opts: opts,
+		kube: kube, cluster: cluster, launcher: launcher, simulators: simulators, clock: opts.Clock, events: ev, opts: opts,
 		queue: q,
 	}
 }
@@ -397,31 +385,43 @@ func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error)
 		if err := c.kube.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing pods: %w", err)
 		}
-		snap.Pending, _ = snapshot.PendingPods(pods)
+		all := make([]*corev1.Pod, len(pods.Items))
+		for i := range pods.Items {
+			all[i] = &pods.Items[i]
+		}
+		snap.Pending, _ = snapshot.PendingPods(all)
 		staleNominations = len(snap.Pending) == 0
 	}
 	for _, sn := range nodes {
-		n := &disruption.Node{
-			NodeClaim:         sn.NodeClaim,
-			Node:              sn.Node,
-			NodePool:          sn.NodePoolName(),
-			Initialized:       sn.Initialized(),
-			Deleting:          (sn.Node != nil && !sn.Node.DeletionTimestamp.IsZero()) || (sn.NodeClaim != nil && !sn.NodeClaim.DeletionTimestamp.IsZero()),
-			MarkedForDeletion: sn.MarkedForDeletion(),
-			Nominated:         sn.Nominated(now) && !staleNominations,
-			InQueue:           c.queue.Has(sn.Name()) || (sn.NodeClaim != nil && c.queue.Has(sn.NodeClaim.Name)),
-		}
-		names := make([]types.NamespacedName, 0, len(sn.Pods))
-		for nn := range sn.Pods {
-			names = append(names, nn)
-		}
-		sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
-		for _, nn := range names {
-			n.Pods = append(n.Pods, sn.Pods[nn])
-		}
+		n := NodeOf(sn)
+		n.Nominated = sn.Nominated(now) && !staleNominations
+		n.InQueue = c.queue.Has(sn.Name()) || (sn.NodeClaim != nil && c.queue.Has(sn.NodeClaim.Name))
 		snap.Nodes = append(snap.Nodes, n)
 	}
 	return snap, nil
+}
+
+// NodeOf is a state node as the disruption package sees it: its NodeClaim,
+// Node and pods (sorted by name), pool, and whether it is initialized,
+// deleting or marked. Nominations and the queue are the caller's to add.
+func NodeOf(sn *state.StateNode) *disruption.Node {
+	n := &disruption.Node{
+		NodeClaim:         sn.NodeClaim,
+		Node:              sn.Node,
+		NodePool:          sn.NodePoolName(),
+		Initialized:       sn.Initialized(),
+		Deleting:          (sn.Node != nil && !sn.Node.DeletionTimestamp.IsZero()) || (sn.NodeClaim != nil && !sn.NodeClaim.DeletionTimestamp.IsZero()),
+		MarkedForDeletion: sn.MarkedForDeletion(),
+	}
+	names := make([]types.NamespacedName, 0, len(sn.Pods))
+	for nn := range sn.Pods {
+		names = append(names, nn)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+	for _, nn := range names {
+		n.Pods = append(n.Pods, sn.Pods[nn])
+	}
+	return n
 }
 
 // publish turns the decision into events, logs and metrics.
@@ -479,16 +479,13 @@ func (c *Controller) publish(ctx context.Context, snap *disruption.Snapshot, d *
 	}
 }
 
-// simulatorFor adapts the controller's Simulator for one pass: it removes
-// the candidates, and refuses plans that leave one of their pods
-// unplaced or put one on a Karpenter node that is still starting (it might
-// never come up). Only new NodeClaims that take a moved pod are
-// replacements; pending pods are provisioning's business.
+// simulatorFor is the simulator of a pass (nil without Simulators: drift
+// of nodes with pods is then reported, not decided).
 func (c *Controller) simulatorFor(ctx context.Context) disruption.Simulator {
-	if c.simulator == nil {
+	if c.simulators == nil {
 		return nil
 	}
-	return &passSimulator{ctx: ctx, sim: c.simulator}
+	return c.simulators(ctx)
 }
 
 // logPass logs, at debug level, what a pass decided (its commands and the

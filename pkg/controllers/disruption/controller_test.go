@@ -212,7 +212,7 @@ func TestDrainTaintFollowsTheStrategy(t *testing.T) {
 	_, a := e.managedNode()
 	_, b := e.managedNode(func(_ *v1.NodeClaim, n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, pure.DrainTaint) })
 	want := []string{a.Name}
-	ctrl := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, e.sim, disruption.Options{
+	ctrl := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, simulating(e.sim), disruption.Options{
 		Clock: e.clock, Recorder: e.events, ValidationDelay: -1, Strategy: draining(want...),
 	})
 	drained := func(name string) bool { return hasDrainTaint(e.node(name)) }
@@ -222,7 +222,7 @@ func TestDrainTaintFollowsTheStrategy(t *testing.T) {
 	assert.True(t, drained(a.Name), "the strategy drains %s", a.Name)
 	assert.False(t, drained(b.Name), "%s is no longer drained", b.Name)
 
-	without := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, e.sim, disruption.Options{
+	without := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, simulating(e.sim), disruption.Options{
 		Clock: e.clock, Recorder: e.events, ValidationDelay: -1,
 	})
 	_, err = without.Reconcile(e.ctx)
@@ -265,7 +265,7 @@ func TestDrainDeletionCost(t *testing.T) {
 		return p.Annotations
 	}
 	pass := func(on bool) {
-		ctrl := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, e.sim, disruption.Options{
+		ctrl := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, simulating(e.sim), disruption.Options{
 			Clock: e.clock, Recorder: e.events, ValidationDelay: -1, Strategy: draining(a.Name),
 			DrainDeletionCost: on,
 		})

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -136,7 +135,7 @@ func (c *Cluster) launch(nc *scheduling.NewNodeClaim, now time.Time) (*disruptio
 	for _, it := range nc.InstanceTypes {
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			if !o.Available || !cloudprovider.OfferingCompatible(o, nc.Requirements) {
+			if !o.Available || !scheduling.OfferingCompatible(o, nc.Requirements) {
 				continue
 			}
 			if bestO == nil || o.Price < bestO.Price {
@@ -285,13 +284,13 @@ func daemonSet() *appsv1.DaemonSet {
 		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: p.Spec}}}
 }
 
-// daemonSetsOf is the SolverSimulator hook that counts the agent on new
-// NodeClaims when the snapshot's nodes run it.
-func daemonSetsOf(snap *disruption.Snapshot) func(*scheduling.Input) {
+// daemonSetsOf is the node agent's DaemonSet when the snapshot's nodes run
+// it, so that a simulation counts the agent on new NodeClaims.
+func daemonSetsOf(snap *disruption.Snapshot) []*appsv1.DaemonSet {
 	for _, n := range snap.Nodes {
 		for _, p := range n.Pods {
 			if len(p.OwnerReferences) > 0 && p.OwnerReferences[0].Kind == "DaemonSet" {
-				return func(in *scheduling.Input) { in.DaemonSets = []*appsv1.DaemonSet{daemonSet()} }
+				return []*appsv1.DaemonSet{daemonSet()}
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // Algorithm is one consolidation strategy under test, with the simulator
@@ -32,7 +33,8 @@ func Upstream() Algorithm {
 		Name:     "upstream",
 		Strategy: disruption.NewUpstream(disruption.ConsolidationOptions{SpotToSpot: true, Now: time.Now}),
 		Simulator: func(snap *disruption.Snapshot) disruption.Simulator {
-			return disruption.SolverSimulator{Snapshot: snap, Options: scheduling.Options{Robust: true}, Extra: daemonSetsOf(snap)}
+			snap.DaemonSets = daemonSetsOf(snap)
+			return disruption.SolverSimulator{View: snap.View(), Request: snapshot.Request{Options: snapshot.Options{Solver: scheduling.Options{Robust: true}}}}
 		},
 	}
 }

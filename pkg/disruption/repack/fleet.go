@@ -2,7 +2,6 @@ package repack
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 
@@ -10,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -118,14 +116,7 @@ func (t typeIndex) nodePrice(n *disruption.Node) (float64, *scheduling.InstanceT
 	if it == nil {
 		return 0, nil, fmt.Errorf("instance type %q not found", labels[corev1.LabelInstanceTypeStable])
 	}
-	reqs := scheduling.RequirementsFromLabels(labels)
-	price, found := math.Inf(1), false
-	for i := range it.Offerings {
-		o := &it.Offerings[i]
-		if cloudprovider.OfferingCompatible(o, reqs) && o.Price < price {
-			price, found = o.Price, true
-		}
-	}
+	price, found := it.PriceFor(labels)
 	if !found {
 		return 0, it, fmt.Errorf("no offering for the node's zone and capacity type")
 	}
@@ -203,34 +194,11 @@ func compatible(p *corev1.Pod, n *machine) bool {
 		if t.Effect == corev1.TaintEffectPreferNoSchedule {
 			continue
 		}
-		if !tolerates(p.Spec.Tolerations, t) {
+		if !scheduling.Tolerates(p.Spec.Tolerations, t) {
 			return false
 		}
 	}
 	return true
-}
-
-func tolerates(tols []corev1.Toleration, t *corev1.Taint) bool {
-	for _, tol := range tols {
-		if tol.Effect != "" && tol.Effect != t.Effect {
-			continue
-		}
-		if tol.Key != "" && tol.Key != t.Key {
-			continue
-		}
-		if tol.Key == "" && tol.Operator != corev1.TolerationOpExists {
-			continue
-		}
-		switch tol.Operator {
-		case corev1.TolerationOpExists:
-			return true
-		case "", corev1.TolerationOpEqual:
-			if tol.Value == t.Value {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // topologyBound reports whether a pod's placement depends on pods beyond

@@ -8,6 +8,7 @@ import (
 
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // fit places pods best-fit (least room left), or with spread where the
@@ -228,7 +229,7 @@ func (w *worker) input(pods []*corev1.Pod, dests []*machine, leaving map[*machin
 				// Visible for topology; cannot receive (its free room is
 				// another worker's).
 				en := &scheduling.ExistingNode{Name: n.Name(), NodeClaim: n.NodeClaimName(), Labels: n.Node.Labels,
-					Taints:      append(append([]corev1.Taint(nil), n.Node.Spec.Taints...), disruption.ExcludedDestinationTaint()),
+					Taints:      append(append([]corev1.Taint(nil), n.Node.Spec.Taints...), snapshot.ExcludedDestinationTaint),
 					Allocatable: n.Node.Status.Allocatable, Pods: n.Pods, Initialized: true, Managed: n.NodeClaim != nil}
 				in.Nodes = append(in.Nodes, en)
 			}

@@ -1,6 +1,7 @@
 package repack
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -14,6 +15,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // Verdict kinds the planner adds to the disruption package's.
@@ -98,10 +100,13 @@ type planner struct {
 func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets map[string]*disruption.BudgetStatus, hist History, opts Options) (*Plan, error) {
 	opts = opts.withDefaults()
 	p := &planner{snap: snap, opts: opts, now: snap.Now, types: newTypeIndex(snap), reqs: map[*corev1.Pod]vec{}, perUnit: map[string][2]float64{}, cover: map[string][][2]float64{}}
-	var err error
-	if p.pools, err = disruption.SolverNodePools(snap); err != nil {
+	// The pools the plan may launch into are the ones provisioning would
+	// launch into: the same builder, over the pass's snapshot.
+	pools, err := snapshot.Build(context.Background(), snap.View(), snapshot.Request{NoPending: true})
+	if err != nil {
 		return nil, err
 	}
+	p.pools = pools.Input.NodePools
 	p.daemons = daemonSets(snap)
 	for _, sp := range p.pools {
 		p.perUnit[sp.Name] = cheapestPerUnit(sp)

@@ -52,6 +52,9 @@ func nodePool(name string, budget string) *v1.NodePool {
 			Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{Requirements: []v1.NodeSelectorRequirementWithMinValues{
 				{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{v1.CapacityTypeOnDemand}}}}},
 		},
+		// Ready, as the NodePool controllers leave a valid pool whose
+		// NodeClass is ready: only Ready pools are launched into.
+		Status: v1.NodePoolStatus{Conditions: []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: v1.ConditionTypeReady}}},
 	}
 }
 

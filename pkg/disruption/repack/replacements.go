@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	corev1 "k8s.io/api/core/v1"
-
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -154,28 +151,11 @@ func (w *worker) evaluate(cands []*machine, res *scheduling.Result) (*move, *dis
 			}
 			keep = keep[:disruption.MinSpotToSpotInstanceTypes]
 		}
-		narrow(c.nc, keep)
+		c.nc.Narrow(keep)
 		mv.replacements = append(mv.replacements, c.nc)
 	}
 	mv.payback = w.payback(cands, after)
 	return mv, nil
-}
-
-// narrow sets a replacement's types, keeping the instance-type
-// requirement in step.
-func narrow(nc *scheduling.NewNodeClaim, its []*scheduling.InstanceType) {
-	nc.InstanceTypes = its
-	names := make([]string, 0, len(its))
-	for _, it := range its {
-		names = append(names, it.Name)
-	}
-	r := nc.Requirements.Get(corev1.LabelInstanceTypeStable)
-	nr := scheduling.NewRequirement(corev1.LabelInstanceTypeStable, scheduling.OpIn, names...)
-	nr.MinValues = r.MinValues
-	nc.Requirements[corev1.LabelInstanceTypeStable] = nr
-	if len(its) > 0 {
-		nc.Price = disruption.WorstLaunchPrice(its[0], nc.Requirements)
-	}
 }
 
 // launchCapacityType is the capacity type WorstLaunchPrice prices it at.
@@ -186,7 +166,7 @@ func launchCapacityType(it *scheduling.InstanceType, reqs scheduling.Requirement
 		}
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			if o.Available && o.CapacityType == ct && cloudprovider.OfferingCompatible(o, reqs) {
+			if o.Available && o.CapacityType == ct && scheduling.OfferingCompatible(o, reqs) {
 				return ct
 			}
 		}

@@ -50,7 +50,7 @@ func candidatesOf(t *testing.T, snap *disruption.Snapshot, nodes ...string) []*d
 
 // validateOne validates one planner command alone.
 func validateOne(snap *disruption.Snapshot, cmd *disruption.Command) error {
-	res, err := repack.ValidatePlan(snap, []*disruption.Command{cmd}, disruption.SolverSimulator{Snapshot: snap})
+	res, err := repack.ValidatePlan(snap, []*disruption.Command{cmd}, disruption.SolverSimulator{View: snap.View()})
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func TestValidatePlannedSplit(t *testing.T) {
 
 	// The plain solver packs both pods onto one m.16x, dearer than the
 	// split: only a simulation limited to the command's types supports it.
-	plain, err := disruption.SolverSimulator{Snapshot: planned}.Simulate(split.Candidates, disruption.SimulationOptions{})
+	plain, err := disruption.SolverSimulator{View: planned.View()}.Simulate(split.Candidates, disruption.SimulationOptions{})
 	require.NoError(t, err)
 	require.Len(t, plain.Replacements, 1)
 	require.Greater(t, disruption.ReplacementsPrice(plain.Replacements), disruption.ReplacementsPrice(split.Replacements))
@@ -115,7 +115,7 @@ func TestValidatePlannedSplit(t *testing.T) {
 		fresh := build(pod("x", 7000), pod("y", 7000))
 		cands, err := disruption.ValidateCandidates(fresh, &up)
 		require.NoError(t, err)
-		err = disruption.ValidateCommand(fresh, &up, cands, disruption.SolverSimulator{Snapshot: fresh})
+		err = disruption.ValidateCommand(fresh, &up, cands, disruption.SolverSimulator{View: fresh.View()})
 		require.Error(t, err)
 		assert.True(t, disruption.IsValidationError(err), err)
 	})
@@ -156,7 +156,7 @@ func TestValidatePlanJointly(t *testing.T) {
 	}
 	// ...together only one does: c has room for one pod, not two.
 	fresh := build("100%")
-	res, err := repack.ValidatePlan(fresh, cmds, disruption.SolverSimulator{Snapshot: fresh})
+	res, err := repack.ValidatePlan(fresh, cmds, disruption.SolverSimulator{View: fresh.View()})
 	require.NoError(t, err)
 	require.Len(t, res, 2)
 	require.NoError(t, res[0].Err)
@@ -167,7 +167,7 @@ func TestValidatePlanJointly(t *testing.T) {
 	t.Run("a shared budget", func(t *testing.T) {
 		s := build("1")
 		cs := []*disruption.Command{del("c"), del("a")}
-		res, err := repack.ValidatePlan(s, cs, disruption.SolverSimulator{Snapshot: s})
+		res, err := repack.ValidatePlan(s, cs, disruption.SolverSimulator{View: s.View()})
 		require.NoError(t, err)
 		require.NoError(t, res[0].Err)
 		require.Error(t, res[1].Err)
@@ -218,7 +218,7 @@ func TestValidatePlanAtOnce(t *testing.T) {
 				{Method: repack.Planner{}, Candidates: candidatesOf(t, snap, "a")},
 				{Method: repack.Planner{}, Candidates: candidatesOf(t, snap, "b")},
 			}
-			sim := &countingSimulator{SolverSimulator: disruption.SolverSimulator{Snapshot: snap}}
+			sim := &countingSimulator{SolverSimulator: disruption.SolverSimulator{View: snap.View()}}
 			res, err := repack.ValidatePlan(snap, cmds, sim)
 			require.NoError(t, err)
 			require.Len(t, res, 2)

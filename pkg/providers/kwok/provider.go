@@ -475,12 +475,12 @@ func (p *Provider) choose(nc *v1.NodeClaim, reqs scheduling.Requirements) (*clou
 	p.mu.Lock()
 	p.pruneUnavailableLocked()
 	for _, it := range candidates {
-		if reqs.Intersects(it.Requirements) != nil || !fits(nc.Spec.Resources.Requests, cloudprovider.Allocatable(it)) {
+		if reqs.Intersects(it.Requirements) != nil || !scheduling.Fits(nc.Spec.Resources.Requests, cloudprovider.Allocatable(it)) {
 			continue
 		}
 		for j := range it.Offerings {
 			o := &it.Offerings[j]
-			if !o.Available || !p.offeringUsableLocked(it, o) || !cloudprovider.OfferingCompatible(o, reqs) {
+			if !o.Available || !p.offeringUsableLocked(it, o) || !scheduling.OfferingCompatible(o, reqs) {
 				continue
 			}
 			tier := capacityTier(o.CapacityType)

@@ -185,25 +185,12 @@ func overCommitted(d workload.Demand, alloc corev1.ResourceList) (corev1.Resourc
 	return worst, wantNeed, wantHv, found
 }
 
+// tolerates: PreferNoSchedule is a preference, the rest Kubernetes' rule.
 func tolerates(p *corev1.Pod, t corev1.Taint) bool {
 	if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
-		return true // PreferNoSchedule is a preference
+		return true
 	}
-	for _, tol := range p.Spec.Tolerations {
-		if tol.Effect != "" && tol.Effect != t.Effect {
-			continue
-		}
-		if tol.Key == "" && tol.Operator == corev1.TolerationOpExists {
-			return true
-		}
-		if tol.Key != t.Key {
-			continue
-		}
-		if tol.Operator == corev1.TolerationOpExists || tol.Value == t.Value {
-			return true
-		}
-	}
-	return false
+	return scheduling.Tolerates(p.Spec.Tolerations, &t)
 }
 
 func (c *checker) checkNode(h *planHost) {

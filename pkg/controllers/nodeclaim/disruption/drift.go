@@ -159,7 +159,7 @@ func hasCompatibleOffering(its []*cloudprovider.InstanceType, labels map[string]
 		}
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			if cloudprovider.OfferingCompatible(o, reqs) || (onDemand != nil && cloudprovider.OfferingCompatible(o, onDemand)) {
+			if scheduling.OfferingCompatible(o, reqs) || (onDemand != nil && scheduling.OfferingCompatible(o, onDemand)) {
 				return true
 			}
 		}
