@@ -98,6 +98,8 @@ type front struct {
 	ec2  *ec2State
 	// deprecated are the AMI deprecation times moto cannot keep.
 	deprecated *deprecations
+	// arc is ARC's zonal shift API, which moto lacks (arc.go).
+	arc *arcState
 
 	callsMu sync.Mutex
 	calls   map[callKey]int
@@ -125,6 +127,7 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		calls:   map[callKey]int{},
 
 		deprecated: newDeprecations(),
+		arc:        newARCState(),
 	}
 	f.spot = newSpotPrices(p)
 	f.proxy = &httputil.ReverseProxy{
@@ -194,6 +197,10 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write(held.Body.Bytes())
 		}()
 		w = held
+	}
+	if c.Service == arcService {
+		f.serveARC(ctx, w, r, c)
+		return
 	}
 	if h := f.handlers[callKey{c.Service, c.Action}]; h != nil && h(ctx, w, c) {
 		return

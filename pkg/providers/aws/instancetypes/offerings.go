@@ -139,10 +139,10 @@ func compatible(info ec2types.InstanceTypeInfo, nc *awsv1.EC2NodeClass) bool {
 	return true
 }
 
-// applyOverlay lays the insufficient-capacity cache and reservation counts
-// over the base list. Types they do not touch are shared with the base;
-// touched ones are copied with fresh offerings.
-func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map[string]int) []*scheduling.InstanceType {
+// applyOverlay lays the insufficient-capacity cache, reservation counts and
+// zonal shifts over the base list. Types they do not touch are shared with
+// the base; touched ones are copied with fresh offerings.
+func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map[string]int, shifted map[string]bool) []*scheduling.InstanceType {
 	touched := map[int]bool{}
 	for _, k := range unavailable {
 		if i, ok := e.byName[k.InstanceType]; ok {
@@ -151,7 +151,7 @@ func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map
 	}
 	for i, it := range e.base {
 		for j := range it.Offerings {
-			if it.Offerings[j].ReservationID != "" {
+			if it.Offerings[j].ReservationID != "" || shifted[it.Offerings[j].Zone] {
 				touched[i] = true
 				break
 			}
@@ -171,7 +171,7 @@ func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map
 		cp.Offerings = append([]scheduling.Offering(nil), cp.Offerings...)
 		for j := range cp.Offerings {
 			o := &cp.Offerings[j]
-			if ice[cloudprovider.Key(&cp, o)] {
+			if ice[cloudprovider.Key(&cp, o)] || shifted[o.Zone] {
 				o.Available = false
 			}
 			if o.ReservationID != "" {

@@ -453,3 +453,48 @@ func TestReservedOfferingsFollowTheReservationTracker(t *testing.T) {
 		assert.Equal(t, scheduling.CapacityTypeReserved, o.CapacityType, s.name)
 	}
 }
+
+// shiftedZones is a zonal shift provider answering from a set of zone IDs.
+type shiftedZones map[string]bool
+
+func (s shiftedZones) IsShifted(zoneID string) bool { return s[zoneID] }
+
+// TestZonalShiftMakesTheZoneUnavailable: while us-east-1a (use1-az6) is
+// shifted away from, every offering there, on-demand, spot and reserved, is
+// unavailable and the other zone's are untouched; when the shift ends they
+// are available again without waiting for the list's cache.
+func TestZonalShiftMakesTheZoneUnavailable(t *testing.T) {
+	ctx := context.Background()
+	shifted := shiftedZones{}
+	p := newProvider(instancetypes.Options{ZonalShifts: shifted, Reservations: counts{"cr-0123456789abcdef0": 2}})
+	nc := twoZoneClass("shifted")
+	nc.Status.CapacityReservations = []awsv1.CapacityReservation{{ID: "cr-0123456789abcdef0", InstanceType: "m5.large", AvailabilityZone: "us-east-1a", InstanceMatchCriteria: "targeted", OwnerID: "123456789012"}}
+	available := func() map[string]int {
+		its, err := p.List(ctx, nc)
+		require.NoError(t, err)
+		out := map[string]int{}
+		for _, it := range its {
+			for _, o := range it.Offerings {
+				if o.Available {
+					out[o.Zone+"/"+o.CapacityType]++
+				}
+			}
+		}
+		return out
+	}
+	before := available()
+	require.Positive(t, before["us-east-1a/on-demand"])
+	require.Positive(t, before["us-east-1a/spot"])
+	require.Equal(t, 1, before["us-east-1a/reserved"])
+
+	shifted["use1-az6"] = true
+	during := available()
+	for k, n := range during {
+		require.NotContains(t, k, "us-east-1a", "%d offerings available in the shifted zone (%s)", n, k)
+	}
+	require.Equal(t, before["us-east-1c/on-demand"], during["us-east-1c/on-demand"])
+	require.Equal(t, before["us-east-1c/spot"], during["us-east-1c/spot"])
+
+	delete(shifted, "use1-az6")
+	require.Equal(t, before, available())
+}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/arczonalshift"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/go-logr/logr"
@@ -44,6 +45,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass"
 	nodeclasshash "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass/hash"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/ssminvalidation"
+	zonalshiftcontroller "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/zonalshift"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instanceprofile"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
@@ -54,6 +56,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/sdk"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/securitygroup"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/subnet"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/zonalshift"
 )
 
 // RefreshPeriod is how often the refresher ticks the price and instance-type
@@ -102,6 +105,9 @@ type Provider struct {
 	// reservations resolves capacity reservations and tracks their
 	// remaining instances.
 	reservations *capacityreservation.Provider
+	// shifts are the cluster's ARC zonal shifts; nil unless
+	// ENABLE_ZONAL_SHIFT.
+	shifts *zonalshift.Provider
 }
 
 // WellKnownLabels are the label keys the AWS provider's instance types
@@ -127,9 +133,21 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	}
 	s := o.Settings
 	clients := sdk.New(o.AWS, 0)
-	cluster, err := discoverCluster(ctx, o, eks.NewFromConfig(o.AWS))
+	eksAPI := eks.NewFromConfig(o.AWS)
+	cluster, err := discoverCluster(ctx, o, eksAPI)
 	if err != nil {
 		return nil, err
+	}
+	// With ENABLE_ZONAL_SHIFT the cluster must be registered with ARC, or
+	// the setting could not act: refuse to start, as upstream.
+	var shifts *zonalshift.Provider
+	var typeShifts instancetypes.ZonalShifts
+	if s.EnableZonalShift {
+		if shifts, err = zonalshift.Discover(ctx, eksAPI, arczonalshift.NewFromConfig(o.AWS), s.ClusterName, o.Clock); err != nil {
+			return nil, err
+		}
+		typeShifts = shifts
+		o.Logger.Info("zonal shift awareness enabled", "cluster", shifts.ClusterARN(), "shifted", shifts.ShiftedZoneIDs())
 	}
 	var pricingAPI pricing.API
 	if !s.IsolatedVPC {
@@ -142,6 +160,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		Settings:     instancetype.Settings{VMMemoryOverheadPercent: s.VMMemoryOverheadPercent, ReservedENIs: s.ReservedENIs},
 		Unavailable:  o.Unavailable,
 		Reservations: reservations,
+		ZonalShifts:  typeShifts,
 		Clock:        o.Clock,
 	})
 	launchTemplates := launchtemplate.NewProvider(clients.EC2, s.ClusterName, launchtemplate.ProviderOptions{})
@@ -191,6 +210,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		}),
 	}
 	p.reservations = reservations
+	p.shifts = shifts
 	return p, nil
 }
 
@@ -212,6 +232,9 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		awsmetrics.NewController(kube, p.CloudProvider, p.opts.Unavailable, p.log.WithName("metrics")),
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
 		ssminvalidation.New(p.amis, p.nodeClass, s.SSMInvalidationInterval, p.log.WithName("ssm")),
+	}
+	if p.shifts != nil {
+		registrars = append(registrars, zonalshiftcontroller.NewController(kube, p.shifts, recorder, 0, p.log.WithName("zonalshift")))
 	}
 	if p.opts.ReservedCapacity {
 		// The capacity-type check only lists instances: a provider of its
