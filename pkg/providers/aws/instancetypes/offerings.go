@@ -3,10 +3,13 @@ package instancetypes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
@@ -139,11 +142,17 @@ func compatible(info ec2types.InstanceTypeInfo, nc *awsv1.EC2NodeClass) bool {
 	return true
 }
 
-// applyOverlay lays the insufficient-capacity cache, reservation counts and
-// zonal shifts over the base list. Types they do not touch are shared with
-// the base; touched ones are copied with fresh offerings.
-func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map[string]int, shifted map[string]bool) []*scheduling.InstanceType {
+// applyOverlay lays the insufficient-capacity cache, reservation counts,
+// zonal shifts and the memory capacity real nodes reported over the base
+// list. Types they do not touch are shared with the base; touched ones are
+// copied with fresh offerings.
+func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map[string]int, shifted map[string]bool, memory map[string]resource.Quantity) []*scheduling.InstanceType {
 	touched := map[int]bool{}
+	for name := range memory {
+		if i, ok := e.byName[name]; ok {
+			touched[i] = true
+		}
+	}
 	for _, k := range unavailable {
 		if i, ok := e.byName[k.InstanceType]; ok {
 			touched[i] = true
@@ -168,6 +177,12 @@ func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map
 	copy(out, e.base)
 	for i := range touched {
 		cp := *e.base[i]
+		if m, ok := memory[cp.Name]; ok {
+			// Upstream replaces only the capacity; the overhead stays what
+			// the estimate gave.
+			cp.Capacity = maps.Clone(cp.Capacity)
+			cp.Capacity[corev1.ResourceMemory] = m
+		}
 		cp.Offerings = append([]scheduling.Offering(nil), cp.Offerings...)
 		for j := range cp.Offerings {
 			o := &cp.Offerings[j]

@@ -132,6 +132,11 @@ type Provider struct {
 	// ticks gates Tick; it has its own lock.
 	ticks interval.Gate
 
+	// discovered are memory capacities real nodes reported (discovered.go).
+	discoveredMu  sync.Mutex
+	discovered    map[string]discovered
+	discoveredSeq uint64
+
 	// cacheMu also serializes computing lists, so NodePools asking at once
 	// for the same class wait for one computation instead of each doing it.
 	cacheMu sync.Mutex
@@ -153,7 +158,7 @@ func NewProvider(api EC2API, prices Pricing, opts Options) *Provider {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Provider{ec2: api, pricing: prices, opts: opts, cache: map[string]*entry{}}
+	return &Provider{ec2: api, pricing: prices, opts: opts, cache: map[string]*entry{}, discovered: map[string]discovered{}}
 }
 
 // Tick refreshes instance types and offerings when RefreshInterval has
@@ -283,6 +288,7 @@ func (p *Provider) List(ctx context.Context, nodeClass *awsv1.EC2NodeClass) ([]*
 	}
 	counts := p.reservationCounts(nodeClass)
 	shifted := p.shiftedZones(nodeClass)
+	memory, memorySeq := p.discoveredFor(nodeClass)
 
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
@@ -300,9 +306,9 @@ func (p *Provider) List(ctx context.Context, nodeClass *awsv1.EC2NodeClass) ([]*
 		}
 		p.cache[key] = e
 	}
-	fp := overlayFingerprint(unavailable, counts, shifted)
+	fp := overlayFingerprint(unavailable, counts, shifted) + fmt.Sprintf("|mem:%d/%d", memorySeq, len(memory))
 	if e.out == nil || e.overlay != fp {
-		e.out, e.overlay = e.applyOverlay(unavailable, counts, shifted), fp
+		e.out, e.overlay = e.applyOverlay(unavailable, counts, shifted, memory), fp
 	}
 	return e.out, nil
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/amifamily"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/capacityreservation"
 	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacity"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacityreservation/capacitytype"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacityreservation/expiration"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
@@ -232,6 +233,7 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		awsmetrics.NewController(kube, p.CloudProvider, p.opts.Unavailable, p.log.WithName("metrics")),
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
 		ssminvalidation.New(p.amis, p.nodeClass, s.SSMInvalidationInterval, p.log.WithName("ssm")),
+		capacity.NewController(kube, p.types),
 	}
 	if p.shifts != nil {
 		registrars = append(registrars, zonalshiftcontroller.NewController(kube, p.shifts, recorder, 0, p.log.WithName("zonalshift")))
