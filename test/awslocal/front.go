@@ -100,6 +100,8 @@ type front struct {
 	deprecated *deprecations
 	// arc is ARC's zonal shift API, which moto lacks (arc.go).
 	arc *arcState
+	// eksVersions are upgraded cluster versions moto cannot keep (eks.go).
+	eksVersions *eksVersions
 
 	callsMu sync.Mutex
 	calls   map[callKey]int
@@ -128,6 +130,8 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 
 		deprecated: newDeprecations(),
 		arc:        newARCState(),
+
+		eksVersions: &eksVersions{version: map[string]string{}},
 	}
 	f.spot = newSpotPrices(p)
 	f.proxy = &httputil.ReverseProxy{
@@ -200,6 +204,9 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.Service == arcService {
 		f.serveARC(ctx, w, r, c)
+		return
+	}
+	if c.Service == "eks" && f.serveEKS(ctx, w, r, c) {
 		return
 	}
 	if h := f.handlers[callKey{c.Service, c.Action}]; h != nil && h(ctx, w, c) {
