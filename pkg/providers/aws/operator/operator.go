@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -57,6 +56,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/sdk"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/securitygroup"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/subnet"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/version"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/zonalshift"
 )
 
@@ -109,6 +109,9 @@ type Provider struct {
 	// shifts are the cluster's ARC zonal shifts; nil unless
 	// ENABLE_ZONAL_SHIFT.
 	shifts *zonalshift.Provider
+	// versions is the cluster's Kubernetes version, refreshed every five
+	// minutes.
+	versions *version.Provider
 }
 
 // WellKnownLabels are the label keys the AWS provider's instance types
@@ -165,8 +168,14 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		Clock:        o.Clock,
 	})
 	launchTemplates := launchtemplate.NewProvider(clients.EC2, s.ClusterName, launchtemplate.ProviderOptions{})
-	version := kubernetesVersion(o.RestConfig)
-	amis := amifamily.NewProvider(clients.EC2, clients.SSM, amifamily.Options{KubernetesVersion: version})
+	var serverVersion discovery.ServerVersionInterface
+	if o.RestConfig != nil {
+		if serverVersion, err = discovery.NewDiscoveryClientForConfig(o.RestConfig); err != nil {
+			return nil, fmt.Errorf("building a discovery client: %w", err)
+		}
+	}
+	versions := version.New(eksAPI, serverVersion, s.ClusterName, s.EKSControlPlane)
+	amis := amifamily.NewProvider(clients.EC2, clients.SSM, amifamily.Options{KubernetesVersion: versions.Get, ImageTTL: s.AMIRefreshInterval})
 	// One subnet provider for status and launches: launches' address
 	// tracking rides on the same DescribeSubnets cache.
 	subnets := subnet.NewProvider(clients.EC2, s.SubnetRefreshInterval)
@@ -212,6 +221,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	}
 	p.reservations = reservations
 	p.shifts = shifts
+	p.versions = versions
 	return p, nil
 }
 
@@ -259,6 +269,10 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 	}
 	if err := mgr.Add(manager.RunnableFunc(p.refresh)); err != nil {
 		return fmt.Errorf("registering the aws refresher: %w", err)
+	}
+	// A new version re-resolves every class's aliases at once.
+	if err := mgr.Add(p.versions.Refresher(s.VersionRefreshInterval, p.nodeClass.Resync, p.log.WithName("version"))); err != nil {
+		return fmt.Errorf("registering the kubernetes version refresher: %w", err)
 	}
 	return nil
 }
@@ -360,43 +374,4 @@ func kubeDNS(ctx context.Context, o Options) string {
 		return ""
 	}
 	return svc.Spec.ClusterIP
-}
-
-// kubernetesVersion is the API server's minor version ("1.34"), asked once
-// and then remembered; a failure is retried on the next call.
-func kubernetesVersion(cfg *rest.Config) func(context.Context) (string, error) {
-	var mu sync.Mutex
-	var cached string
-	return func(context.Context) (string, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if cached != "" {
-			return cached, nil
-		}
-		if cfg == nil {
-			return "", errors.New("no API server configuration to read the Kubernetes version from")
-		}
-		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-		if err != nil {
-			return "", fmt.Errorf("building a discovery client: %w", err)
-		}
-		v, err := dc.ServerVersion()
-		if err != nil {
-			return "", fmt.Errorf("reading the Kubernetes version: %w", err)
-		}
-		minor := trimMinor(v.Minor)
-		cached = v.Major + "." + minor
-		return cached, nil
-	}
-}
-
-// trimMinor drops what some distributions append to the minor version
-// ("34+" on EKS).
-func trimMinor(m string) string {
-	for i, r := range m {
-		if r < '0' || r > '9' {
-			return m[:i]
-		}
-	}
-	return m
 }
