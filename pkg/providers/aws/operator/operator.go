@@ -217,6 +217,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			// Nil with the ReservedCapacity gate off.
 			CapacityReservations: nodeClassReservations,
 			Clock:                o.Clock,
+			InstanceTypes:        types,
 		}),
 	}
 	p.reservations = reservations
