@@ -440,3 +440,24 @@ func TestCreateFleetReportsASubnetWithoutAddresses(t *testing.T) {
 	}
 	require.Len(t, e.tagged(t), 12, "the 11 that filled the subnet and the one launched elsewhere")
 }
+
+// TestCreateFleetTakesTheNetworkInterfacesSecurityGroups: a template that
+// names its security groups on a network interface (as upstream
+// Karpenter's do) launches instances in them, as EC2 does.
+func TestCreateFleetTakesTheNetworkInterfacesSecurityGroups(t *testing.T) {
+	e := newFleetEnv(t, func(d *ec2types.RequestLaunchTemplateData) {
+		d.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{{
+			DeviceIndex: aws.Int32(0), Groups: d.SecurityGroupIds}}
+		d.SecurityGroupIds = nil
+	})
+	out, err := e.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, e.overrides("m5.large"))
+	require.NoError(t, err)
+	require.Empty(t, out.Errors)
+	insts := e.tagged(t)
+	require.Len(t, insts, 1)
+	var groups []string
+	for _, g := range insts[0].SecurityGroups {
+		groups = append(groups, aws.ToString(g.GroupId))
+	}
+	require.Equal(t, []string{e.sg}, groups)
+}
