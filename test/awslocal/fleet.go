@@ -424,6 +424,12 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 			fmt.Sprintf("The following supplied instance types do not exist: [%s]", strings.Join(unknown, ", ")))
 		return true
 	}
+	// A dry run launches nothing (upstream Karpenter's EC2NodeClass
+	// validation sends one); EC2 answers a request it would accept so.
+	if c.Form.Get("DryRun") == "true" {
+		writeError(w, c, http.StatusPreconditionFailed, "DryRunOperation", "Request would have succeeded, but DryRun flag is set.")
+		return true
+	}
 
 	s := f.ec2
 	s.launchMu.Lock()

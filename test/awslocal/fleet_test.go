@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/smithy-go"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -460,4 +461,15 @@ func TestCreateFleetTakesTheNetworkInterfacesSecurityGroups(t *testing.T) {
 		groups = append(groups, aws.ToString(g.GroupId))
 	}
 	require.Equal(t, []string{e.sg}, groups)
+}
+
+// TestCreateFleetDryRunLaunchesNothing: EC2 answers a dry run it would
+// accept with DryRunOperation and launches nothing.
+func TestCreateFleetDryRunLaunchesNothing(t *testing.T) {
+	e := newFleetEnv(t)
+	_, err := e.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, e.overrides("m5.large"), func(in *ec2.CreateFleetInput) { in.DryRun = aws.Bool(true) })
+	var apiErr smithy.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "DryRunOperation", apiErr.ErrorCode())
+	require.Empty(t, e.tagged(t), "a dry run launches nothing")
 }
