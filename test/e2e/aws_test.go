@@ -281,6 +281,7 @@ func TestAWSExperiments(t *testing.T) {
 	}, 90*time.Second, time.Second, "a karpenter FailedScheduling event should name kubernetes.io/arch")
 	require.NoError(t, cp.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod))
 	require.Empty(t, pod.Spec.NodeName)
+	cliAnswersForAWSPool(t, ctx, e, pod)
 	require.NoError(t, cp.Client.Delete(ctx, pod))
 
 	// Deleting the NodeClaims terminates every instance.

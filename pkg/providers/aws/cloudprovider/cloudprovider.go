@@ -75,7 +75,9 @@ type Subnets interface {
 
 // Options are the parts the provider is assembled from.
 type Options struct {
-	Kube            client.Client
+	// Kube reads EC2NodeClasses (the manager's cache; the CLI's listed
+	// objects).
+	Kube            client.Reader
 	InstanceTypes   InstanceTypes
 	LaunchTemplates LaunchTemplates
 	Instances       Instances
@@ -312,34 +314,18 @@ func (c *CloudProvider) markFull(ids []string) {
 func compatibleTypes(its []*scheduling.InstanceType, reqs scheduling.Requirements, requests corev1.ResourceList) []*scheduling.InstanceType {
 	var out []*scheduling.InstanceType
 	for _, it := range its {
-		if reqs.Intersects(it.Requirements) != nil || !fits(requests, cloudprovider.Allocatable(it)) {
+		if reqs.Intersects(it.Requirements) != nil || !scheduling.Fits(requests, cloudprovider.Allocatable(it)) {
 			continue
 		}
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			if o.Available && o.ReservationID == "" && cloudprovider.OfferingCompatible(o, reqs) {
+			if o.Available && o.ReservationID == "" && scheduling.OfferingCompatible(o, reqs) {
 				out = append(out, it)
 				break
 			}
 		}
 	}
 	return out
-}
-
-func fits(requests, allocatable corev1.ResourceList) bool {
-	for name, q := range requests {
-		a, ok := allocatable[name]
-		if !ok {
-			if q.IsZero() {
-				continue
-			}
-			return false
-		}
-		if q.Cmp(a) > 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // chooseCapacityType is spot when the NodeClaim allows it and a type has an
@@ -350,7 +336,7 @@ func chooseCapacityType(its []*scheduling.InstanceType, reqs scheduling.Requirem
 		for _, it := range its {
 			for i := range it.Offerings {
 				o := &it.Offerings[i]
-				if o.CapacityType == instance.CapacityTypeSpot && o.Available && cloudprovider.OfferingCompatible(o, reqs) {
+				if o.CapacityType == instance.CapacityTypeSpot && o.Available && scheduling.OfferingCompatible(o, reqs) {
 					return instance.CapacityTypeSpot
 				}
 			}
@@ -431,7 +417,7 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 			for j := range it.Offerings {
 				o := &it.Offerings[j]
 				subnet, ok := subnetOf[o.Zone]
-				if !ok || !o.Available || o.CapacityType != capacityType || o.ReservationID != "" || !cloudprovider.OfferingCompatible(o, reqs) {
+				if !ok || !o.Available || o.CapacityType != capacityType || o.ReservationID != "" || !scheduling.OfferingCompatible(o, reqs) {
 					continue
 				}
 				cfg.Overrides = append(cfg.Overrides, instance.Override{InstanceType: it.Name, Zone: o.Zone, ZoneID: zoneIDOf[o.Zone], SubnetID: subnet, Price: o.Price})

@@ -83,7 +83,7 @@ type EC2API interface {
 }
 
 // UnavailableOfferings is the insufficient-capacity cache
-// (lifecycle.UnavailableOfferings) that launches feed.
+// (cloudprovider.UnavailableOfferings) that launches feed.
 type UnavailableOfferings interface {
 	MarkUnavailable(cloudprovider.OfferingKey)
 }

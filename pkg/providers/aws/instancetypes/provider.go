@@ -72,7 +72,7 @@ type Pricing interface {
 }
 
 // UnavailableOfferings is the insufficient-capacity cache the launch path
-// writes (lifecycle.UnavailableOfferings): the offerings it lists are
+// writes (cloudprovider.UnavailableOfferings): the offerings it lists are
 // returned with Available=false.
 type UnavailableOfferings interface {
 	// Keys lists the offerings unavailable now.

@@ -22,7 +22,6 @@ import (
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/capacityreservation"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetypes"
@@ -188,7 +187,7 @@ func TestOfferingsPerClassZoneAndCapacityTypeWithPrices(t *testing.T) {
 func TestUnavailableOfferingIsMarkedAndRecovers(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
-	ice := lifecycle.NewUnavailableOfferings(clk, time.Minute)
+	ice := cloudprovider.NewUnavailableOfferings(clk, time.Minute)
 	p := newProvider(instancetypes.Options{Unavailable: ice, Clock: clk})
 	nc := twoZoneClass("ice")
 	before, err := p.List(ctx, nc)
@@ -333,7 +332,7 @@ func TestTickRefreshesEveryTwelveHours(t *testing.T) {
 func TestNodePoolsSharingAClassShareOneList(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
-	ice := lifecycle.NewUnavailableOfferings(clk, 0)
+	ice := cloudprovider.NewUnavailableOfferings(clk, 0)
 	p := newProvider(instancetypes.Options{Unavailable: ice, Clock: clk})
 	env := newPools(20, twoZoneClass("shared"))
 	lists := make([][]*scheduling.InstanceType, len(env.pools))

@@ -32,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/amifamily"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/capacityreservation"
 	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
@@ -73,7 +73,7 @@ type Options struct {
 	Settings *options.Options
 	// Unavailable is the insufficient-capacity cache shared with the core
 	// controllers.
-	Unavailable *lifecycle.UnavailableOfferings
+	Unavailable *cloudprovider.UnavailableOfferings
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// Logger reports refresh failures; logr.Discard when zero.
