@@ -92,6 +92,9 @@ type Options struct {
 	// Create launch into the class's capacity reservations; without it
 	// reserved offerings are never launched into.
 	Reservations Reservations
+	// HashCABundle is the CA bundle the EC2NodeClass hash is computed with
+	// (EC2NodeClass.Hash); it must be the hash controller's.
+	HashCABundle *string
 }
 
 // CloudProvider is the AWS cloud provider. It is safe for concurrent use.
@@ -285,7 +288,7 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if res.Annotations == nil {
 		res.Annotations = map[string]string{}
 	}
-	res.Annotations[awsv1.AnnotationEC2NodeClassHash] = nodeClass.Hash()
+	res.Annotations[awsv1.AnnotationEC2NodeClassHash] = nodeClass.Hash(c.opts.HashCABundle)
 	res.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
 	res.Annotations[awsv1.AnnotationInstanceProfile] = nodeClass.Status.InstanceProfile
 	res.Status.ProviderID = out.Status.ProviderID

@@ -102,6 +102,8 @@ type Provider struct {
 	amis      *amifamily.Provider
 	opts      Options
 	log       logr.Logger
+	// hashCA is the CA bundle the EC2NodeClass hash includes.
+	hashCA *string
 
 	// reservations resolves capacity reservations and tracks their
 	// remaining instances.
@@ -188,7 +190,12 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		nodeClassReservations = reservations
 		launchReservations = reservations
 	}
+	hashCA, err := hashCABundle(o)
+	if err != nil {
+		return nil, err
+	}
 	p := &Provider{
+		hashCA:  hashCA,
 		Cluster: cluster,
 		clients: clients,
 		prices:  prices,
@@ -204,6 +211,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			Subnets:         subnets,
 			Cluster:         cluster,
 			Reservations:    launchReservations,
+			HashCABundle:    hashCA,
 		}),
 		nodeClass: nodeclass.NewController(o.Kube, nodeclass.Options{
 			Subnets:          subnets,
@@ -239,7 +247,7 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		Register(context.Context, manager.Manager) error
 	}{
 		p.nodeClass,
-		nodeclasshash.NewController(kube),
+		nodeclasshash.NewController(kube, p.hashCA),
 		tagging.NewController(kube, p.clients.EC2, s.ClusterName),
 		awsmetrics.NewController(kube, p.CloudProvider, p.opts.Unavailable, p.log.WithName("metrics")),
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
@@ -351,6 +359,29 @@ func discoverCluster(ctx context.Context, o Options, api EKSAPI) (launchtemplate
 	}
 	c.DNS = kubeDNS(ctx, o)
 	return c, nil
+}
+
+// hashCABundle is the CA bundle the EC2NodeClass hash includes, chosen as
+// upstream chooses it so that both controllers stamp equal hashes on one
+// cluster: the cluster-ca-bundle setting, else the CA of the controller's
+// own connection to the API server (base64; empty without one). EKS's
+// DescribeCluster answer is not used here, as upstream does not.
+func hashCABundle(o Options) (*string, error) {
+	if s := o.Settings.ClusterCABundle; s != "" {
+		return &s, nil
+	}
+	var ca []byte
+	if o.RestConfig != nil {
+		ca = o.RestConfig.CAData
+		if len(ca) == 0 && o.RestConfig.CAFile != "" {
+			var err error
+			if ca, err = os.ReadFile(o.RestConfig.CAFile); err != nil {
+				return nil, fmt.Errorf("reading the API server's CA %s: %w", o.RestConfig.CAFile, err)
+			}
+		}
+	}
+	s := base64.StdEncoding.EncodeToString(ca)
+	return &s, nil
 }
 
 // kubeDNS is kube-dns's ClusterIP, read once and directly: the manager's
