@@ -158,6 +158,7 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		{"ec2", "DisableImageDeprecation"}:       f.disableImageDeprecation,
 	}
 	f.addEC2Handlers()
+	f.addIAMPathHandlers()
 	return f, nil
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacity"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacityreservation/capacitytype"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacityreservation/expiration"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/instanceprofilegc"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
 	awsmetrics "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/metrics"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/tagging"
@@ -114,6 +115,9 @@ type Provider struct {
 	// versions is the cluster's Kubernetes version, refreshed every five
 	// minutes.
 	versions *version.Provider
+	// profiles manages the classes' instance profiles; the EC2NodeClass
+	// controller protects a replaced profile from the garbage collector.
+	profiles *instanceprofile.Provider
 }
 
 // WellKnownLabels are the label keys the AWS provider's instance types
@@ -194,6 +198,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	profiles := instanceprofile.NewProvider(clients.IAM, clients.Region, s.ClusterName)
 	p := &Provider{
 		hashCA:  hashCA,
 		Cluster: cluster,
@@ -217,7 +222,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			Subnets:          subnets,
 			SecurityGroups:   securitygroup.NewProvider(clients.EC2, 0),
 			AMIs:             amis,
-			InstanceProfiles: instanceprofile.NewProvider(clients.IAM, clients.Region, s.ClusterName),
+			InstanceProfiles: profiles,
 			PlacementGroups:  clients.EC2,
 			LaunchTemplates:  launchTemplates,
 			ClusterName:      s.ClusterName,
@@ -231,6 +236,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	p.reservations = reservations
 	p.shifts = shifts
 	p.versions = versions
+	p.profiles = profiles
 	return p, nil
 }
 
@@ -253,6 +259,10 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
 		ssminvalidation.New(p.amis, p.nodeClass, s.SSMInvalidationInterval, p.log.WithName("ssm")),
 		capacity.NewController(kube, p.types),
+	}
+	if !s.IsolatedVPC {
+		// IAM has no endpoint inside an isolated VPC.
+		registrars = append(registrars, instanceprofilegc.NewController(kube, p.profiles, instanceprofilegc.Options{Clock: p.opts.Clock.Now, Log: p.log.WithName("instanceprofile")}))
 	}
 	if p.shifts != nil {
 		registrars = append(registrars, zonalshiftcontroller.NewController(kube, p.shifts, recorder, 0, p.log.WithName("zonalshift")))
