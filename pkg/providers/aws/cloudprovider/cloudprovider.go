@@ -229,6 +229,11 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		NodeClassName: nodeClass.Name,
 		ClassTags:     nodeClass.Spec.Tags,
 	}
+	// As upstream, a NodeClaim whose minValues were relaxed launches
+	// without the class's Context.
+	if nodeClass.Spec.Context != nil && nc.Annotations[v1.NodeClaimMinValuesRelaxedAnnotationKey] != "true" {
+		req.Context = *nodeClass.Spec.Context
+	}
 	gate := coreoptions.FromContext(ctx).FeatureGates.ReservedCapacity
 	var reserved []reservedOffering
 	if gate && c.opts.Reservations != nil && reqs.Get(scheduling.LabelCapacityType).Has(scheduling.CapacityTypeReserved) {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -135,4 +137,47 @@ func TestLaunchFiltersOnTheFleetRequest(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "minValues "+strconv.Itoa(tooMany))
 	})
+}
+
+// TestLaunchWithClassInterfaceSettings: a class with ipPrefixCount,
+// connectionTracking and context launches on the local AWS; the fleet
+// request carries the Context (unless the NodeClaim's minValues were
+// relaxed) and the template the fleet names carries the interface
+// settings.
+func TestLaunchWithClassInterfaceSettings(t *testing.T) {
+	ctx := context.Background()
+	rec := &recordingEC2{Client: ec2API}
+	e := newEnvWith(t, rec)
+	e.nodeClass.Spec.IPPrefixCount = aws.Int32(1)
+	e.nodeClass.Spec.ConnectionTracking = &awsv1.ConnectionTracking{UDPStreamTimeout: aws.Int32(120)}
+	e.nodeClass.Spec.Context = aws.String("c-0123456789")
+	require.NoError(t, kube.Update(ctx, e.nodeClass))
+
+	nc := e.nodeClaim(t)
+	got, err := e.cp.Create(ctx, nc)
+	require.NoError(t, err)
+	in := rec.last(t)
+	assert.Equal(t, "c-0123456789", aws.ToString(in.Context))
+	require.NotEmpty(t, in.LaunchTemplateConfigs)
+	versions, err := ec2API.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
+		LaunchTemplateName: in.LaunchTemplateConfigs[0].LaunchTemplateSpecification.LaunchTemplateName, Versions: []string{"$Latest"}})
+	require.NoError(t, err)
+	require.Len(t, versions.LaunchTemplateVersions, 1)
+	data := versions.LaunchTemplateVersions[0].LaunchTemplateData
+	require.Len(t, data.NetworkInterfaces, 1)
+	assert.EqualValues(t, 1, aws.ToInt32(data.NetworkInterfaces[0].Ipv4PrefixCount))
+	assert.EqualValues(t, 120, aws.ToInt32(data.NetworkInterfaces[0].ConnectionTrackingSpecification.UdpStreamTimeout))
+	// What EC2 launched is in the class's security group.
+	inst := instancesOf(t, nc.Name)
+	require.Len(t, inst, 1)
+	require.NotEmpty(t, inst[0].SecurityGroups)
+	assert.Equal(t, e.nodeClass.Status.SecurityGroups[0].ID, aws.ToString(inst[0].SecurityGroups[0].GroupId))
+	cleanup(t, e, got)
+
+	relaxed := e.nodeClaim(t)
+	relaxed.Annotations = map[string]string{v1.NodeClaimMinValuesRelaxedAnnotationKey: "true"}
+	got, err = e.cp.Create(ctx, relaxed)
+	require.NoError(t, err)
+	assert.Nil(t, rec.last(t).Context, "relaxed minValues: no Context")
+	cleanup(t, e, got)
 }

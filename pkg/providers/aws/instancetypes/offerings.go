@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -34,6 +35,9 @@ func (p *Provider) compute(ctx context.Context, nc *awsv1.EC2NodeClass, infos []
 	var firstErr error
 	failed := 0
 	for _, info := range infos {
+		if !supportsClass(info, nc) {
+			continue
+		}
 		name := string(info.InstanceType)
 		var typeZones []instancetype.Zone
 		for _, z := range zones {
@@ -200,4 +204,25 @@ func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map
 		out[i] = &cp
 	}
 	return out
+}
+
+// supportsClass: the type can carry the class's launch settings, as
+// upstream filters them: connection tracking needs a Nitro type, and
+// nested virtualization one whose processor lists the feature.
+func supportsClass(info ec2types.InstanceTypeInfo, nc *awsv1.EC2NodeClass) bool {
+	if nc.Spec.ConnectionTracking != nil && info.Hypervisor != ec2types.InstanceTypeHypervisorNitro {
+		return false
+	}
+	if o := nc.Spec.CPUOptions; o != nil && aws.ToString(o.NestedVirtualization) == string(ec2types.NestedVirtualizationSpecificationEnabled) {
+		if info.ProcessorInfo == nil {
+			return false
+		}
+		for _, f := range info.ProcessorInfo.SupportedFeatures {
+			if f == ec2types.SupportedAdditionalProcessorFeatureNestedVirtualization {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }

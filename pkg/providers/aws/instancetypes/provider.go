@@ -368,9 +368,12 @@ func cacheKey(nc *awsv1.EC2NodeClass, infoHash, offerHash, priceSeq uint64) (str
 		NetworkInterfaces    any
 		Zones                []instancetype.Zone
 		CapacityReservations []awsv1.CapacityReservation
+		ConnectionTracking   bool
+		CPUOptions           any
 	}{
 		nc.AMIFamily(), nc.Spec.Kubelet, nc.Spec.BlockDeviceMappings, nc.Spec.InstanceStorePolicy,
 		nc.Spec.NetworkInterfaces, classZones(nc), nc.Status.CapacityReservations,
+		nc.Spec.ConnectionTracking != nil, nc.Spec.CPUOptions,
 	})
 	if err != nil {
 		return "", fmt.Errorf("hashing EC2NodeClass %s: %w", nc.Name, err)
