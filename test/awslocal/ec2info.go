@@ -19,6 +19,10 @@ type typeInfo struct {
 	IPsPerENI  int64
 	BareMetal  bool
 	Hypervisor string
+	// EFAs and NetworkCards bound the interfaces a template may attach
+	// (efa.go).
+	EFAs         int64
+	NetworkCards int64
 }
 
 type imageInfo struct {
@@ -86,6 +90,8 @@ func (f *front) instanceTypes(ctx context.Context) (map[string]typeInfo, error) 
 		ti.MemoryMiB, _ = strconv.ParseInt(it.text("memoryInfo", "sizeInMiB"), 10, 64)
 		ti.ENIs, _ = strconv.ParseInt(it.text("networkInfo", "maximumNetworkInterfaces"), 10, 64)
 		ti.IPsPerENI, _ = strconv.ParseInt(it.text("networkInfo", "ipv4AddressesPerInterface"), 10, 64)
+		ti.EFAs, _ = strconv.ParseInt(it.text("networkInfo", "efaInfo", "maximumEfaInterfaces"), 10, 64)
+		ti.NetworkCards, _ = strconv.ParseInt(it.text("networkInfo", "maximumNetworkCards"), 10, 64)
 		types[ti.Name] = ti
 	}
 	if len(types) == 0 {

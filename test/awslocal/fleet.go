@@ -53,6 +53,9 @@ type launched struct {
 	// template's mappings, which EC2 would not attach.
 	DropDevice string
 	Terminated bool
+	// Interfaces are the template's network interfaces, shown by
+	// DescribeInstances (efa.go).
+	Interfaces []ltInterface
 }
 
 func newEC2State() *ec2State {
@@ -250,6 +253,8 @@ type launchTemplate struct {
 	// SecurityGroups are the template's groups, top-level or on its
 	// network interfaces.
 	SecurityGroups []string
+	// Interfaces are the template's network interfaces (efa.go).
+	Interfaces []ltInterface
 }
 
 var metadataFields = []string{"HttpTokens", "HttpPutResponseHopLimit", "HttpEndpoint", "HttpProtocolIpv6", "InstanceMetadataTags"}
@@ -311,6 +316,7 @@ func (f *front) launchTemplate(ctx context.Context, region string, cfg fleetConf
 		lt.Devices = append(lt.Devices, bd.text("deviceName"))
 	}
 	lt.SecurityGroups = childTexts(data.child("securityGroupIdSet"))
+	lt.Interfaces = templateInterfaces(data)
 	for _, ni := range data.items("networkInterfaceSet") {
 		lt.SecurityGroups = append(lt.SecurityGroups, childTexts(ni.child("groupSet"))...)
 	}
@@ -880,6 +886,13 @@ func preferred(a, b *candidate, req *fleetRequest) bool {
 // runInstance launches one instance of the candidate in moto with the
 // template's attributes; code and msg are moto's refusal, if any.
 func (f *front) runInstance(ctx context.Context, region string, cd *candidate, req *fleetRequest, fleetID string) (string, string, string, error) {
+	types, err := f.instanceTypes(ctx)
+	if err != nil {
+		return "", "", "", err
+	}
+	if code, msg := checkInterfaces(types[cd.o.InstanceType], cd.lt.Interfaces); code != "" {
+		return "", code, msg, nil
+	}
 	form := ec2Form("RunInstances", "MinCount", "1", "MaxCount", "1", "InstanceType", cd.o.InstanceType,
 		"SubnetId", cd.subnet.ID, "ImageId", cd.imageID,
 		"LaunchTemplate.LaunchTemplateId", cd.lt.ID, "LaunchTemplate.Version", cd.lt.Version)
@@ -924,7 +937,7 @@ func (f *front) runInstance(ctx context.Context, region string, cd *candidate, r
 		return "", "", "", fmt.Errorf("moto's RunInstances answered no instance")
 	}
 	id := items[0].text("instanceId")
-	rec := &launched{ID: id, FleetID: fleetID, Region: region, ReservationPreference: cd.lt.ReservationPref}
+	rec := &launched{ID: id, FleetID: fleetID, Region: region, ReservationPreference: cd.lt.ReservationPref, Interfaces: cd.lt.Interfaces}
 	if len(cd.lt.Devices) > 0 && !slices.Contains(cd.lt.Devices, "/dev/sda1") {
 		rec.DropDevice = "/dev/sda1"
 	}
@@ -1007,6 +1020,7 @@ func augment(inst *xnode, rec *launched, inReservation bool) {
 		inst.set(tags)
 	}
 	tags.Children = append(tags.Children, el("item", leaf("key", "aws:ec2:fleet-id"), leaf("value", rec.FleetID)))
+	overlayInterfaces(inst, rec.ID, rec.Interfaces)
 }
 
 // terminateInstances forwards to moto and hands the capacity of reserved

@@ -303,6 +303,12 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	res.Status.ImageID = out.Status.ImageID
 	res.Status.Capacity = out.Status.Capacity
 	res.Status.Allocatable = out.Status.Allocatable
+	// EFA interfaces are attached only for a NodeClaim that asks for them
+	// (launchConfigs); without them the node has no EFA to offer.
+	if _, ok := nc.Spec.Resources.Requests[awsv1.ResourceEFA]; !ok {
+		delete(res.Status.Capacity, awsv1.ResourceEFA)
+		delete(res.Status.Allocatable, awsv1.ResourceEFA)
+	}
 	return res, nil
 }
 
@@ -391,7 +397,9 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 	type groupKey struct {
 		image string
 		pods  int64
+		efa   int
 	}
+	_, wantsEFA := nc.Spec.Resources.Requests[awsv1.ResourceEFA]
 	groups := map[groupKey][]*scheduling.InstanceType{}
 	var order []groupKey
 	for _, it := range its {
@@ -400,7 +408,11 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 			continue
 		}
 		pods := it.Capacity[corev1.ResourcePods]
-		k := groupKey{image, pods.Value()}
+		k := groupKey{image: image, pods: pods.Value()}
+		if wantsEFA {
+			efa := it.Capacity[awsv1.ResourceEFA]
+			k.efa = int(efa.Value())
+		}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -411,7 +423,9 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 	}
 	var launches []launchtemplate.Launch
 	for _, k := range order {
-		launches = append(launches, c.launch(nc, nodeClass, reqs, k.image, k.pods, nil, launchtemplate.CapacityReservation{Preference: preference}))
+		l := c.launch(nc, nodeClass, reqs, k.image, k.pods, nil, launchtemplate.CapacityReservation{Preference: preference})
+		l.EFACount = k.efa
+		launches = append(launches, l)
 	}
 	lts, err := c.ensureTemplates(ctx, nodeClass, launches)
 	if err != nil {

@@ -181,3 +181,47 @@ func TestLaunchWithClassInterfaceSettings(t *testing.T) {
 	assert.Nil(t, rec.last(t).Context, "relaxed minValues: no Context")
 	cleanup(t, e, got)
 }
+
+// TestEFAInterfacesAttachedWhenAsked: a NodeClaim asking for
+// vpc.amazonaws.com/efa launches with one EFA interface per network card
+// of its type, which the instance EC2 describes carries, and its capacity
+// advertises them; one that does not ask gets no EFA interface and no EFA
+// capacity.
+func TestEFAInterfacesAttachedWhenAsked(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	for _, tc := range []struct {
+		name string
+		efa  int64
+	}{
+		{"asked", 4},
+		{"not asked", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := e.nodeClaim(t)
+			nc.Spec.Requirements[0].Values = []string{"p4d.24xlarge"}
+			nc.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+			if tc.efa > 0 {
+				nc.Spec.Resources.Requests[awsv1.ResourceEFA] = *resource.NewQuantity(tc.efa, resource.DecimalSI)
+			}
+			got, err := e.cp.Create(ctx, nc)
+			require.NoError(t, err)
+			efa := got.Status.Capacity[awsv1.ResourceEFA]
+			assert.Equal(t, tc.efa, efa.Value(), "advertised EFA")
+			inst := instancesOf(t, nc.Name)
+			require.Len(t, inst, 1)
+			var efas []string
+			for _, ni := range inst[0].NetworkInterfaces {
+				if ni.InterfaceType != nil && *ni.InterfaceType == "efa" {
+					efas = append(efas, strconv.Itoa(int(aws.ToInt32(ni.Attachment.NetworkCardIndex)))+"/"+strconv.Itoa(int(aws.ToInt32(ni.Attachment.DeviceIndex))))
+				}
+			}
+			if tc.efa == 0 {
+				assert.Empty(t, efas)
+			} else {
+				assert.Equal(t, []string{"0/0", "1/1", "2/1", "3/1"}, efas)
+			}
+			cleanup(t, e, got)
+		})
+	}
+}

@@ -77,3 +77,35 @@ func TestEnsureInterfaceAndCPUOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestEnsureEFAInterfaces: a launch with EFA interfaces gets one EFA
+// interface per network card, the primary on card 0 device 0 and the rest
+// on device 1, each with the groups; the count is part of the template's
+// name.
+func TestEnsureEFAInterfaces(t *testing.T) {
+	nc := readyNodeClass("efa", awsv1.AMIFamilyAL2023)
+	launch := launchFor("efa", 110)
+	plain := resolve(t, nc, launch)
+	launch.EFACount = 4
+	o := resolve(t, nc, launch)
+	plainName, err := launchtemplate.Name(plain)
+	require.NoError(t, err)
+	efaName, err := launchtemplate.Name(o)
+	require.NoError(t, err)
+	assert.NotEqual(t, plainName, efaName)
+	lt, err := launchtemplate.NewProvider(clients.EC2, cluster.Name, launchtemplate.ProviderOptions{}).Ensure(context.Background(), o)
+	require.NoError(t, err)
+	data := describeVersion(t, lt.Name)
+	assert.Empty(t, data.SecurityGroupIds)
+	require.Len(t, data.NetworkInterfaces, 4)
+	for i, ni := range data.NetworkInterfaces {
+		assert.EqualValues(t, i, aws.ToInt32(ni.NetworkCardIndex))
+		wantDevice := int32(1)
+		if i == 0 {
+			wantDevice = 0
+		}
+		assert.Equal(t, wantDevice, aws.ToInt32(ni.DeviceIndex))
+		assert.Equal(t, "efa", aws.ToString(ni.InterfaceType))
+		assert.ElementsMatch(t, []string{"sg-0000000000000000a", "sg-0000000000000000b"}, ni.Groups)
+	}
+}

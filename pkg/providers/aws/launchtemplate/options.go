@@ -46,6 +46,8 @@ type Options struct {
 	// NestedVirtualization is the class's cpuOptions.nestedVirtualization
 	// ("" leaves the template silent).
 	NestedVirtualization string
+	// EFACount: see Launch.
+	EFACount int
 }
 
 // InterfaceOptions are the settings that live on the primary network
@@ -164,6 +166,10 @@ type Launch struct {
 	BottlerocketDefaultMountPaths bool
 	// CapacityReservation is the template's reservation targeting.
 	CapacityReservation CapacityReservation
+	// EFACount is how many EFA interfaces the instance gets, one per
+	// network card: the instance types' EFA capacity when the NodeClaim
+	// asks for vpc.amazonaws.com/efa, else 0.
+	EFACount int
 }
 
 // Resolve turns a ready EC2NodeClass and one launch into template options:
@@ -225,6 +231,7 @@ func Resolve(ctx context.Context, nodeClass *awsv1.EC2NodeClass, cluster Cluster
 		CapacityReservation:      launch.CapacityReservation,
 		Interface:                interfaceOptions(nodeClass, cluster.DNS),
 		NestedVirtualization:     nestedVirtualization(nodeClass),
+		EFACount:                 launch.EFACount,
 	}, nil
 }
 
@@ -367,7 +374,9 @@ func (o *Options) requestData() *ec2types.RequestLaunchTemplateData {
 			},
 		})
 	}
-	if o.AssociatePublicIPAddress != nil || o.Interface.needed() {
+	if o.EFACount > 0 {
+		data.NetworkInterfaces = o.efaInterfaces()
+	} else if o.AssociatePublicIPAddress != nil || o.Interface.needed() {
 		// The public-IP flag, prefixes and connection tracking live on an
 		// interface, and EC2 refuses template-level groups next to
 		// interfaces: all go on the primary.
@@ -417,6 +426,35 @@ func (o *Options) requestData() *ec2types.RequestLaunchTemplateData {
 		}
 	}
 	return data
+}
+
+// efaInterfaces are one EFA interface per network card, as upstream lays
+// them out: card 0 holds the primary (device 0), every other card's
+// interface is device 1, so the primary stays the one a public address
+// goes to. Each carries the groups; EC2 refuses a public address on more
+// than one pre-configured interface, which a class asking for one on a
+// multi-card EFA type gets as a launch error.
+func (o *Options) efaInterfaces() []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest {
+	out := make([]ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, 0, o.EFACount)
+	for i := 0; i < o.EFACount; i++ {
+		device := int32(1)
+		if i == 0 {
+			device = 0
+		}
+		ni := ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{
+			NetworkCardIndex:         aws.Int32(int32(i)),
+			DeviceIndex:              aws.Int32(device),
+			InterfaceType:            aws.String(string(ec2types.NetworkInterfaceTypeEfa)),
+			Groups:                   o.SecurityGroupIDs,
+			AssociatePublicIpAddress: o.AssociatePublicIPAddress,
+		}
+		if o.Interface.IPv6 {
+			ni.PrimaryIpv6 = aws.Bool(true)
+			ni.Ipv6AddressCount = aws.Int32(1)
+		}
+		out = append(out, ni)
+	}
+	return out
 }
 
 // templateTags are the tags on the template itself: the launch's tags plus
