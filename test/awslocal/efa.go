@@ -5,6 +5,9 @@ import (
 	"strconv"
 )
 
+// This file holds what the front reads from a launch template that moto
+// does not apply to the instance: network interfaces (EFA) and tenancy.
+
 // ltInterface is one network interface a launch template lays out.
 type ltInterface struct {
 	Card, Device int
@@ -94,4 +97,18 @@ func overlayInterfaces(inst *xnode, id string, ifaces []ltInterface) {
 		describe(item, ni)
 		set.Children = append(set.Children, item)
 	}
+}
+
+// overlayTenancy shows the template's tenancy on the instance's placement:
+// moto launches every instance as default tenancy.
+func overlayTenancy(inst *xnode, tenancy string) {
+	if tenancy == "" {
+		return
+	}
+	placement := inst.child("placement")
+	if placement == nil {
+		placement = el("placement")
+		inst.set(placement)
+	}
+	placement.set(leaf("tenancy", tenancy))
 }

@@ -53,9 +53,10 @@ type launched struct {
 	// template's mappings, which EC2 would not attach.
 	DropDevice string
 	Terminated bool
-	// Interfaces are the template's network interfaces, shown by
-	// DescribeInstances (efa.go).
+	// Interfaces are the template's network interfaces, and Tenancy its
+	// placement tenancy, shown by DescribeInstances (efa.go).
 	Interfaces []ltInterface
+	Tenancy    string
 }
 
 func newEC2State() *ec2State {
@@ -255,6 +256,8 @@ type launchTemplate struct {
 	SecurityGroups []string
 	// Interfaces are the template's network interfaces (efa.go).
 	Interfaces []ltInterface
+	// Tenancy is the template's placement tenancy (efa.go).
+	Tenancy string
 }
 
 var metadataFields = []string{"HttpTokens", "HttpPutResponseHopLimit", "HttpEndpoint", "HttpProtocolIpv6", "InstanceMetadataTags"}
@@ -317,6 +320,7 @@ func (f *front) launchTemplate(ctx context.Context, region string, cfg fleetConf
 	}
 	lt.SecurityGroups = childTexts(data.child("securityGroupIdSet"))
 	lt.Interfaces = templateInterfaces(data)
+	lt.Tenancy = data.text("placement", "tenancy")
 	for _, ni := range data.items("networkInterfaceSet") {
 		lt.SecurityGroups = append(lt.SecurityGroups, childTexts(ni.child("groupSet"))...)
 	}
@@ -937,7 +941,7 @@ func (f *front) runInstance(ctx context.Context, region string, cd *candidate, r
 		return "", "", "", fmt.Errorf("moto's RunInstances answered no instance")
 	}
 	id := items[0].text("instanceId")
-	rec := &launched{ID: id, FleetID: fleetID, Region: region, ReservationPreference: cd.lt.ReservationPref, Interfaces: cd.lt.Interfaces}
+	rec := &launched{ID: id, FleetID: fleetID, Region: region, ReservationPreference: cd.lt.ReservationPref, Interfaces: cd.lt.Interfaces, Tenancy: cd.lt.Tenancy}
 	if len(cd.lt.Devices) > 0 && !slices.Contains(cd.lt.Devices, "/dev/sda1") {
 		rec.DropDevice = "/dev/sda1"
 	}
@@ -1021,6 +1025,7 @@ func augment(inst *xnode, rec *launched, inReservation bool) {
 	}
 	tags.Children = append(tags.Children, el("item", leaf("key", "aws:ec2:fleet-id"), leaf("value", rec.FleetID)))
 	overlayInterfaces(inst, rec.ID, rec.Interfaces)
+	overlayTenancy(inst, rec.Tenancy)
 }
 
 // terminateInstances forwards to moto and hands the capacity of reserved

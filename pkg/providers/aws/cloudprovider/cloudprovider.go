@@ -466,7 +466,12 @@ func (c *CloudProvider) launch(nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, 
 	taints := append(append([]corev1.Taint(nil), nc.Spec.Taints...), nc.Spec.StartupTaints...)
 	tags := instance.Tags(c.opts.Cluster.Name, nc.Labels[v1.NodePoolLabelKey], "", nodeClass.Name, nodeClass.Spec.Tags)
 	maxPods := int32(pods)
-	return launchtemplate.Launch{ImageID: image, Labels: labels, Taints: taints, MaxPods: &maxPods, Tags: tags, CapacityReservation: cr}
+	l := launchtemplate.Launch{ImageID: image, Labels: labels, Taints: taints, MaxPods: &maxPods, Tags: tags, CapacityReservation: cr}
+	// As upstream, dedicated only when nothing else is allowed.
+	if t := reqs.Get(awsv1.LabelInstanceTenancy); !t.IsComplement() && t.Has(awsv1.InstanceTenancyDedicated) && !t.Has(awsv1.InstanceTenancyDefault) {
+		l.Tenancy = awsv1.InstanceTenancyDedicated
+	}
+	return l
 }
 
 // ensureTemplates resolves and ensures one template per launch, in order.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -221,6 +222,35 @@ func TestEFAInterfacesAttachedWhenAsked(t *testing.T) {
 			} else {
 				assert.Equal(t, []string{"0/0", "1/1", "2/1", "3/1"}, efas)
 			}
+			cleanup(t, e, got)
+		})
+	}
+}
+
+// TestDedicatedTenancy: a NodeClaim that allows only dedicated tenancy
+// launches a dedicated instance (read back from DescribeInstances); one
+// that allows both launches with EC2's default.
+func TestDedicatedTenancy(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	for _, tc := range []struct {
+		name    string
+		allowed []string
+		want    ec2types.Tenancy
+	}{
+		{"dedicated only", []string{awsv1.InstanceTenancyDedicated}, ec2types.TenancyDedicated},
+		{"both", []string{awsv1.InstanceTenancyDefault, awsv1.InstanceTenancyDedicated}, ec2types.TenancyDefault},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := e.nodeClaim(t)
+			nc.Spec.Requirements = append(nc.Spec.Requirements, v1.NodeSelectorRequirementWithMinValues{
+				Key: awsv1.LabelInstanceTenancy, Operator: corev1.NodeSelectorOpIn, Values: tc.allowed})
+			got, err := e.cp.Create(ctx, nc)
+			require.NoError(t, err)
+			inst := instancesOf(t, nc.Name)
+			require.Len(t, inst, 1)
+			require.NotNil(t, inst[0].Placement)
+			assert.Equal(t, tc.want, inst[0].Placement.Tenancy)
 			cleanup(t, e, got)
 		})
 	}

@@ -48,6 +48,8 @@ type Options struct {
 	NestedVirtualization string
 	// EFACount: see Launch.
 	EFACount int
+	// Tenancy: see Launch.
+	Tenancy string
 }
 
 // InterfaceOptions are the settings that live on the primary network
@@ -170,6 +172,10 @@ type Launch struct {
 	// network card: the instance types' EFA capacity when the NodeClaim
 	// asks for vpc.amazonaws.com/efa, else 0.
 	EFACount int
+	// Tenancy is the instances' tenancy: "dedicated" when the NodeClaim
+	// allows only karpenter.k8s.aws/instance-tenancy=dedicated, else ""
+	// (EC2's default, shared).
+	Tenancy string
 }
 
 // Resolve turns a ready EC2NodeClass and one launch into template options:
@@ -232,6 +238,7 @@ func Resolve(ctx context.Context, nodeClass *awsv1.EC2NodeClass, cluster Cluster
 		Interface:                interfaceOptions(nodeClass, cluster.DNS),
 		NestedVirtualization:     nestedVirtualization(nodeClass),
 		EFACount:                 launch.EFACount,
+		Tenancy:                  launch.Tenancy,
 	}, nil
 }
 
@@ -401,6 +408,9 @@ func (o *Options) requestData() *ec2types.RequestLaunchTemplateData {
 		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{primary}
 	} else {
 		data.SecurityGroupIds = o.SecurityGroupIDs
+	}
+	if o.Tenancy != "" {
+		data.Placement = &ec2types.LaunchTemplatePlacementRequest{Tenancy: ec2types.Tenancy(o.Tenancy)}
 	}
 	if o.NestedVirtualization != "" {
 		data.CpuOptions = &ec2types.LaunchTemplateCpuOptionsRequest{NestedVirtualization: ec2types.NestedVirtualizationSpecification(o.NestedVirtualization)}
