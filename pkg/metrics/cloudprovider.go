@@ -32,7 +32,29 @@ var (
 	}, []string{BatcherLabel})
 )
 
+// AWS request outcomes (ours), counted per attempt by the SDK middleware
+// every AWS client carries.
+var (
+	AWSRequestsThrottledTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "cloudprovider", Name: "aws_requests_throttled_total",
+		Help: "AWS request attempts refused for the account's request rate (RequestLimitExceeded, Throttling and the like), by service and operation; the SDK's adaptive retryer slows down and retries them.",
+	}, []string{"service", "operation"})
+
+	AWSRequestsDeniedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "cloudprovider", Name: "aws_requests_denied_total",
+		Help: "AWS requests the controller's IAM policy did not allow (UnauthorizedOperation, AccessDenied), by service and operation.",
+	}, []string{"service", "operation"})
+
+	// LaunchBatchingDisabledTotal counts the NodePools whose batched
+	// launches fell back to one CreateFleet per NodeClaim.
+	LaunchBatchingDisabledTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "cloudprovider", Name: "launch_batching_disabled_total",
+		Help: "Times batched CreateFleet launches of a NodePool were switched off for a while because AWS denied a call only batching makes, by NodePool and the denied operation.",
+	}, []string{NodePoolLabel, "operation"})
+)
+
 // CloudProviderCollectors lists the metrics of this file.
 func CloudProviderCollectors() []prometheus.Collector {
-	return []prometheus.Collector{InstanceLaunchFailuresTotal, BatcherBatchTimeSeconds, BatcherBatchSize}
+	return []prometheus.Collector{InstanceLaunchFailuresTotal, BatcherBatchTimeSeconds, BatcherBatchSize,
+		AWSRequestsThrottledTotal, AWSRequestsDeniedTotal, LaunchBatchingDisabledTotal}
 }

@@ -43,16 +43,22 @@ type InstanceTypes interface {
 // LaunchTemplates finds or creates launch templates (launchtemplate.Provider).
 type LaunchTemplates interface {
 	EnsureAll(ctx context.Context, opts []*launchtemplate.Options) ([]launchtemplate.LaunchTemplate, error)
+	// Invalidate forgets a cached template EC2 no longer has.
+	Invalidate(name string)
 }
 
 // Instances launches, finds and terminates instances (instance.Provider).
 type Instances interface {
 	Create(ctx context.Context, req instance.Request) (*instance.Instance, error)
 	Get(ctx context.Context, id string) (*instance.Instance, error)
+	// Cached is Get served from what the provider learnt within maxAge.
+	Cached(ctx context.Context, id string, maxAge time.Duration) (*instance.Instance, error)
 	List(ctx context.Context) ([]*instance.Instance, error)
 	// Terminate returns the instance when this call terminated it, nil
-	// while it already shuts down, and NodeClaimNotFoundError once gone.
-	Terminate(ctx context.Context, id string) (*instance.Instance, error)
+	// while it already shuts down, and NodeClaimNotFoundError once gone;
+	// launched (when known) keeps a fresh instance EC2 does not list yet
+	// from being taken for gone.
+	Terminate(ctx context.Context, id string, launched time.Time) (*instance.Instance, error)
 }
 
 // Reservations tracks how many more instances each capacity reservation
@@ -224,10 +230,11 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		defer func() { c.opts.Subnets.UpdateInflightIPs(subnetOf, launched) }()
 	}
 	req := instance.Request{
-		NodeClaimName: nc.Name,
-		NodePoolName:  nc.Labels[v1.NodePoolLabelKey],
-		NodeClassName: nodeClass.Name,
-		ClassTags:     nodeClass.Spec.Tags,
+		NodeClaimName:    nc.Name,
+		NodeClaimCreated: nc.CreationTimestamp.Time,
+		NodePoolName:     nc.Labels[v1.NodePoolLabelKey],
+		NodeClassName:    nodeClass.Name,
+		ClassTags:        nodeClass.Spec.Tags,
 	}
 	// As upstream, a NodeClaim whose minValues were relaxed launches
 	// without the class's Context.
@@ -239,13 +246,15 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if gate && c.opts.Reservations != nil && reqs.Get(scheduling.LabelCapacityType).Has(scheduling.CapacityTypeReserved) {
 		reserved = selectReserved(all, reqs, nc.Spec.Resources.Requests, nodeClass, subnetOf, c.opts.Reservations)
 	}
-	if len(reserved) > 0 {
-		req.CapacityType = instance.CapacityTypeReserved
-		req.ReservationType = reserved[0].reservationType()
-		if req.Configs, err = c.reservedLaunchConfigs(ctx, nc, nodeClass, reqs, reserved, subnetOf); err != nil {
-			return nil, err
+	// configs resolves the launch templates; it runs again when EC2 says a
+	// cached template no longer exists.
+	configs := func() error {
+		if len(reserved) > 0 {
+			req.CapacityType = instance.CapacityTypeReserved
+			req.ReservationType = reserved[0].reservationType()
+			req.Configs, err = c.reservedLaunchConfigs(ctx, nc, nodeClass, reqs, reserved, subnetOf)
+			return err
 		}
-	} else {
 		// With nothing to launch, Instances.Create still runs without
 		// configs: it returns the instance an earlier Create launched (a
 		// reserved NodeClaim whose reservation that launch filled) before
@@ -262,12 +271,26 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 			preference = launchtemplate.CapacityReservationPreferenceNone
 		}
 		if len(its) > 0 {
-			if req.Configs, err = c.launchConfigs(ctx, nc, nodeClass, reqs, its, req.CapacityType, subnetOf, preference); err != nil {
-				return nil, err
-			}
+			req.Configs, err = c.launchConfigs(ctx, nc, nodeClass, reqs, its, req.CapacityType, subnetOf, preference)
+			return err
 		}
+		return nil
+	}
+	if err := configs(); err != nil {
+		return nil, err
 	}
 	inst, err := c.opts.Instances.Create(ctx, req)
+	if instance.IsLaunchTemplateNotFound(err) {
+		// Deleted behind the cache's back: forget the templates, ensure
+		// them again (which recreates them) and launch once more.
+		for _, cfg := range req.Configs {
+			c.opts.LaunchTemplates.Invalidate(cfg.LaunchTemplateName)
+		}
+		if err := configs(); err != nil {
+			return nil, err
+		}
+		inst, err = c.opts.Instances.Create(ctx, req)
+	}
 	if err != nil {
 		c.markFull(instance.FullReservations(err))
 		return nil, err
@@ -434,7 +457,7 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 	zoneIDOf := zoneIDs(nodeClass)
 	var configs []instance.LaunchConfig
 	for i, k := range order {
-		cfg := instance.LaunchConfig{LaunchTemplateName: lts[i].Name, ImageID: k.image}
+		cfg := instance.LaunchConfig{LaunchTemplateName: lts[i].Name, ImageID: k.image, SecurityGroupIDs: lts[i].SecurityGroupIDs}
 		for _, it := range groups[k] {
 			for j := range it.Offerings {
 				o := &it.Offerings[j]
@@ -553,15 +576,33 @@ func (c *CloudProvider) Delete(ctx context.Context, nc *v1.NodeClaim) error {
 	if err != nil {
 		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("nodeclaim %s: %w", nc.Name, err))
 	}
-	inst, err := c.opts.Instances.Terminate(ctx, id)
+	inst, err := c.opts.Instances.Terminate(ctx, id, launchedAt(nc))
 	if err != nil {
 		return err
 	}
 	// Only the call that terminated it gives the reservation's unit back.
-	if inst != nil && inst.CapacityReservationID != "" && c.opts.Reservations != nil {
-		c.opts.Reservations.MarkTerminated(inst.CapacityReservationID)
+	if inst != nil && c.opts.Reservations != nil {
+		reservation := inst.CapacityReservationID
+		if reservation == "" && nc.Labels[v1.CapacityTypeLabelKey] == v1.CapacityTypeReserved {
+			// Not described since a restart: the NodeClaim says.
+			reservation = nc.Labels[awsv1.LabelCapacityReservationID]
+		}
+		if reservation != "" {
+			c.opts.Reservations.MarkTerminated(reservation)
+		}
 	}
 	return nil
+}
+
+// launchedAt is when the NodeClaim's instance was launched, as far as the
+// NodeClaim says (its Launched condition, else its creation), or zero.
+func launchedAt(nc *v1.NodeClaim) time.Time {
+	for _, c := range nc.Status.Conditions {
+		if c.Type == v1.ConditionTypeLaunched && c.Status == metav1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return nc.CreationTimestamp.Time
 }
 
 // instanceType looks up the type of inst in its class's list, for

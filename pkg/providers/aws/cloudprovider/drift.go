@@ -3,6 +3,7 @@ package cloudprovider
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -81,12 +82,19 @@ func (c *CloudProvider) IsDrifted(ctx context.Context, nc *v1.NodeClaim) (cloudp
 	return "", nil
 }
 
+// driftInstanceMaxAge is how old a view of an instance drift judges by:
+// garbage collection's List refreshes every instance every two minutes and
+// a launch records its own, so drift makes no call of its own per
+// NodeClaim; a group or subnet changed behind Karpenter's back is seen
+// within this long.
+const driftInstanceMaxAge = 10 * time.Minute
+
 func (c *CloudProvider) launchedInstance(ctx context.Context, nc *v1.NodeClaim) (*instance.Instance, error) {
 	id, err := instance.ParseProviderID(nc.Status.ProviderID)
 	if err != nil {
 		return nil, fmt.Errorf("nodeclaim %s: %w", nc.Name, err)
 	}
-	inst, err := c.opts.Instances.Get(ctx, id)
+	inst, err := c.opts.Instances.Cached(ctx, id, driftInstanceMaxAge)
 	if err != nil {
 		return nil, fmt.Errorf("getting instance of nodeclaim %s: %w", nc.Name, err)
 	}

@@ -2,6 +2,7 @@ package cloudprovider_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -110,42 +111,41 @@ func TestIsDrifted(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name     string
-		class    func(*awsv1.EC2NodeClass)
-		claim    func(*v1.NodeClaim)
-		want     cloudprovider.DriftReason
-		wantErr  bool
-		describe bool // whether the answer needs DescribeInstances
+		name    string
+		class   func(*awsv1.EC2NodeClass)
+		claim   func(*v1.NodeClaim)
+		want    cloudprovider.DriftReason
+		wantErr bool
 	}{
-		{name: "unchanged", class: func(*awsv1.EC2NodeClass) {}, describe: true},
-		{name: "same hash", class: hashed(got.Annotations[awsv1.AnnotationEC2NodeClassHash], awsv1.EC2NodeClassHashVersion), describe: true},
+		{name: "unchanged", class: func(*awsv1.EC2NodeClass) {}},
+		{name: "same hash", class: hashed(got.Annotations[awsv1.AnnotationEC2NodeClassHash], awsv1.EC2NodeClassHashVersion)},
 		{name: "hash changed", class: hashed("1", awsv1.EC2NodeClassHashVersion), want: awscloudprovider.NodeClassDrift},
-		{name: "hash changed under another version", class: hashed("1", "v5"), describe: true},
-		{name: "nodeclaim without hash", class: hashed("1", awsv1.EC2NodeClassHashVersion), describe: true,
+		{name: "hash changed under another version", class: hashed("1", "v5")},
+		{name: "nodeclaim without hash", class: hashed("1", awsv1.EC2NodeClassHashVersion),
 			claim: func(nc *v1.NodeClaim) { nc.Annotations = nil }},
 		{name: "newer image", class: newerImage, want: awscloudprovider.AMIDrift},
 		{name: "image deselected", class: func(c *awsv1.EC2NodeClass) { c.Status.AMIs[0].ID = newer.ID }, want: awscloudprovider.AMIDrift},
-		{name: "image of the other architecture", describe: true, class: func(c *awsv1.EC2NodeClass) {
+		{name: "image of the other architecture", class: func(c *awsv1.EC2NodeClass) {
 			c.Status.AMIs = append([]awsv1.AMI{{ID: armImage.ID, Name: armImage.Name, Requirements: arm64}}, c.Status.AMIs...)
 		}},
-		{name: "newer image deprecated", describe: true, class: func(c *awsv1.EC2NodeClass) {
+		{name: "newer image deprecated", class: func(c *awsv1.EC2NodeClass) {
 			c.Status.AMIs = append([]awsv1.AMI{{ID: newer.ID, Name: newer.Name, Requirements: amd64, Deprecated: true}}, c.Status.AMIs...)
 		}},
-		{name: "subnet deselected", class: moveSubnet, want: awscloudprovider.SubnetDrift, describe: true},
-		{name: "subnet added", describe: true, class: func(c *awsv1.EC2NodeClass) { c.Status.Subnets = append(c.Status.Subnets, otherSubnet) }},
-		{name: "security group added", class: addSG, want: awscloudprovider.SecurityGroupDrift, describe: true},
-		{name: "security group replaced", want: awscloudprovider.SecurityGroupDrift, describe: true,
+		{name: "subnet deselected", class: moveSubnet, want: awscloudprovider.SubnetDrift},
+		{name: "subnet added", class: func(c *awsv1.EC2NodeClass) { c.Status.Subnets = append(c.Status.Subnets, otherSubnet) }},
+		{name: "security group added", class: addSG, want: awscloudprovider.SecurityGroupDrift},
+		{name: "security group replaced", want: awscloudprovider.SecurityGroupDrift,
 			class: func(c *awsv1.EC2NodeClass) { c.Status.SecurityGroups = []awsv1.SecurityGroup{otherSG} }},
 		// Order: static before AMI before security groups before subnets.
 		{name: "hash and image", class: all(hashed("1", awsv1.EC2NodeClassHashVersion), newerImage), want: awscloudprovider.NodeClassDrift},
 		{name: "image and subnet", class: all(newerImage, moveSubnet), want: awscloudprovider.AMIDrift},
-		{name: "security group and subnet", class: all(addSG, moveSubnet), want: awscloudprovider.SecurityGroupDrift, describe: true},
-		{name: "no subnets resolved", class: func(c *awsv1.EC2NodeClass) { c.Status.Subnets = nil }, wantErr: true, describe: true},
-		{name: "no security groups resolved", class: func(c *awsv1.EC2NodeClass) { c.Status.SecurityGroups = nil }, wantErr: true, describe: true},
+		{name: "security group and subnet", class: all(addSG, moveSubnet), want: awscloudprovider.SecurityGroupDrift},
+		{name: "no subnets resolved", class: func(c *awsv1.EC2NodeClass) { c.Status.Subnets = nil }, wantErr: true},
+		{name: "no security groups resolved", class: func(c *awsv1.EC2NodeClass) { c.Status.SecurityGroups = nil }, wantErr: true},
 		{name: "no amis resolved", class: func(c *awsv1.EC2NodeClass) { c.Status.AMIs = nil }, wantErr: true},
 		{name: "not launched yet", class: moveSubnet, claim: func(nc *v1.NodeClaim) { nc.Status.ProviderID = "" }},
 		{name: "class gone", class: moveSubnet, claim: func(nc *v1.NodeClaim) { nc.Spec.NodeClassRef.Name = "missing" }},
-		{name: "image unknown to the nodeclaim", class: newerImage, want: awscloudprovider.AMIDrift, describe: true,
+		{name: "image unknown to the nodeclaim", class: newerImage, want: awscloudprovider.AMIDrift,
 			claim: func(nc *v1.NodeClaim) { nc.Status.ImageID = "" }},
 		// Marked on a rebalance recommendation (INTERRUPTION_REPLACE_ON_REBALANCE):
 		// drifted whatever the class says, and before anything else.
@@ -170,8 +170,9 @@ func TestIsDrifted(t *testing.T) {
 				require.NoError(t, err)
 			}
 			assert.Equal(t, tc.want, reason)
-			described := local.Calls("ec2", "DescribeInstances") > before
-			assert.Equal(t, tc.describe, described, "DescribeInstances called")
+			// The launch recorded the instance's image, subnet and groups:
+			// drift asks EC2 nothing.
+			assert.Equal(t, before, local.Calls("ec2", "DescribeInstances"), "DescribeInstances called")
 		})
 	}
 }
@@ -241,4 +242,42 @@ func TestIsDriftedCapacityReservation(t *testing.T) {
 			assert.Equal(t, tc.want, reason)
 		})
 	}
+}
+
+// TestDriftAfterARestartSharesOneDescribe: a restarted controller knows
+// none of its instances; drift checks of several NodeClaims at once read
+// them with one DescribeInstances, and later checks with none.
+func TestDriftAfterARestartSharesOneDescribe(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	var claims []*v1.NodeClaim
+	for range 3 {
+		got, err := e.cp.Create(ctx, e.nodeClaim(t))
+		require.NoError(t, err)
+		t.Cleanup(func() { cleanup(t, e, got) })
+		claims = append(claims, got)
+	}
+	restarted := newEnvSharingClass(t, e)
+	before := local.Calls("ec2", "DescribeInstances")
+	var wg sync.WaitGroup
+	reasons := make([]cloudprovider.DriftReason, len(claims))
+	errs := make([]error, len(claims))
+	for i, nc := range claims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reasons[i], errs[i] = restarted.cp.IsDrifted(ctx, nc)
+		}()
+	}
+	wg.Wait()
+	for i := range claims {
+		require.NoError(t, errs[i])
+		assert.Empty(t, reasons[i])
+	}
+	assert.Equal(t, 1, local.Calls("ec2", "DescribeInstances")-before, "one batched DescribeInstances for the three")
+	for _, nc := range claims {
+		_, err := restarted.cp.IsDrifted(ctx, nc)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 1, local.Calls("ec2", "DescribeInstances")-before, "then served from what it learnt")
 }

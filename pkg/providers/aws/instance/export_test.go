@@ -6,10 +6,12 @@ var CapOverrides = capOverrides
 // AssignOwners exposes assignOwners to the tests.
 var AssignOwners = assignOwners
 
-// MemberTags and Members expose the member-tag encoding to the tests.
+// MemberTags, Members and BatchID expose the member-tag encoding to the
+// tests.
 var (
 	MemberTags = memberTags
 	Members    = members
+	BatchID    = batchID
 )
 
 // ChunkByTagBudget runs chunkByTagBudget on launches of these NodeClaims.

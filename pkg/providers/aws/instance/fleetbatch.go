@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -15,11 +16,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/batcher"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/sdk"
 )
 
 // CreateFleet batching, as upstream: launches whose CreateFleet input is
@@ -32,10 +38,13 @@ import (
 // leaves instances no NodeClaim can find; its garbage collection
 // terminates them and the NodeClaims launch again. Our Create is
 // idempotent instead (a restarted controller adopts the instance by its
-// NodeClaim tag), and batching keeps that: a batched CreateFleet tags its
-// instances with the batch's id, the NodeClaims it was for (in order) and
-// launch-state=unclaimed; each instance is then claimed by one CreateTags
-// (karpenter.sh/nodeclaim and launch-state=claimed) before its NodeClaim
+// NodeClaim tag), and batching keeps that within what upstream's IAM
+// policy allows, which is to tag a running instance only with
+// karpenter.sh/nodeclaim, Name and eks:eks-cluster-name. A batched
+// CreateFleet tags its instances karpenter.sh/nodeclaim=UnclaimedValue and
+// lists the batch's id and NodeClaims (in order) in member tags; each
+// instance is then claimed by one CreateTags that overwrites
+// karpenter.sh/nodeclaim with its NodeClaim's name before the NodeClaim
 // hears of it. If the controller dies in between, any reader can work out
 // which NodeClaim an unclaimed instance belongs to (assignOwners): the
 // batch's members without a claimed instance, in order, take its unclaimed
@@ -45,6 +54,12 @@ import (
 // whose NodeClaim is gone is listed without one and collected. A launch
 // alone in its window sends today's request, with the NodeClaim tag in
 // CreateFleet itself.
+//
+// EC2 allows 50 tags on an instance. A batched instance carries the shared
+// tags, karpenter.sh/nodeclaim and the member tags, and the tagging
+// controller later adds Name (unless the class's tags have one): the
+// member tags get what is left, and launches that cannot name even one
+// member go alone.
 const (
 	// FleetBatchIdle closes a batch window after this long without a new
 	// launch (upstream's 35ms).
@@ -55,24 +70,42 @@ const (
 	// below may split a batch further.
 	FleetBatchMaxItems = 1000
 
-	// TagLaunchBatch is a batched launch's id on its instances.
-	TagLaunchBatch = "karpenter-go.io/launch-batch"
-	// TagLaunchState is "unclaimed" from a batched launch until the
-	// instance's NodeClaim tag is written, then "claimed".
-	TagLaunchState = "karpenter-go.io/launch-state"
-	// TagLaunchMembersPrefix numbers the tags that list the batch's
-	// NodeClaims, comma-separated, in the order instances go to them.
+	// UnclaimedValue is karpenter.sh/nodeclaim on an instance a batched
+	// launch has not handed to its NodeClaim yet. The colon keeps it from
+	// ever being a NodeClaim's name.
+	UnclaimedValue = "karpenter-go.io:unclaimed"
+	// TagLaunchMembersPrefix numbers the tags that list a batch: the
+	// batch's id, then its NodeClaims in the order instances go to them,
+	// comma-separated.
 	TagLaunchMembersPrefix = "karpenter-go.io/launch-members-"
 
-	launchUnclaimed = "unclaimed"
-	launchClaimed   = "claimed"
-
-	// maxTagsPerResource and maxTagValue are EC2's limits.
-	maxTagsPerResource = 50
+	// MaxTagsPerResource and maxTagValue are EC2's limits.
+	MaxTagsPerResource = 50
 	maxTagValue        = 256
+	// batchIDLength is the length of a batch's id (hex).
+	batchIDLength = 16
 	// claimConcurrency bounds the CreateTags calls of one batch in flight.
 	claimConcurrency = 8
+	// unbatchedFor is how long a NodePool launches one NodeClaim per
+	// CreateFleet after AWS denied a call only batching makes.
+	unbatchedFor = 10 * time.Minute
+	// claimRetryFor bounds how long a claim retries an instance EC2 does
+	// not know yet (eventual consistency right after CreateFleet).
+	claimRetryFor = 30 * time.Second
 )
+
+// LaterTags is how many tags may be added to an instance after its
+// launch with these tags: karpenter.sh/nodeclaim (a batched launch's
+// claim) and Name (the tagging controller), unless the tags have them.
+func LaterTags(tags map[string]string) int {
+	n := 0
+	for _, k := range []string{awsv1.NodeClaimTagKey, "Name"} {
+		if _, ok := tags[k]; !ok {
+			n++
+		}
+	}
+	return n
+}
 
 // launch is one NodeClaim's CreateFleet request, before batching.
 type launch struct {
@@ -87,6 +120,9 @@ type launch struct {
 	// reservationOf maps a reserved launch's templates to the
 	// reservations they target.
 	reservationOf map[string]string
+	// groupsOf maps templates to their security groups (not part of the
+	// request: a function of the template).
+	groupsOf map[string][]string
 }
 
 // hash is the batch key: the whole request but the NodeClaim. The
@@ -111,12 +147,17 @@ func (l *launch) hash() (string, error) {
 }
 
 // launchAll serves one batch window: alone, the plain request; together,
-// batched launches of as many NodeClaims as their member tags fit.
+// batched launches of as many NodeClaims as their member tags fit. A
+// NodePool whose batched launches AWS refused launches one by one.
 func (p *Provider) launchAll(ctx context.Context, ls []*launch) []batcher.Result[*Instance] {
 	out := make([]batcher.Result[*Instance], len(ls))
+	budget := MaxTagsPerResource - len(ls[0].tags) - LaterTags(ls[0].tags)
+	if p.unbatched(ls[0].req.NodePoolName) {
+		budget = 0
+	}
 	var wg sync.WaitGroup
 	start := 0
-	for _, n := range chunkByTagBudget(ls, maxTagsPerResource-len(ls[0].tags)-2) {
+	for _, n := range chunkByTagBudget(ls, budget) {
 		chunk, res := ls[start:start+n], out[start:start+n]
 		start += n
 		wg.Add(1)
@@ -134,29 +175,61 @@ func (p *Provider) launchAll(ctx context.Context, ls []*launch) []batcher.Result
 	return out
 }
 
-// chunkByTagBudget splits ls into runs whose NodeClaim names fit in
-// budget member tags; it returns the runs' lengths.
+// unbatched: the NodePool's batching is switched off for now.
+func (p *Provider) unbatched(nodePool string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	until, ok := p.unbatchedUntil[nodePool]
+	if ok && !p.clock.Now().Before(until) {
+		delete(p.unbatchedUntil, nodePool)
+		return false
+	}
+	return ok
+}
+
+// disableBatching switches the NodePool's batching off for unbatchedFor
+// after AWS denied operation, a call only batched launches make, and says
+// so once per switch (metric, log line via the event).
+func (p *Provider) disableBatching(nodePool, operation string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock.Now()
+	if until, ok := p.unbatchedUntil[nodePool]; ok && now.Before(until) {
+		return false
+	}
+	p.unbatchedUntil[nodePool] = now.Add(unbatchedFor)
+	metrics.LaunchBatchingDisabledTotal.WithLabelValues(nodePool, operation).Inc()
+	return true
+}
+
+// chunkByTagBudget splits ls into runs whose batch id and NodeClaim names
+// fit in budget member tags; it returns the runs' lengths.
 func chunkByTagBudget(ls []*launch, budget int) []int {
 	var sizes []int
 	if budget < 1 {
-		// The class's own tags leave no room to name the members: every
-		// launch goes alone, tagged in CreateFleet.
+		// No room to name the members: every launch goes alone, tagged
+		// in CreateFleet.
 		for range ls {
 			sizes = append(sizes, 1)
 		}
 		return sizes
 	}
-	n, tags, value := 0, 0, 0
+	n, tags, value := 0, 1, batchIDLength
 	for _, l := range ls {
 		name := len(l.req.NodeClaimName)
 		switch {
-		case n > 0 && value+1+name <= maxTagValue:
+		case value+1+name <= maxTagValue:
 			value += 1 + name
 		case tags < budget:
 			tags, value = tags+1, name
+		case n == 0:
+			// A name too long to share the first tag with the batch's
+			// id, and no second tag: this launch goes alone.
+			sizes = append(sizes, 1)
+			continue
 		default:
 			sizes = append(sizes, n)
-			n, tags, value = 0, 1, name
+			n, tags, value = 0, 1, batchIDLength+1+name
 		}
 		n++
 	}
@@ -166,12 +239,11 @@ func chunkByTagBudget(ls []*launch, budget int) []int {
 	return sizes
 }
 
-// memberTags lists names in as few values of at most maxTagValue
-// characters as fit, under numbered keys.
-func memberTags(names []string) map[string]string {
+// memberTags lists the batch's id and then names in as few values of at
+// most maxTagValue characters as fit, under numbered keys.
+func memberTags(batch string, names []string) map[string]string {
 	out := map[string]string{}
-	var cur []string
-	size := 0
+	cur, size := []string{batch}, len(batch)
 	flush := func() {
 		if len(cur) > 0 {
 			out[TagLaunchMembersPrefix+strconv.Itoa(len(out))] = strings.Join(cur, ",")
@@ -199,8 +271,22 @@ func members(tags map[string]string) []string {
 		if !ok {
 			return out
 		}
-		out = append(out, strings.Split(v, ",")...)
+		parts := strings.Split(v, ",")
+		if i == 0 {
+			parts = parts[1:]
+		}
+		out = append(out, parts...)
 	}
+}
+
+// batchID reads the batch's id back from an instance's tags.
+func batchID(tags map[string]string) string {
+	id, _, _ := strings.Cut(tags[TagLaunchMembersPrefix+"0"], ",")
+	return id
+}
+
+func newBatchID() string {
+	return strings.ReplaceAll(uuid.NewString(), "-", "")[:batchIDLength]
 }
 
 // fleetInput is l's request for n instances with tags on everything it
@@ -223,17 +309,51 @@ func (l *launch) fleetInput(n int, tags map[string]string) *ec2.CreateFleetInput
 // CreateFleet itself.
 func (p *Provider) launchOne(ctx context.Context, l *launch) (*Instance, error) {
 	tags := Tags(p.clusterName, l.req.NodePoolName, l.req.NodeClaimName, l.req.NodeClassName, l.req.ClassTags)
+	if len(tags) > MaxTagsPerResource {
+		return nil, cloudprovider.NewCreateError(fmt.Errorf("launching nodeclaim %s: its instance would carry %d tags, more than EC2's %d (the EC2NodeClass has %d)",
+			l.req.NodeClaimName, len(tags), MaxTagsPerResource, len(l.req.ClassTags)), "TagLimitExceeded", "The EC2NodeClass has too many tags")
+	}
 	out, err := p.ec2.CreateFleet(ctx, l.fleetInput(1, tags))
 	if err != nil {
 		// A launch template deleted behind our back, a throttle that outlived
 		// the retries: the lifecycle retries the NodeClaim.
-		return nil, cloudprovider.NewCreateError(fmt.Errorf("creating fleet for nodeclaim %s: %w", l.req.NodeClaimName, err), "LaunchFailed", "CreateFleet failed")
+		return nil, launchError(fmt.Errorf("creating fleet for nodeclaim %s: %w", l.req.NodeClaimName, err))
 	}
 	iced, full := p.recordErrors(out.Errors, l)
-	if insts := l.instances(out, tags, full); len(insts) > 0 {
+	if insts := p.instances(l, out, tags, full); len(insts) > 0 {
 		return insts[0], nil
 	}
 	return nil, l.noInstance(out.Errors, iced, full)
+}
+
+// launchError is a CreateFleet call's error as the lifecycle sees it; a
+// launch template EC2 no longer has is named, so the caller can ensure it
+// again.
+func launchError(err error) error {
+	if IsLaunchTemplateNotFound(err) {
+		return cloudprovider.NewCreateError(&launchTemplateNotFoundError{err}, "LaunchTemplateNotFound", "Launch template not found")
+	}
+	return cloudprovider.NewCreateError(err, "LaunchFailed", "CreateFleet failed")
+}
+
+type launchTemplateNotFoundError struct{ err error }
+
+func (e *launchTemplateNotFoundError) Error() string { return e.err.Error() }
+func (e *launchTemplateNotFoundError) Unwrap() error { return e.err }
+
+// IsLaunchTemplateNotFound reports a launch that EC2 refused because a
+// launch template it names does not exist (deleted behind the cache's
+// back, or not visible yet).
+func IsLaunchTemplateNotFound(err error) bool {
+	var lt *launchTemplateNotFoundError
+	if errors.As(err, &lt) {
+		return true
+	}
+	switch errorCode(err) {
+	case "InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateId.VersionNotFound":
+		return true
+	}
+	return false
 }
 
 // noInstance is the error of a launch CreateFleet gave no instance to.
@@ -245,36 +365,49 @@ func (l *launch) noInstance(errs []ec2types.CreateFleetError, iced []cloudprovid
 	if len(iced) > 0 {
 		return cloudprovider.NewInsufficientCapacityError(fmt.Errorf("creating fleet for nodeclaim %s: %s", l.req.NodeClaimName, fleetErrors(errs)), iced...)
 	}
+	for _, e := range errs {
+		if IsLaunchTemplateNotFound(&smithy.GenericAPIError{Code: aws.ToString(e.ErrorCode)}) {
+			return launchError(fmt.Errorf("creating fleet for nodeclaim %s: %s", l.req.NodeClaimName, fleetErrors(errs)))
+		}
+	}
 	return cloudprovider.NewCreateError(fmt.Errorf("creating fleet for nodeclaim %s: no instance launched: %s", l.req.NodeClaimName, fleetErrors(errs)), "LaunchFailed", fleetErrors(errs))
 }
 
 // launchBatch launches len(ls) instances with one CreateFleet and claims
 // one for each NodeClaim, in order; the NodeClaims left without one get
 // the fleet's errors (upstream hands out partial fulfilment the same way).
+// If AWS denies the batched request, the NodePool stops batching for a
+// while and these launches go one by one.
 func (p *Provider) launchBatch(ctx context.Context, ls []*launch) []batcher.Result[*Instance] {
 	res := make([]batcher.Result[*Instance], len(ls))
 	names := make([]string, len(ls))
 	for i, l := range ls {
 		names[i] = l.req.NodeClaimName
 	}
-	tags := map[string]string{}
-	for k, v := range ls[0].tags {
+	tags := copyTags(ls[0].tags)
+	for k, v := range memberTags(newBatchID(), names) {
 		tags[k] = v
 	}
-	for k, v := range memberTags(names) {
-		tags[k] = v
-	}
-	tags[TagLaunchBatch] = uuid.NewString()
-	tags[TagLaunchState] = launchUnclaimed
+	tags[awsv1.NodeClaimTagKey] = UnclaimedValue
 	out, err := p.ec2.CreateFleet(ctx, ls[0].fleetInput(len(ls), tags))
+	if sdk.IsDenied(err) {
+		pool := ls[0].req.NodePoolName
+		if p.disableBatching(pool, "CreateFleet") {
+			for _, l := range ls {
+				p.event(l.req.NodeClaimName, corev1.EventTypeWarning, EventLaunchBatchingDisabled,
+					fmt.Sprintf("AWS denied a batched CreateFleet; NodePool %s launches one NodeClaim per CreateFleet for %s: %s", pool, unbatchedFor, errorMessage(err)))
+			}
+		}
+		return p.launchEach(ctx, ls)
+	}
 	if err != nil {
 		for i, l := range ls {
-			res[i].Err = cloudprovider.NewCreateError(fmt.Errorf("creating fleet for nodeclaim %s (batch of %d): %w", l.req.NodeClaimName, len(ls), err), "LaunchFailed", "CreateFleet failed")
+			res[i].Err = launchError(fmt.Errorf("creating fleet for nodeclaim %s (batch of %d): %w", l.req.NodeClaimName, len(ls), err))
 		}
 		return res
 	}
 	iced, full := p.recordErrors(out.Errors, ls[0])
-	insts := ls[0].instances(out, tags, full)
+	insts := p.instances(ls[0], out, tags, full)
 	// Instance-id order is the order assignOwners reads back after a crash.
 	sort.Slice(insts, func(i, j int) bool { return insts[i].ID < insts[j].ID })
 	sem := make(chan struct{}, claimConcurrency)
@@ -289,7 +422,7 @@ func (p *Provider) launchBatch(ctx context.Context, ls []*launch) []batcher.Resu
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			inst, err := p.claim(ctx, insts[i], l.req.NodeClaimName)
+			inst, err := p.claim(ctx, insts[i], l.req)
 			res[i] = batcher.Result[*Instance]{Out: inst, Err: err}
 		}()
 	}
@@ -297,11 +430,36 @@ func (p *Provider) launchBatch(ctx context.Context, ls []*launch) []batcher.Resu
 	return res
 }
 
+// launchEach launches ls one CreateFleet each, claimConcurrency at a time.
+func (p *Provider) launchEach(ctx context.Context, ls []*launch) []batcher.Result[*Instance] {
+	res := make([]batcher.Result[*Instance], len(ls))
+	sem := make(chan struct{}, claimConcurrency)
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			inst, err := p.launchOne(ctx, l)
+			res[i] = batcher.Result[*Instance]{Out: inst, Err: err}
+		}()
+	}
+	wg.Wait()
+	return res
+}
+
+// EventLaunchBatchingDisabled is the NodeClaim event of a launch that AWS
+// denied a call only batching makes.
+const EventLaunchBatchingDisabled = "LaunchBatchingDisabled"
+
 // instances are the instances a CreateFleet answer launched, described
 // from the request (the answer has no tags, zone, image or reservation);
-// full are the reservations the answer found full.
-func (l *launch) instances(out *ec2.CreateFleetOutput, tags map[string]string, full []string) []*Instance {
+// full are the reservations the answer found full. Each is remembered, so
+// drift and tagging need not describe it.
+func (p *Provider) instances(l *launch, out *ec2.CreateFleetOutput, tags map[string]string, full []string) []*Instance {
 	var insts []*Instance
+	now := p.clock.Now()
 	for _, fi := range out.Instances {
 		for _, id := range fi.InstanceIds {
 			inst := &Instance{
@@ -309,15 +467,17 @@ func (l *launch) instances(out *ec2.CreateFleetOutput, tags map[string]string, f
 				Type:         string(fi.InstanceType),
 				CapacityType: capacityTypeOf(fi.Lifecycle),
 				State:        "pending",
-				Tags:         map[string]string{},
-				LaunchTime:   time.Now(),
+				Tags:         copyTags(tags),
+				LaunchTime:   now,
 				Launched:     true,
 				// FullReservations: shared read-only by the batch's instances.
 				FullReservations: full,
 			}
-			for k, v := range tags {
-				inst.Tags[k] = v
+			if inst.Tags[awsv1.NodeClaimTagKey] == UnclaimedValue {
+				delete(inst.Tags, awsv1.NodeClaimTagKey)
+				inst.Unclaimed, inst.BatchID = true, batchID(tags)
 			}
+			complete := false
 			if lto := fi.LaunchTemplateAndOverrides; lto != nil {
 				if lto.Overrides != nil {
 					inst.SubnetID = aws.ToString(lto.Overrides.SubnetId)
@@ -329,6 +489,8 @@ func (l *launch) instances(out *ec2.CreateFleetOutput, tags map[string]string, f
 				if lto.LaunchTemplateSpecification != nil {
 					name := aws.ToString(lto.LaunchTemplateSpecification.LaunchTemplateName)
 					inst.ImageID = l.imageOf[name]
+					inst.SecurityGroupIDs = l.groupsOf[name]
+					complete = len(inst.SecurityGroupIDs) > 0
 					if id := l.reservationOf[name]; id != "" {
 						inst.CapacityType = CapacityTypeReserved
 						inst.CapacityReservationID = id
@@ -336,74 +498,68 @@ func (l *launch) instances(out *ec2.CreateFleetOutput, tags map[string]string, f
 					}
 				}
 			}
+			p.cache.put(inst, now, complete)
 			insts = append(insts, inst)
 		}
 	}
 	return insts
 }
 
-// claim tags inst with its NodeClaim. Until it succeeds the instance stays
-// unclaimed, and the NodeClaim's next Create claims it (claimUnclaimed).
-func (p *Provider) claim(ctx context.Context, inst *Instance, nodeClaim string) (*Instance, error) {
-	_, err := p.ec2.CreateTags(ctx, &ec2.CreateTagsInput{
-		Resources: []string{inst.ID},
-		Tags: []ec2types.Tag{
-			{Key: aws.String(awsv1.NodeClaimTagKey), Value: aws.String(nodeClaim)},
-			{Key: aws.String(TagLaunchState), Value: aws.String(launchClaimed)},
-		},
+// claim hands inst to req's NodeClaim by overwriting its
+// karpenter.sh/nodeclaim tag, the one key upstream's policy lets the
+// controller write on a running instance besides Name and
+// eks:eks-cluster-name. EC2 may not know a fresh instance for a few
+// seconds, so an unknown instance is retried for claimRetryFor. If the
+// claim still fails, the NodeClaim's next Create claims the same instance
+// (without asking EC2 or launching again). If AWS denies the call, the
+// instance is the NodeClaim's all the same (the batch's member tags say
+// so to any reader), and the NodePool launches one by one for a while.
+func (p *Provider) claim(ctx context.Context, inst *Instance, req Request) (*Instance, error) {
+	nodeClaim := req.NodeClaimName
+	err := retryUnknown(ctx, p.clock, func() error {
+		_, err := p.ec2.CreateTags(ctx, &ec2.CreateTagsInput{
+			Resources: []string{inst.ID},
+			Tags:      []ec2types.Tag{{Key: aws.String(awsv1.NodeClaimTagKey), Value: aws.String(nodeClaim)}},
+		})
+		return err
 	})
-	if err != nil {
+	out := *inst
+	out.Tags = copyTags(inst.Tags)
+	out.Tags[awsv1.NodeClaimTagKey] = nodeClaim
+	switch {
+	case err == nil:
+		out.Unclaimed = false
+		p.cache.tag(inst.ID, map[string]string{awsv1.NodeClaimTagKey: nodeClaim})
+	case sdk.IsDenied(err):
+		if p.disableBatching(req.NodePoolName, "CreateTags") {
+			p.event(nodeClaim, corev1.EventTypeWarning, EventLaunchBatchingDisabled,
+				fmt.Sprintf("AWS denied tagging instance %s with its NodeClaim; NodePool %s launches one NodeClaim per CreateFleet for %s: %s", inst.ID, req.NodePoolName, unbatchedFor, errorMessage(err)))
+		}
+	default:
+		p.setPendingClaim(nodeClaim, inst)
 		return nil, cloudprovider.NewCreateError(fmt.Errorf("tagging instance %s with nodeclaim %s: %w", inst.ID, nodeClaim, err), "LaunchFailed", "CreateTags failed")
 	}
-	out := *inst
-	out.Tags = map[string]string{}
-	for k, v := range inst.Tags {
-		out.Tags[k] = v
-	}
-	out.Tags[awsv1.NodeClaimTagKey] = nodeClaim
-	out.Tags[TagLaunchState] = launchClaimed
+	p.clearPendingClaim(nodeClaim)
 	return &out, nil
 }
 
-// claimUnclaimed claims the instance a batched launch made for nodeClaim
-// and never tagged (the controller died in between), or returns nil.
-func (p *Provider) claimUnclaimed(ctx context.Context, nodeClaim string) (*Instance, error) {
-	unclaimed, err := p.unclaimed(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("looking up unclaimed instances for nodeclaim %s: %w", nodeClaim, err)
-	}
-	byID := map[string]*Instance{}
-	batches := map[string]bool{}
-	for _, inst := range unclaimed {
-		byID[inst.ID] = inst
-		for _, m := range members(inst.Tags) {
-			if m == nodeClaim {
-				batches[inst.Tags[TagLaunchBatch]] = true
-			}
+// retryUnknown calls call until it does not fail with "instance unknown",
+// for at most claimRetryFor, backing off from a quarter second.
+func retryUnknown(ctx context.Context, clk clock.Clock, call func() error) error {
+	deadline := clk.Now().Add(claimRetryFor)
+	wait := 250 * time.Millisecond
+	for {
+		err := call()
+		if !notFound(err) || !clk.Now().Add(wait).Before(deadline) {
+			return err
 		}
-	}
-	for batch := range batches {
-		owners, err := p.batchOwners(ctx, batch)
-		if err != nil {
-			return nil, fmt.Errorf("looking up launch batch %s of nodeclaim %s: %w", batch, nodeClaim, err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-clk.After(wait):
 		}
-		for id, owner := range owners {
-			if inst, live := byID[id]; live && owner == nodeClaim {
-				return p.claim(ctx, inst, nodeClaim)
-			}
-		}
+		wait = min(2*wait, 4*time.Second)
 	}
-	return nil, nil
-}
-
-// unclaimed are the cluster's live instances a batched launch has not
-// handed out yet.
-func (p *Provider) unclaimed(ctx context.Context) ([]*Instance, error) {
-	return p.describe(ctx, []ec2types.Filter{
-		{Name: aws.String("tag:" + TagLaunchState), Values: []string{launchUnclaimed}},
-		{Name: aws.String("tag:" + awsv1.KubernetesClusterTagKeyPrefix + p.clusterName), Values: []string{"owned"}},
-		{Name: aws.String("instance-state-name"), Values: States},
-	})
 }
 
 // batchOwners maps the batch's unclaimed instances to their NodeClaims.
@@ -412,7 +568,7 @@ func (p *Provider) unclaimed(ctx context.Context) ([]*Instance, error) {
 func (p *Provider) batchOwners(ctx context.Context, batch string) (map[string]string, error) {
 	var insts []*Instance
 	pager := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + TagLaunchBatch), Values: []string{batch}},
+		{Name: aws.String("tag:" + TagLaunchMembersPrefix + "0"), Values: []string{batch + ",*"}},
 		{Name: aws.String("tag:" + awsv1.KubernetesClusterTagKeyPrefix + p.clusterName), Values: []string{"owned"}},
 	}})
 	for pager.HasMorePages() {
@@ -422,7 +578,9 @@ func (p *Provider) batchOwners(ctx context.Context, batch string) (map[string]st
 		}
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
-				insts = append(insts, fromEC2(i))
+				if inst := fromEC2(i); batchID(inst.Tags) == batch {
+					insts = append(insts, inst)
+				}
 			}
 		}
 	}
@@ -443,10 +601,10 @@ func assignOwners(insts []*Instance) map[string]string {
 		if names == nil {
 			names = members(inst.Tags)
 		}
-		if nc, ok := inst.Tags[awsv1.NodeClaimTagKey]; ok {
-			served[nc] = true
-		} else if inst.Tags[TagLaunchState] == launchUnclaimed {
+		if inst.Unclaimed {
 			unclaimed = append(unclaimed, inst)
+		} else if nc, ok := inst.Tags[awsv1.NodeClaimTagKey]; ok {
+			served[nc] = true
 		}
 	}
 	sort.Slice(unclaimed, func(i, j int) bool { return unclaimed[i].ID < unclaimed[j].ID })

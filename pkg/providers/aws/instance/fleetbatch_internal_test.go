@@ -6,21 +6,22 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 )
 
 func TestAssignOwners(t *testing.T) {
-	members := instance.MemberTags([]string{"a", "b", "c", "d"})
+	members := instance.MemberTags("b1", []string{"a", "b", "c", "d"})
 	inst := func(id, state, claimedBy string) *instance.Instance {
-		tags := map[string]string{instance.TagLaunchBatch: "b1", instance.TagLaunchState: state}
+		tags := map[string]string{}
 		for k, v := range members {
 			tags[k] = v
 		}
 		if claimedBy != "" {
 			tags["karpenter.sh/nodeclaim"] = claimedBy
 		}
-		return &instance.Instance{ID: id, Tags: tags}
+		return &instance.Instance{ID: id, Tags: tags, Unclaimed: state == "unclaimed", BatchID: "b1"}
 	}
 	cases := []struct {
 		name  string
@@ -54,9 +55,9 @@ func TestMemberTagsRoundTrip(t *testing.T) {
 		wantTags int
 	}{
 		{"one", 1, 13, 1},
-		{"a value holds 18 names of 13", 18, 13, 1},
-		{"19 spill into a second tag", 19, 13, 2},
-		{"long names: four of 63 to a tag", 10, 63, 3},
+		{"the first value holds the batch id and 17 names of 13", 17, 13, 1},
+		{"18 spill into a second tag", 18, 13, 2},
+		{"long names: three of 63 beside the id, four to a tag after", 10, 63, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,12 +66,13 @@ func TestMemberTagsRoundTrip(t *testing.T) {
 				n := fmt.Sprintf("np-%d-", i)
 				names = append(names, n+strings.Repeat("x", tc.nameLen-len(n)))
 			}
-			tags := instance.MemberTags(names)
+			tags := instance.MemberTags("0123456789abcdef", names)
 			assert.Len(t, tags, tc.wantTags)
 			for k, v := range tags {
 				assert.LessOrEqual(t, len(v), 256, k)
 			}
 			assert.Equal(t, names, instance.Members(tags))
+			assert.Equal(t, "0123456789abcdef", instance.BatchID(tags))
 		})
 	}
 }
@@ -90,14 +92,53 @@ func TestChunkByTagBudget(t *testing.T) {
 		want   []int
 	}{
 		{"all fit in one tag", 10, 1, []int{10}},
-		{"one tag of room splits every 18", 40, 1, []int{18, 18, 4}},
-		{"two tags of room", 40, 2, []int{36, 4}},
+		{"one tag of room splits every 17 (the batch id takes the 18th place)", 40, 1, []int{17, 17, 6}},
+		{"two tags of room", 40, 2, []int{35, 5}},
 		{"no room: every launch alone", 3, 0, []int{1, 1, 1}},
 		{"plenty of room", 1000, 56, []int{1000}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, instance.ChunkByTagBudget(names(tc.n), tc.budget))
+			got := instance.ChunkByTagBudget(names(tc.n), tc.budget)
+			assert.Equal(t, tc.want, got)
+			// What memberTags makes of each chunk fits the budget.
+			start := 0
+			for _, n := range got {
+				if n > 1 {
+					assert.LessOrEqual(t, len(instance.MemberTags("0123456789abcdef", names(tc.n)[start:start+n])), tc.budget)
+				}
+				start += n
+			}
 		})
 	}
+}
+
+// TestTagBudgetBoundary: a batch whose shared tags leave exactly room for
+// the member tags, the claim and Name ends at exactly 50 tags once all are
+// written; one more shared tag and launches go alone (50 with the
+// NodeClaim tag at launch, Name then having no room).
+func TestTagBudgetBoundary(t *testing.T) {
+	for _, tc := range []struct {
+		shared    int
+		wantBatch bool
+	}{
+		{47, true},  // 47 shared + 1 member tag + nodeclaim + Name = 50
+		{48, false}, // no room for a member tag
+	} {
+		shared := map[string]string{}
+		for i := 0; i < tc.shared; i++ {
+			shared[fmt.Sprintf("k%02d", i)] = "v"
+		}
+		budget := instance.MaxTagsPerResource - len(shared) - instance.LaterTags(shared)
+		got := instance.ChunkByTagBudget([]string{"default-00001", "default-00002"}, budget)
+		if !tc.wantBatch {
+			assert.Equal(t, []int{1, 1}, got, "%d shared tags", tc.shared)
+			continue
+		}
+		require.Equal(t, []int{2}, got, "%d shared tags", tc.shared)
+		members := instance.MemberTags("0123456789abcdef", []string{"default-00001", "default-00002"})
+		assert.Equal(t, 50, len(shared)+len(members)+instance.LaterTags(shared), "every tag written later fits, exactly")
+	}
+	withName := map[string]string{"Name": "mine"}
+	assert.Equal(t, 1, instance.LaterTags(withName), "a class's own Name leaves room for one more member tag")
 }

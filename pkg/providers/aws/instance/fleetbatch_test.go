@@ -172,8 +172,8 @@ func TestBatchedLaunches(t *testing.T) {
 				assert.Equal(t, reqs[i].NodeClaimName, tags[o.inst.ID]["karpenter.sh/nodeclaim"], "EC2 tags %s with its NodeClaim", o.inst.ID)
 				assert.Equal(t, reqs[i].NodeClaimName, o.inst.Tags["karpenter.sh/nodeclaim"])
 				assert.Equal(t, "default", tags[o.inst.ID]["karpenter.sh/nodepool"])
-				if st, batched := tags[o.inst.ID][instance.TagLaunchState]; batched {
-					assert.Equal(t, "claimed", st)
+				if tc.wantFleets < len(tc.types) {
+					assert.Contains(t, instance.Members(tags[o.inst.ID]), reqs[i].NodeClaimName, "a batched instance lists its batch")
 				}
 			}
 			assert.Equal(t, tc.wantICE, ice)
@@ -221,8 +221,7 @@ func TestBatchedLaunchSurvivesACrash(t *testing.T) {
 	tags := e.describeTags(t)
 	require.Len(t, tags, 4)
 	for id, tg := range tags {
-		assert.Equal(t, "unclaimed", tg[instance.TagLaunchState], id)
-		assert.NotContains(t, tg, "karpenter.sh/nodeclaim", id)
+		assert.Equal(t, instance.UnclaimedValue, tg["karpenter.sh/nodeclaim"], id)
 	}
 
 	restarted := instance.NewProvider(ec2API, e.cluster, nil)
@@ -266,7 +265,7 @@ func TestBatchedLaunchSurvivesACrash(t *testing.T) {
 	assert.Equal(t, 1, local.Calls("ec2", "CreateFleet")-fleets, "no second launch")
 	tags = e.describeTags(t)
 	assert.Equal(t, reqs[0].NodeClaimName, tags[ids[0]]["karpenter.sh/nodeclaim"])
-	assert.Equal(t, "claimed", tags[ids[2]][instance.TagLaunchState])
+	assert.Equal(t, reqs[2].NodeClaimName, tags[ids[2]]["karpenter.sh/nodeclaim"])
 
 	// Garbage collection terminates b's instance (its NodeClaim is gone):
 	// d keeps its own.

@@ -3,15 +3,21 @@
 // subnet, price-capacity-optimized for spot, lowest-price for on-demand,
 // capped at MaxInstanceTypes types), tags them with the NodeClaim, NodePool,
 // EC2NodeClass and cluster, records offerings EC2 had no capacity for in the
-// unavailable-offerings cache, and finds (DescribeInstances by tag) and
-// terminates them. Identical launches arriving together share one
-// CreateFleet (fleetbatch.go, as upstream's batcher). Create is idempotent
-// per NodeClaim: an instance already tagged with the NodeClaim's name, or
-// one a batched launch made for it before a crash, is returned instead of
-// a new launch. A reserved launch targets its capacity reservations
-// through its launch templates, asks EC2 for on-demand (capacity-block for
-// a capacity block), and reports the reservations EC2 found full instead
-// of caching their offerings (FullReservations).
+// unavailable-offerings cache, and finds and terminates them.
+//
+// Identical launches arriving together share one CreateFleet (fleetbatch.go,
+// as upstream's batcher); DescribeInstances and TerminateInstances by id are
+// batched too (calls.go). Create is idempotent per NodeClaim: after a
+// restart, or after a failed attempt, it first looks for an instance tagged
+// with the NodeClaim's name, or one a batched launch made for it before a
+// crash, and returns that instead of launching. What the provider learns of
+// an instance (at launch, or from DescribeInstances) is cached, so drift and
+// tagging do not poll EC2 per NodeClaim, and an instance asked to terminate
+// is polled with a growing interval until it is gone. A reserved launch
+// targets its capacity reservations through its launch templates, asks EC2
+// for on-demand (capacity-block for a capacity block), and reports the
+// reservations EC2 found full instead of caching their offerings
+// (FullReservations).
 package instance
 
 import (
@@ -21,12 +27,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
+	"k8s.io/utils/clock"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -94,6 +102,10 @@ type Subnets interface {
 	MarkExhausted(subnetID string)
 }
 
+// Events records an event on a NodeClaim (by name); the cloud provider
+// wires it to the NodeClaim's event recorder.
+type Events func(nodeClaim, eventType, reason, message string)
+
 // Option configures a Provider.
 type Option func(*Provider)
 
@@ -107,6 +119,13 @@ func WithFleetBatchWindow(idle, max time.Duration) Option {
 	return func(p *Provider) { p.batchIdle, p.batchMax = idle, max }
 }
 
+// WithClock replaces the real clock (termination polling, the visibility
+// grace, the batching fallback).
+func WithClock(c clock.Clock) Option { return func(p *Provider) { p.clock = c } }
+
+// WithEvents records the provider's events on NodeClaims.
+func WithEvents(e Events) Option { return func(p *Provider) { p.events = e } }
+
 // Instance is an EC2 instance as Karpenter sees it.
 type Instance struct {
 	ID           string
@@ -117,10 +136,17 @@ type Instance struct {
 	CapacityType string
 	State        string
 	LaunchTime   time.Time
-	Tags         map[string]string
-	// SecurityGroupIDs and CapacityReservationID are only known from
-	// DescribeInstances (Get, List), not from a CreateFleet answer; drift
-	// compares them with the class's resolved status.
+	// Tags are the instance's tags. An instance a batched launch has not
+	// handed to its NodeClaim yet has no karpenter.sh/nodeclaim here
+	// (EC2 holds UnclaimedValue under that key); see Unclaimed.
+	Tags map[string]string
+	// Unclaimed is true for an instance a batched launch made and has not
+	// handed to its NodeClaim yet; BatchID names that launch.
+	Unclaimed bool
+	BatchID   string
+	// SecurityGroupIDs and CapacityReservationID are known from
+	// DescribeInstances and from the launch request; drift compares them
+	// with the class's resolved status.
 	SecurityGroupIDs []string
 	// CapacityReservationID is the reservation the instance runs in, or "".
 	CapacityReservationID string
@@ -167,7 +193,10 @@ type Override struct {
 type LaunchConfig struct {
 	LaunchTemplateName string
 	ImageID            string
-	Overrides          []Override
+	// SecurityGroupIDs are the template's groups, which its instances
+	// get: the provider remembers them so drift need not ask EC2.
+	SecurityGroupIDs []string
+	Overrides        []Override
 	// CapacityReservationID is the reservation the template targets (a
 	// reserved launch), or "".
 	CapacityReservationID string
@@ -176,8 +205,13 @@ type LaunchConfig struct {
 // Request is one NodeClaim's launch.
 type Request struct {
 	NodeClaimName string
-	NodePoolName  string
-	NodeClassName string
+	// NodeClaimCreated is the NodeClaim's creation time: a NodeClaim
+	// older than this provider's time as the launching leader may have an
+	// instance from the previous leader, so Create looks for it first.
+	// Zero always looks.
+	NodeClaimCreated time.Time
+	NodePoolName     string
+	NodeClassName    string
 	// CapacityType is spot, on-demand or reserved for every override.
 	CapacityType string
 	// ReservationType is default or capacity-block for a reserved launch:
@@ -198,16 +232,72 @@ type Provider struct {
 	clusterName string
 	unavailable UnavailableOfferings
 	subnets     Subnets
+	clock       clock.Clock
+	events      Events
 	fleets      *batcher.Batcher[*launch, *Instance]
+	describes   *batcher.Batcher[string, *Instance]
+	terminates  *batcher.Batcher[string, *ec2types.InstanceStateChange]
 	// batchIdle and batchMax are the batch window (FleetBatchIdle and
 	// FleetBatchMax unless an Option says).
 	batchIdle, batchMax time.Duration
+	cache               cache
+
+	mu sync.Mutex
+	// activeSince is when this provider started launching as the leader
+	// (SetActive, else its first Create).
+	activeSince time.Time
+	// attempts are the NodeClaims whose last Create failed, or whose
+	// batched instance is not claimed yet.
+	attempts map[string]*attempt
+	// terminating are the instances this provider asked EC2 to terminate.
+	terminating map[string]*termination
+	// unbatchedUntil switches batching off per NodePool after AWS denied a
+	// call only batching makes.
+	unbatchedUntil map[string]time.Time
 }
+
+// attempt is what a failed Create leaves for the NodeClaim's next one.
+type attempt struct {
+	at time.Time
+	// unclaimed is the instance a batched launch made for the NodeClaim
+	// when tagging it failed: the next Create claims it, without asking
+	// EC2 (which may not list it yet) or launching again.
+	unclaimed *Instance
+}
+
+// termination is an instance this provider asked EC2 to terminate.
+type termination struct {
+	requested time.Time
+	next      time.Time
+	interval  time.Duration
+}
+
+// Termination polling: an instance asked to terminate is not looked at
+// again before terminationPollFirst, then at doubling intervals up to
+// terminationPollMax; one still running terminationReissue after the call
+// is asked again (the call may have been lost).
+const (
+	terminationPollFirst = 5 * time.Second
+	terminationPollMax   = time.Minute
+	terminationReissue   = 2 * time.Minute
+)
+
+// Eventual consistency: EC2 may answer "does not exist" about an instance
+// for a while after launching it. restartGrace covers the skew between
+// the API server's clock (NodeClaim creation) and ours; visibilityGrace is
+// how long an unknown instance launched for a NodeClaim is taken for not
+// visible yet rather than gone.
+const (
+	restartGrace    = 5 * time.Second
+	visibilityGrace = 2 * time.Minute
+	attemptTTL      = time.Hour
+)
 
 // NewProvider returns a provider for clusterName's instances; unavailable
 // may be nil.
 func NewProvider(api EC2API, clusterName string, unavailable UnavailableOfferings, opts ...Option) *Provider {
-	p := &Provider{ec2: api, clusterName: clusterName, unavailable: unavailable, batchIdle: FleetBatchIdle, batchMax: FleetBatchMax}
+	p := &Provider{ec2: api, clusterName: clusterName, unavailable: unavailable, batchIdle: FleetBatchIdle, batchMax: FleetBatchMax,
+		clock: clock.RealClock{}, attempts: map[string]*attempt{}, terminating: map[string]*termination{}, unbatchedUntil: map[string]time.Time{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -219,7 +309,18 @@ func NewProvider(api EC2API, clusterName string, unavailable UnavailableOffering
 			metrics.BatcherBatchSize.WithLabelValues(batcherCreateFleet).Observe(float64(size))
 		},
 	})
+	p.describes = newIDBatcher(batcherDescribeInstances, p.describeIDs)
+	p.terminates = newIDBatcher(batcherTerminateInstances, p.terminateIDs)
 	return p
+}
+
+// SetActive tells the provider it launches for the leader from now on:
+// NodeClaims created before then are looked up before launching. Without
+// it, the first Create's time counts.
+func (p *Provider) SetActive(at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.activeSince = at
 }
 
 // Tags are the tags of every resource a launch creates: the class's tags,
@@ -239,30 +340,108 @@ func Tags(clusterName, nodePool, nodeClaim, nodeClass string, classTags map[stri
 	return out
 }
 
-// Create launches one instance for req, or returns the one already tagged
-// with req's NodeClaim, or claims the one a batched launch made for it
-// before a crash. Identical launches arriving together share one
-// CreateFleet (fleetbatch.go).
+// Create launches one instance for req. After a restart, or when the
+// NodeClaim's last Create failed, it first returns the instance already
+// tagged with req's NodeClaim, or claims the one a batched launch made for
+// it, instead of launching again. Identical launches arriving together
+// share one CreateFleet (fleetbatch.go).
 func (p *Provider) Create(ctx context.Context, req Request) (*Instance, error) {
-	if existing, err := p.findByNodeClaim(ctx, req.NodeClaimName); err != nil {
-		return nil, err
-	} else if existing != nil {
-		return existing, nil
+	inst, err := p.create(ctx, req)
+	p.settle(req.NodeClaimName, err)
+	return inst, err
+}
+
+func (p *Provider) create(ctx context.Context, req Request) (*Instance, error) {
+	if inst := p.pendingClaim(req.NodeClaimName); inst != nil {
+		return p.claim(ctx, inst, req)
 	}
-	if adopted, err := p.claimUnclaimed(ctx, req.NodeClaimName); err != nil {
-		return nil, err
-	} else if adopted != nil {
-		return adopted, nil
+	if p.mustLookUp(req) {
+		if existing, err := p.findByNodeClaim(ctx, req); err != nil {
+			return nil, err
+		} else if existing != nil {
+			return existing, nil
+		}
 	}
 	l, err := p.newLaunch(req)
 	if err != nil {
 		return nil, err
 	}
-	inst, err := p.fleets.Add(ctx, l)
-	if err != nil {
-		return nil, err
+	return p.fleets.Add(ctx, l)
+}
+
+// mustLookUp: the NodeClaim may already have an instance when this
+// provider did not make every attempt for it (it was created before this
+// provider became the launching leader) or an attempt failed after EC2
+// may have launched (a timeout, a lost answer, a claim not written).
+func (p *Provider) mustLookUp(req Request) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.activeSince.IsZero() {
+		p.activeSince = p.clock.Now()
 	}
-	return inst, nil
+	if _, failed := p.attempts[req.NodeClaimName]; failed {
+		return true
+	}
+	return req.NodeClaimCreated.IsZero() || req.NodeClaimCreated.Before(p.activeSince.Add(restartGrace))
+}
+
+// settle records how a Create ended: a failure that may have left an
+// instance behind makes the next Create look first. Insufficient capacity
+// launched nothing.
+func (p *Provider) settle(nodeClaim string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock.Now()
+	for name, a := range p.attempts {
+		if now.Sub(a.at) > attemptTTL {
+			delete(p.attempts, name)
+		}
+	}
+	a := p.attempts[nodeClaim]
+	switch {
+	case err == nil || (cloudprovider.IsInsufficientCapacityError(err) && (a == nil || a.unclaimed == nil)):
+		delete(p.attempts, nodeClaim)
+	case a == nil:
+		p.attempts[nodeClaim] = &attempt{at: now}
+	default:
+		a.at = now
+	}
+}
+
+// pendingClaim is the instance a batched launch made for the NodeClaim
+// and could not tag, or nil.
+func (p *Provider) pendingClaim(nodeClaim string) *Instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.attempts[nodeClaim]; a != nil && a.unclaimed != nil {
+		return a.unclaimed
+	}
+	return nil
+}
+
+func (p *Provider) setPendingClaim(nodeClaim string, inst *Instance) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := p.attempts[nodeClaim]
+	if a == nil {
+		a = &attempt{}
+		p.attempts[nodeClaim] = a
+	}
+	a.at, a.unclaimed = p.clock.Now(), inst
+}
+
+func (p *Provider) clearPendingClaim(nodeClaim string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.attempts[nodeClaim]; a != nil {
+		a.unclaimed = nil
+	}
+}
+
+func (p *Provider) event(nodeClaim, eventType, reason, message string) {
+	if p.events != nil {
+		p.events(nodeClaim, eventType, reason, message)
+	}
 }
 
 // newLaunch is req's CreateFleet request for one instance, before
@@ -276,13 +455,14 @@ func (p *Provider) newLaunch(req Request) (*launch, error) {
 	if len(configs) == 0 {
 		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("all requested instance types were unavailable during launch: no %s offering for nodeclaim %s", req.CapacityType, req.NodeClaimName))
 	}
-	l := &launch{req: req, zoneOf: map[string]string{}, zoneIDOf: map[string]string{}, imageOf: map[string]string{}, reservationOf: map[string]string{}}
+	l := &launch{req: req, zoneOf: map[string]string{}, zoneIDOf: map[string]string{}, imageOf: map[string]string{}, reservationOf: map[string]string{}, groupsOf: map[string][]string{}}
 	var ltConfigs []ec2types.FleetLaunchTemplateConfigRequest
 	for _, c := range configs {
 		if (req.CapacityType == CapacityTypeReserved) != (c.CapacityReservationID != "") {
 			return nil, fmt.Errorf("launching nodeclaim %s: launch template %s targets reservation %q in a %s launch", req.NodeClaimName, c.LaunchTemplateName, c.CapacityReservationID, req.CapacityType)
 		}
 		l.imageOf[c.LaunchTemplateName] = c.ImageID
+		l.groupsOf[c.LaunchTemplateName] = c.SecurityGroupIDs
 		if c.CapacityReservationID != "" {
 			l.reservationOf[c.LaunchTemplateName] = c.CapacityReservationID
 		}
@@ -505,27 +685,36 @@ func capOverrides(configs []LaunchConfig, limit int) []LaunchConfig {
 }
 
 // Get returns the live (not terminated) instance with this ID, or a
-// NodeClaimNotFoundError.
+// NodeClaimNotFoundError. Calls within a short window share one
+// DescribeInstances.
 func (p *Provider) Get(ctx context.Context, id string) (*Instance, error) {
-	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{
-		InstanceIds: []string{id},
-		Filters:     []ec2types.Filter{{Name: aws.String("instance-state-name"), Values: States}},
-	})
-	if errorCode(err) == errInstanceNotFound {
-		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
-	}
+	inst, err := p.describes.Add(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("describing instance %s: %w", id, err)
 	}
-	for _, r := range out.Reservations {
-		for _, i := range r.Instances {
-			if aws.ToString(i.InstanceId) == id && live(i) {
-				return fromEC2(i), nil
-			}
-		}
+	if inst == nil || inst.State == string(ec2types.InstanceStateNameTerminated) {
+		p.cache.forget(id)
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
 	}
-	return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
+	p.cache.put(inst, p.clock.Now(), true)
+	return inst, nil
 }
+
+// Cached returns what the provider knows of the instance when it learnt
+// it within maxAge (at launch, or from DescribeInstances), else Get.
+// Drift and tagging read instances this way: garbage collection's List
+// refreshes every instance every two minutes and a launch records its
+// own, so neither makes a call per NodeClaim.
+func (p *Provider) Cached(ctx context.Context, id string, maxAge time.Duration) (*Instance, error) {
+	if e, ok := p.cache.get(id); ok && e.complete && p.clock.Since(e.at) <= maxAge {
+		return e.inst, nil
+	}
+	return p.Get(ctx, id)
+}
+
+// Tagged records tags another writer (the tagging controller) put on
+// the instance.
+func (p *Provider) Tagged(id string, tags map[string]string) { p.cache.tag(id, tags) }
 
 // List returns the cluster's live instances launched for NodeClaims. An
 // instance a batched launch left unclaimed (the controller died before
@@ -533,6 +722,7 @@ func (p *Provider) Get(ctx context.Context, id string) (*Instance, error) {
 // collection leaves it to that NodeClaim, and without a name when that
 // NodeClaim never will, so it is collected.
 func (p *Provider) List(ctx context.Context) ([]*Instance, error) {
+	now := p.clock.Now()
 	out, err := p.describe(ctx, []ec2types.Filter{
 		{Name: aws.String("tag-key"), Values: []string{awsv1.NodeClaimTagKey}},
 		{Name: aws.String("tag:" + awsv1.KubernetesClusterTagKeyPrefix + p.clusterName), Values: []string{"owned"}},
@@ -541,44 +731,86 @@ func (p *Provider) List(ctx context.Context) ([]*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	unclaimed, err := p.unclaimed(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing unclaimed instances: %w", err)
-	}
+	p.cache.prune(now)
 	owners := map[string]map[string]string{}
-	for _, inst := range unclaimed {
-		batch := inst.Tags[TagLaunchBatch]
-		if _, ok := owners[batch]; !ok {
-			if owners[batch], err = p.batchOwners(ctx, batch); err != nil {
-				return nil, fmt.Errorf("listing launch batch %s: %w", batch, err)
+	for _, inst := range out {
+		p.cache.put(inst, now, true)
+		if !inst.Unclaimed {
+			continue
+		}
+		if _, ok := owners[inst.BatchID]; !ok {
+			if owners[inst.BatchID], err = p.batchOwners(ctx, inst.BatchID); err != nil {
+				return nil, fmt.Errorf("listing launch batch %s: %w", inst.BatchID, err)
 			}
 		}
-		if owner, ok := owners[batch][inst.ID]; ok {
+		if owner, ok := owners[inst.BatchID][inst.ID]; ok {
 			// In memory only: the tag the claim will write.
 			inst.Tags[awsv1.NodeClaimTagKey] = owner
 		}
-		out = append(out, inst)
 	}
 	return out, nil
 }
 
-// findByNodeClaim returns the live instance tagged with the NodeClaim's
-// name, or nil.
-func (p *Provider) findByNodeClaim(ctx context.Context, nodeClaim string) (*Instance, error) {
+// adoptableStates are the states of an instance a NodeClaim may take over:
+// one that is stopping, stopped or shutting down would never become its
+// node.
+var adoptableStates = []string{"pending", "running"}
+
+// findByNodeClaim returns the instance a NodeClaim already has: the live
+// one tagged with its name, else the one a batched launch made for it and
+// did not hand over (which it claims), or nil. Either must belong to the
+// request's NodePool and EC2NodeClass. One DescribeInstances asks for
+// both; a batch the NodeClaim was part of costs one more.
+func (p *Provider) findByNodeClaim(ctx context.Context, req Request) (*Instance, error) {
 	insts, err := p.describe(ctx, []ec2types.Filter{
-		{Name: aws.String("tag:" + awsv1.NodeClaimTagKey), Values: []string{nodeClaim}},
+		{Name: aws.String("tag:" + awsv1.NodeClaimTagKey), Values: []string{req.NodeClaimName, UnclaimedValue}},
 		{Name: aws.String("tag:" + awsv1.KubernetesClusterTagKeyPrefix + p.clusterName), Values: []string{"owned"}},
-		{Name: aws.String("instance-state-name"), Values: States},
+		{Name: aws.String("instance-state-name"), Values: adoptableStates},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("looking up the instance of nodeclaim %s: %w", nodeClaim, err)
+		return nil, fmt.Errorf("looking up the instance of nodeclaim %s: %w", req.NodeClaimName, err)
 	}
-	if len(insts) == 0 {
-		return nil, nil
+	var tagged []*Instance
+	byID := map[string]*Instance{}
+	batches := map[string]bool{}
+	for _, inst := range insts {
+		if !belongs(inst, req) {
+			continue
+		}
+		if !inst.Unclaimed {
+			tagged = append(tagged, inst)
+			continue
+		}
+		byID[inst.ID] = inst
+		if slices.Contains(members(inst.Tags), req.NodeClaimName) {
+			batches[inst.BatchID] = true
+		}
 	}
-	// Oldest first: if a duplicate ever happened, keep returning the same one.
-	sort.Slice(insts, func(i, j int) bool { return insts[i].LaunchTime.Before(insts[j].LaunchTime) })
-	return insts[0], nil
+	if len(tagged) > 0 {
+		// Oldest first: if a duplicate ever happened, keep returning the same one.
+		sort.Slice(tagged, func(i, j int) bool { return tagged[i].LaunchTime.Before(tagged[j].LaunchTime) })
+		p.cache.put(tagged[0], p.clock.Now(), true)
+		return tagged[0], nil
+	}
+	for batch := range batches {
+		owners, err := p.batchOwners(ctx, batch)
+		if err != nil {
+			return nil, fmt.Errorf("looking up launch batch %s of nodeclaim %s: %w", batch, req.NodeClaimName, err)
+		}
+		for id, owner := range owners {
+			if inst, ok := byID[id]; ok && owner == req.NodeClaimName {
+				p.cache.put(inst, p.clock.Now(), true)
+				return p.claim(ctx, inst, req)
+			}
+		}
+	}
+	return nil, nil
+}
+
+// belongs: the instance was launched for the request's NodePool and
+// EC2NodeClass (a NodeClaim name alone could be a deleted one's reused).
+func belongs(inst *Instance, req Request) bool {
+	return inst.Tags[v1.NodePoolLabelKey] == req.NodePoolName && inst.Tags[awsv1.NodeClassTagKey] == req.NodeClassName
 }
 
 func (p *Provider) describe(ctx context.Context, filters []ec2types.Filter) ([]*Instance, error) {
@@ -604,29 +836,99 @@ func (p *Provider) describe(ctx context.Context, filters []ec2types.Filter) ([]*
 // the instance is gone (terminated or unknown); while it shuts down it
 // returns nil so the caller asks again.
 func (p *Provider) Delete(ctx context.Context, id string) error {
-	_, err := p.Terminate(ctx, id)
+	_, err := p.Terminate(ctx, id, time.Time{})
 	return err
 }
 
-// Terminate is Delete that also returns the instance when this call asked
-// EC2 to terminate it (nil while it was already shutting down), so the
-// caller gives its reservation's unit back once.
-func (p *Provider) Terminate(ctx context.Context, id string) (*Instance, error) {
-	inst, err := p.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if inst.State == "shutting-down" {
+// Terminate asks EC2 to terminate the instance once, then, on later
+// calls, polls it at growing intervals (answering nil in between without
+// a call) until EC2 no longer lists it, and then answers
+// NodeClaimNotFoundError. It returns the instance from the call that asked
+// EC2, so the caller gives a reservation's unit back once. launched is
+// when the instance was launched, if known: EC2 may not know an instance
+// for a while after launching it, and such an instance is not taken for
+// gone within visibilityGrace of its launch.
+func (p *Provider) Terminate(ctx context.Context, id string, launched time.Time) (*Instance, error) {
+	now := p.clock.Now()
+	p.mu.Lock()
+	t := p.terminating[id]
+	if t != nil && now.Before(t.next) {
+		p.mu.Unlock()
 		return nil, nil
 	}
-	_, err = p.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
-	if errorCode(err) == errInstanceNotFound {
-		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
+	p.mu.Unlock()
+	if launched.IsZero() {
+		if e, ok := p.cache.get(id); ok && e.inst.Launched {
+			launched = e.inst.LaunchTime
+		}
 	}
+	if t != nil {
+		// Asked before: look whether it is gone yet.
+		inst, err := p.Get(ctx, id)
+		if cloudprovider.IsNodeClaimNotFoundError(err) {
+			p.forgetTermination(id)
+			return nil, err
+		}
+		if err != nil {
+			return nil, err
+		}
+		if inst.State == string(ec2types.InstanceStateNameShuttingDown) || now.Sub(t.requested) < terminationReissue {
+			p.pollLater(id, now)
+			return nil, nil
+		}
+	}
+	change, err := p.terminates.Add(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("terminating instance %s: %w", id, err)
 	}
+	if change == nil {
+		if !launched.IsZero() && now.Sub(launched) < visibilityGrace {
+			return nil, fmt.Errorf("terminating instance %s: EC2 does not list it yet %s after its launch", id, now.Sub(launched).Round(time.Second))
+		}
+		p.forgetTermination(id)
+		p.cache.forget(id)
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
+	}
+	if prev := change.PreviousState; prev != nil && prev.Name == ec2types.InstanceStateNameTerminated {
+		// EC2 lists terminated instances for a while: this one is gone.
+		p.forgetTermination(id)
+		p.cache.forget(id)
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s already terminated", id))
+	}
+	p.mu.Lock()
+	p.terminating[id] = &termination{requested: now, next: now.Add(terminationPollFirst), interval: terminationPollFirst}
+	p.mu.Unlock()
+	if prev := change.PreviousState; prev != nil && prev.Name == ec2types.InstanceStateNameShuttingDown {
+		// Someone else (an interruption, an earlier call) terminated it.
+		return nil, nil
+	}
+	inst := &Instance{ID: id, Tags: map[string]string{}}
+	if e, ok := p.cache.get(id); ok {
+		inst = e.inst
+	}
+	if change.CurrentState != nil {
+		inst.State = string(change.CurrentState.Name)
+	}
 	return inst, nil
+}
+
+// pollLater doubles the instance's polling interval, up to
+// terminationPollMax.
+func (p *Provider) pollLater(id string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.terminating[id]
+	if t == nil {
+		return
+	}
+	t.interval = min(2*t.interval, terminationPollMax)
+	t.next = now.Add(t.interval)
+}
+
+func (p *Provider) forgetTermination(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.terminating, id)
 }
 
 func live(i ec2types.Instance) bool {
@@ -667,6 +969,11 @@ func fromEC2(i ec2types.Instance) *Instance {
 	}
 	for _, t := range i.Tags {
 		inst.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	if inst.Tags[awsv1.NodeClaimTagKey] == UnclaimedValue {
+		delete(inst.Tags, awsv1.NodeClaimTagKey)
+		inst.Unclaimed = true
+		inst.BatchID = batchID(inst.Tags)
 	}
 	return inst
 }

@@ -3,6 +3,7 @@ package instance_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -126,7 +127,7 @@ func TestReservedLaunches(t *testing.T) {
 				if o.err != nil {
 					continue
 				}
-				gone, err := p.Terminate(context.Background(), o.inst.ID)
+				gone, err := p.Terminate(context.Background(), o.inst.ID, time.Time{})
 				require.NoError(t, err)
 				require.NotNil(t, gone)
 				assert.Equal(t, cr.ID, gone.CapacityReservationID)

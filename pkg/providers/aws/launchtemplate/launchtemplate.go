@@ -52,6 +52,8 @@ type LaunchTemplate struct {
 	// ImageID is the image the template boots, to map launched
 	// instance types back to their template.
 	ImageID string
+	// SecurityGroupIDs are the groups its instances get.
+	SecurityGroupIDs []string
 }
 
 // Provider finds or creates launch templates. It is safe for concurrent
@@ -98,6 +100,8 @@ func (p *Provider) EnsureAll(ctx context.Context, opts []*Options) ([]LaunchTemp
 		if err != nil {
 			return nil, err
 		}
+		// The name pins the options, so these are the template's groups.
+		lt.SecurityGroupIDs = o.SecurityGroupIDs
 		out = append(out, lt)
 	}
 	return out, nil

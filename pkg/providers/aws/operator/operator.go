@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,11 +28,13 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	karpv1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/amifamily"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/capacityreservation"
@@ -97,6 +100,11 @@ type Provider struct {
 	Cluster launchtemplate.Cluster
 
 	clients   *sdk.Clients
+	instances *instance.Provider
+	templates *launchtemplate.Provider
+	// recorder records the instance provider's NodeClaim events once
+	// Register has the manager's recorder.
+	recorder  atomic.Pointer[record.EventRecorder]
 	prices    *pricing.Provider
 	types     *instancetypes.Provider
 	nodeClass *nodeclass.Controller
@@ -200,24 +208,15 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	}
 	profiles := instanceprofile.NewProvider(clients.IAM, clients.Region, s.ClusterName)
 	p := &Provider{
-		hashCA:  hashCA,
-		Cluster: cluster,
-		clients: clients,
-		prices:  prices,
-		types:   types,
-		amis:    amis,
-		opts:    o,
-		log:     o.Logger,
-		CloudProvider: awscloudprovider.New(awscloudprovider.Options{
-			Kube:            o.Kube,
-			InstanceTypes:   types,
-			LaunchTemplates: launchTemplates,
-			Instances:       instance.NewProvider(clients.EC2, s.ClusterName, o.Unavailable, instance.WithSubnets(subnets)),
-			Subnets:         subnets,
-			Cluster:         cluster,
-			Reservations:    launchReservations,
-			HashCABundle:    hashCA,
-		}),
+		hashCA:    hashCA,
+		Cluster:   cluster,
+		clients:   clients,
+		templates: launchTemplates,
+		prices:    prices,
+		types:     types,
+		amis:      amis,
+		opts:      o,
+		log:       o.Logger,
 		nodeClass: nodeclass.NewController(o.Kube, nodeclass.Options{
 			Subnets:          subnets,
 			SecurityGroups:   securitygroup.NewProvider(clients.EC2, 0),
@@ -233,11 +232,29 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			InstanceTypes:        types,
 		}),
 	}
+	p.instances = instance.NewProvider(clients.EC2, s.ClusterName, o.Unavailable, instance.WithSubnets(subnets), instance.WithEvents(p.nodeClaimEvent))
+	p.CloudProvider = awscloudprovider.New(awscloudprovider.Options{
+		Kube:            o.Kube,
+		InstanceTypes:   types,
+		LaunchTemplates: launchTemplates,
+		Instances:       p.instances,
+		Subnets:         subnets,
+		Cluster:         cluster,
+		Reservations:    launchReservations,
+		HashCABundle:    hashCA,
+	})
 	p.reservations = reservations
 	p.shifts = shifts
 	p.versions = versions
 	p.profiles = profiles
 	return p, nil
+}
+
+// nodeClaimEvent records an event of the launch path on a NodeClaim.
+func (p *Provider) nodeClaimEvent(name, eventType, reason, message string) {
+	if r := p.recorder.Load(); r != nil {
+		(*r).Event(&karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}, eventType, reason, message)
+	}
 }
 
 // Register adds the AWS controllers to mgr: EC2NodeClass status,
@@ -248,13 +265,14 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 	kube, s := p.opts.Kube, p.opts.Settings
 	recorder := mgr.GetEventRecorderFor("karpenter") //nolint:staticcheck // core/v1 events, like the rest of the project
+	p.recorder.Store(&recorder)
 	registrars := []interface {
 		Name() string
 		Register(context.Context, manager.Manager) error
 	}{
 		p.nodeClass,
 		nodeclasshash.NewController(kube, p.hashCA),
-		tagging.NewController(kube, p.clients.EC2, s.ClusterName),
+		tagging.NewController(kube, p.clients.EC2, p.instances, s.ClusterName),
 		awsmetrics.NewController(kube, p.CloudProvider, p.opts.Unavailable, p.log.WithName("metrics")),
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
 		ssminvalidation.New(p.amis, p.nodeClass, s.SSMInvalidationInterval, p.log.WithName("ssm")),
@@ -288,6 +306,16 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 	}
 	if err := mgr.Add(manager.RunnableFunc(p.refresh)); err != nil {
 		return fmt.Errorf("registering the aws refresher: %w", err)
+	}
+	// Leader-only, like every runnable without NeedLeaderElection: from
+	// now on this process launches, so NodeClaims created before may have
+	// instances from the previous leader.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		p.instances.SetActive(p.opts.Clock.Now())
+		<-ctx.Done()
+		return nil
+	})); err != nil {
+		return fmt.Errorf("registering the launch leadership hook: %w", err)
 	}
 	// A new version re-resolves every class's aliases at once.
 	if err := mgr.Add(p.versions.Refresher(s.VersionRefreshInterval, p.nodeClass.Resync, p.log.WithName("version"))); err != nil {

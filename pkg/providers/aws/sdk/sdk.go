@@ -2,7 +2,9 @@
 // AWS provider uses, from a small set of settings: region, endpoint and retry
 // budget. It is the one place that decides where AWS calls go, so pointing
 // the whole provider at the local AWS (AWS_ENDPOINT_URL) or at a real region
-// is a matter of settings, not code.
+// is a matter of settings, not code. Every client retries with the SDK's
+// adaptive retryer, which slows its own request rate once AWS throttles it,
+// and counts throttled and denied attempts (metrics.go).
 package sdk
 
 import (
@@ -53,7 +55,27 @@ func Load(ctx context.Context, s Settings) (aws.Config, error) {
 	if cfg.Region == "" {
 		return aws.Config{}, fmt.Errorf("no AWS region: set AWS_REGION or the region setting")
 	}
+	Instrument(&cfg, s.MaxAttempts)
 	return cfg, nil
+}
+
+// Instrument makes cfg's clients retry with the adaptive retryer (up to
+// maxAttempts attempts a call, the SDK's default 3 when zero) and count
+// throttled and denied attempts. The adaptive retryer is AWS's own answer
+// to account-wide request limits: each client keeps a token bucket that
+// shrinks its send rate after a throttle and grows it back after successes,
+// so a scale-up of a thousand nodes backs off instead of retrying into
+// EC2's buckets at full speed. Each client built from cfg gets a retryer
+// (and so a send rate) of its own.
+func Instrument(cfg *aws.Config, maxAttempts int) {
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewAdaptiveMode(func(o *retry.AdaptiveModeOptions) {
+			if maxAttempts > 0 {
+				o.StandardOptions = append(o.StandardOptions, func(so *retry.StandardOptions) { so.MaxAttempts = maxAttempts })
+			}
+		})
+	}
+	cfg.APIOptions = append(cfg.APIOptions, countOutcomes)
 }
 
 // Clients are the service clients the provider's resolvers share.
@@ -65,13 +87,11 @@ type Clients struct {
 }
 
 // New builds the clients from cfg. maxAttempts > 0 overrides cfg's retry
-// budget, as a standard retryer.
+// budget (with the adaptive retryer, see Instrument).
 func New(cfg aws.Config, maxAttempts int) *Clients {
 	if maxAttempts > 0 {
 		cfg = cfg.Copy()
-		cfg.Retryer = func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = maxAttempts })
-		}
+		Instrument(&cfg, maxAttempts)
 	}
 	return &Clients{
 		Region: cfg.Region,

@@ -2,7 +2,11 @@
 // NodeClaim's Node has registered: Name (the node's name, which EC2 shows in
 // its console), karpenter.sh/nodeclaim and eks:eks-cluster-name, as upstream.
 // A tagged NodeClaim carries the karpenter.k8s.aws/tagged annotation so each
-// instance is tagged once; an existing Name tag is never overwritten.
+// instance is tagged once; an existing Name tag is never overwritten. It
+// reads the instance's tags from the instance provider's cache (no
+// DescribeInstances per node), keeps the instance within EC2's 50 tags
+// (Name, being cosmetic, is what gives way), and gives up on an instance
+// whose tagging IAM denies instead of retrying it.
 package tagging
 
 import (
@@ -20,13 +24,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/sdk"
 )
 
 // NameTagKey is EC2's display-name tag.
@@ -34,14 +41,25 @@ const NameTagKey = "Name"
 
 // EC2API is the part of *ec2.Client the controller uses.
 type EC2API interface {
-	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	CreateTags(ctx context.Context, in *ec2.CreateTagsInput, opts ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error)
 }
+
+// Instances is what the controller reads instances through
+// (instance.Provider).
+type Instances interface {
+	Cached(ctx context.Context, id string, maxAge time.Duration) (*instance.Instance, error)
+	Tagged(id string, tags map[string]string)
+}
+
+// instanceMaxAge: the provider records an instance's tags at launch and
+// refreshes them every two minutes; a node registers within minutes.
+const instanceMaxAge = 10 * time.Minute
 
 // Controller tags registered NodeClaims' instances.
 type Controller struct {
 	kube        client.Client
 	ec2         EC2API
+	instances   Instances
 	clusterName string
 	// limiter keeps to upstream's one CreateTags call per second, so a
 	// scale-up of hundreds of nodes does not eat the account's EC2
@@ -50,8 +68,8 @@ type Controller struct {
 }
 
 // NewController returns the tagging controller for clusterName's instances.
-func NewController(kube client.Client, api EC2API, clusterName string) *Controller {
-	return &Controller{kube: kube, ec2: api, clusterName: clusterName, limiter: rate.NewLimiter(rate.Every(time.Second), 1)}
+func NewController(kube client.Client, api EC2API, instances Instances, clusterName string) *Controller {
+	return &Controller{kube: kube, ec2: api, instances: instances, clusterName: clusterName, limiter: rate.NewLimiter(rate.Every(time.Second), 1)}
 }
 
 // Name is the controller's name in logs and metrics.
@@ -94,19 +112,29 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// Not an AWS instance: nothing this controller can tag, ever.
 		return reconcile.Result{}, nil
 	}
-	if err := c.limiter.Wait(ctx); err != nil {
-		return reconcile.Result{}, err
-	}
 	tags, err := c.tagsToAdd(ctx, id, nc)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if len(tags) > 0 {
-		if _, err := c.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: tags}); err != nil {
-			if notFound(err) {
-				// The instance is gone; the lifecycle and GC handle that.
-				return reconcile.Result{}, nil
+		if err := c.limiter.Wait(ctx); err != nil {
+			return reconcile.Result{}, err
+		}
+		_, err := c.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: tags})
+		switch {
+		case err == nil:
+			written := map[string]string{}
+			for _, t := range tags {
+				written[aws.ToString(t.Key)] = aws.ToString(t.Value)
 			}
+			c.instances.Tagged(id, written)
+		case notFound(err):
+			// The instance is gone; the lifecycle and GC handle that.
+		case sdk.IsDenied(err):
+			// Retrying cannot help until the policy changes; the NodeClaim
+			// stays marked so it is not asked again on every update.
+			log.FromContext(ctx).Error(err, "IAM denied tagging the instance; leaving it untagged", "instance", id)
+		default:
 			return reconcile.Result{}, fmt.Errorf("tagging instance %s of nodeclaim %s: %w", id, nc.Name, err)
 		}
 	}
@@ -122,33 +150,44 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
-// tagsToAdd are the post-registration tags the instance lacks; an existing
-// Name (the user's, or an earlier pass's) is kept.
+// tagsToAdd are the post-registration tags the instance lacks, in order
+// of importance, as many as EC2's 50 tags leave room for; an existing Name
+// (the user's, or an earlier pass's) is kept.
 func (c *Controller) tagsToAdd(ctx context.Context, id string, nc *v1.NodeClaim) ([]ec2types.Tag, error) {
-	out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	inst, err := c.instances.Cached(ctx, id, instanceMaxAge)
 	if err != nil {
-		if notFound(err) {
+		if cloudprovider.IsNodeClaimNotFoundError(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("describing instance %s of nodeclaim %s: %w", id, nc.Name, err)
+		return nil, fmt.Errorf("reading instance %s of nodeclaim %s: %w", id, nc.Name, err)
 	}
-	have := map[string]string{}
-	for _, r := range out.Reservations {
-		for _, i := range r.Instances {
-			for _, t := range i.Tags {
-				have[aws.ToString(t.Key)] = aws.ToString(t.Value)
-			}
+	count := 0
+	for k := range inst.Tags {
+		// EC2's own tags do not count against the limit.
+		if !strings.HasPrefix(k, "aws:") {
+			count++
 		}
 	}
+	if inst.Unclaimed {
+		// karpenter.sh/nodeclaim holds the batch's placeholder.
+		count++
+	}
 	want := []struct{ key, value string }{
-		{NameTagKey, nc.Status.NodeName},
 		{awsv1.NodeClaimTagKey, nc.Name},
 		{awsv1.EKSClusterNameTagKey, c.clusterName},
+		{NameTagKey, nc.Status.NodeName},
 	}
 	var tags []ec2types.Tag
 	for _, w := range want {
-		if _, ok := have[w.key]; ok || w.value == "" {
+		if _, ok := inst.Tags[w.key]; ok || w.value == "" {
 			continue
+		}
+		overwrite := w.key == awsv1.NodeClaimTagKey && inst.Unclaimed
+		if !overwrite {
+			if count >= instance.MaxTagsPerResource {
+				continue
+			}
+			count++
 		}
 		tags = append(tags, ec2types.Tag{Key: aws.String(w.key), Value: aws.String(w.value)})
 	}

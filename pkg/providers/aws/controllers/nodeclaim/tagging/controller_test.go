@@ -19,6 +19,7 @@ import (
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/tagging"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/test/awslocal"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -114,7 +115,7 @@ func reconcileOnce(t *testing.T, c *tagging.Controller, nc *v1.NodeClaim) *v1.No
 }
 
 func TestTagging(t *testing.T) {
-	c := tagging.NewController(cp.Client, ec2API, clusterName)
+	c := newController()
 	tests := []struct {
 		name       string
 		existing   map[string]string
@@ -171,8 +172,60 @@ func TestTagging(t *testing.T) {
 	}
 }
 
+func newController() *tagging.Controller {
+	return tagging.NewController(cp.Client, ec2API, instance.NewProvider(ec2API, clusterName, nil), clusterName)
+}
+
+// TestTaggingStaysWithinFiftyTags: an instance that already carries 48
+// tags gets karpenter.sh/nodeclaim and eks:eks-cluster-name, which reach
+// exactly EC2's 50, and no Name, which would be the 51st; one with 49
+// gets only the NodeClaim's.
+func TestTaggingStaysWithinFiftyTags(t *testing.T) {
+	c := newController()
+	for _, tc := range []struct {
+		existing int
+		want     []string
+	}{
+		{48, []string{awsv1.NodeClaimTagKey, awsv1.EKSClusterNameTagKey}},
+		{49, []string{awsv1.NodeClaimTagKey}},
+		{47, []string{awsv1.NodeClaimTagKey, awsv1.EKSClusterNameTagKey, tagging.NameTagKey}},
+	} {
+		t.Run(fmt.Sprint(tc.existing), func(t *testing.T) {
+			existing := map[string]string{}
+			for i := 0; i < tc.existing; i++ {
+				existing[fmt.Sprintf("team-%02d", i)] = "x"
+			}
+			id := launch(t, existing)
+			got := reconcileOnce(t, c, nodeClaim(t, id, true, awsv1.Group))
+			require.Equal(t, "true", got.Annotations[awsv1.AnnotationInstanceTagged])
+			tags := tagsOf(t, id)
+			require.LessOrEqual(t, len(tags), 50)
+			for _, k := range tc.want {
+				require.Contains(t, tags, k)
+			}
+			require.Len(t, tags, tc.existing+len(tc.want))
+		})
+	}
+}
+
+// TestTaggingDenied: IAM refusing the tags is not retried: the NodeClaim
+// is marked and the next pass calls nothing.
+func TestTaggingDenied(t *testing.T) {
+	c := newController()
+	id := launch(t, nil)
+	nc := nodeClaim(t, id, true, awsv1.Group)
+	_, err := local.AddFault(awslocal.Fault{Service: "ec2", Action: "CreateTags", Kind: awslocal.FaultServerError, Code: "UnauthorizedOperation", Status: 403, Count: 1})
+	require.NoError(t, err)
+	calls := local.Calls("ec2", "CreateTags")
+	got := reconcileOnce(t, c, nc)
+	require.Equal(t, 1, local.Calls("ec2", "CreateTags")-calls)
+	require.Equal(t, "true", got.Annotations[awsv1.AnnotationInstanceTagged])
+	reconcileOnce(t, c, got)
+	require.Equal(t, 1, local.Calls("ec2", "CreateTags")-calls)
+}
+
 func TestTaggingAGoneInstance(t *testing.T) {
-	c := tagging.NewController(cp.Client, ec2API, clusterName)
+	c := newController()
 	nc := nodeClaim(t, "i-0123456789abcdef0", true, awsv1.Group)
 	got := reconcileOnce(t, c, nc)
 	require.Equal(t, "true", got.Annotations[awsv1.AnnotationInstanceTagged], "nothing left to tag; the lifecycle handles the gone instance")
