@@ -262,7 +262,7 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		its := filterLaunchTypes(compatibleTypes(all, reqs, nc.Spec.Resources.Requests), reqs)
 		req.CapacityType = chooseCapacityType(its, reqs)
 		if its, err = truncateTypes(its, reqs, req.CapacityType, instance.MaxInstanceTypes); err != nil {
-			return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("truncating instance types for nodeclaim %s: %w", nc.Name, err))
+			return cloudprovider.NewInsufficientCapacityError(fmt.Errorf("truncating instance types for nodeclaim %s: %w", nc.Name, err))
 		}
 		// With the gate on, an unreserved launch must not land in an open
 		// reservation Karpenter does not count.
