@@ -26,6 +26,8 @@ type call struct {
 	// Form holds EC2 / Query parameters; JSON holds the JSON body.
 	Form url.Values
 	Body []byte
+	// Principal signed the call; nil for the account's root key.
+	Principal *principal
 }
 
 // scopeRE picks region and service out of
@@ -98,6 +100,8 @@ type front struct {
 	ec2  *ec2State
 	// deprecated are the AMI deprecation times moto cannot keep.
 	deprecated *deprecations
+	// iam holds the principals, their denials and call logs.
+	iam *iamState
 
 	callsMu sync.Mutex
 	calls   map[callKey]int
@@ -125,6 +129,7 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		calls:   map[callKey]int{},
 
 		deprecated: newDeprecations(),
+		iam:        newIAMState(),
 	}
 	f.spot = newSpotPrices(p)
 	f.proxy = &httputil.ReverseProxy{
@@ -149,6 +154,7 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		{"ec2", "DescribeImages"}:                f.paged("imagesSet", 5, 1000, f.overlayImages),
 		{"ec2", "EnableImageDeprecation"}:        f.enableImageDeprecation,
 		{"ec2", "DisableImageDeprecation"}:       f.disableImageDeprecation,
+		{"sts", "DecodeAuthorizationMessage"}:    f.decodeAuthorizationMessage,
 	}
 	f.addEC2Handlers()
 	return f, nil
@@ -173,9 +179,18 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.count(c)
 	ctx := r.Context()
+	p, authErr := f.authenticate(r, c)
+	if authErr != nil {
+		writeError(w, c, authErr.status, authErr.code, authErr.msg)
+		return
+	}
+	c.Principal = p
 	fault, after := f.faults.take(ctx, c)
 	if fault != nil {
 		writeError(w, c, fault.Status, fault.Code, fault.message(c))
+		return
+	}
+	if p != nil && !f.authorize(ctx, w, c, p) {
 		return
 	}
 	if after > 0 {
