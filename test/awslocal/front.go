@@ -100,8 +100,13 @@ type front struct {
 	ec2  *ec2State
 	// deprecated are the AMI deprecation times moto cannot keep.
 	deprecated *deprecations
-	// iam holds the principals, their denials and call logs.
-	iam *iamState
+	// iam holds the principals, their denials and call logs; throttle,
+	// consist and limits are EC2's request throttling, eventual
+	// consistency and quotas.
+	iam      *iamState
+	throttle *throttler
+	consist  *consistency
+	limits   LimitOptions
 
 	callsMu sync.Mutex
 	calls   map[callKey]int
@@ -109,7 +114,7 @@ type front struct {
 
 type ctxKey struct{}
 
-func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
+func newFront(motoURL, sidecar string, cat *catalog, opts Options) (*front, error) {
 	u, err := url.Parse(motoURL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing moto URL: %w", err)
@@ -130,6 +135,9 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 
 		deprecated: newDeprecations(),
 		iam:        newIAMState(),
+		throttle:   newThrottler(opts.Throttle),
+		consist:    newConsistency(opts.Consistency),
+		limits:     opts.Limits.withDefaults(),
 	}
 	f.spot = newSpotPrices(p)
 	f.proxy = &httputil.ReverseProxy{
@@ -155,6 +163,7 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		{"ec2", "EnableImageDeprecation"}:        f.enableImageDeprecation,
 		{"ec2", "DisableImageDeprecation"}:       f.disableImageDeprecation,
 		{"sts", "DecodeAuthorizationMessage"}:    f.decodeAuthorizationMessage,
+		{"ec2", "DescribeLaunchTemplates"}:       f.describeLaunchTemplates,
 	}
 	f.addEC2Handlers()
 	return f, nil
@@ -190,7 +199,16 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, c, fault.Status, fault.Code, fault.message(c))
 		return
 	}
-	if p != nil && !f.authorize(ctx, w, c, p) {
+	if p != nil {
+		if !f.throttle.admit(c) {
+			writeThrottled(w, c)
+			return
+		}
+		if !f.authorize(ctx, w, c, p) || f.refuseUnseen(ctx, w, c) {
+			return
+		}
+	}
+	if f.checkLimits(ctx, w, c) {
 		return
 	}
 	if after > 0 {
@@ -244,6 +262,9 @@ func (l *Local) Calls(service, action string) int {
 // exhaustion; AWS itself answers an unsupported filter or action with a 400.
 func (f *front) fixResponse(resp *http.Response) error {
 	c, _ := resp.Request.Context().Value(ctxKey{}).(*call)
+	if c != nil && resp.StatusCode == http.StatusOK {
+		f.observe(c, resp)
+	}
 	if c == nil || resp.StatusCode < 400 || isStructured(resp.Header.Get("Content-Type")) {
 		return nil
 	}

@@ -2,7 +2,9 @@ package awslocal_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -120,10 +122,14 @@ func TestIAMUpstreamPolicy(t *testing.T) {
 	ec2c := ec2.NewFromConfig(cfg, noRetry)
 	before := local.DenialCount()
 
-	out, err := ec2c.CreateFleet(ctx, c.fleetInput(clusterTags(c.name)))
-	require.NoError(t, err)
-	require.Empty(t, out.Errors)
-	require.Len(t, out.Instances, 1)
+	// The template and the instance profile were just made: the launch
+	// waits for EC2 to see them.
+	var out *ec2.CreateFleetOutput
+	require.Eventually(t, func() bool {
+		out, err = ec2c.CreateFleet(ctx, c.fleetInput(clusterTags(c.name)))
+		require.NoError(t, err)
+		return len(out.Instances) == 1
+	}, 30*time.Second, 500*time.Millisecond)
 	id := out.Instances[0].InstanceIds[0]
 	t.Cleanup(func() {
 		_, _ = ec2Client(t).TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
@@ -251,4 +257,30 @@ func TestIAMShadowAndAudit(t *testing.T) {
 	var nse *iamtypes.NoSuchEntityException
 	_, err = iam.NewFromConfig(local.ConfigWith(ctx, "", creds)).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("none-" + audited)})
 	require.ErrorAs(t, err, &nse, "audited calls are served")
+}
+
+// TestIAMControlAPI adds a principal over HTTP and reads its denials back.
+func TestIAMControlAPI(t *testing.T) {
+	ctx := context.Background()
+	name := "http-" + uuid.NewString()[:8]
+	body := `{"name":"` + name + `","policies":[{"name":"ro","document":{"Statement":[{"Effect":"Allow","Action":"ec2:Describe*","Resource":"*"}]}}]}`
+	resp, err := http.Post(local.Endpoint()+"/_awslocal/iam/principals", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	var creds awslocal.Credentials
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&creds))
+	_, err = iam.NewFromConfig(local.ConfigWith(ctx, "", creds)).ListRoles(ctx, &iam.ListRolesInput{})
+	require.Equal(t, "AccessDenied", errCode(err), "%v", err)
+	got, err := http.Get(local.Endpoint() + "/_awslocal/iam/denials?principal=" + name)
+	require.NoError(t, err)
+	defer got.Body.Close()
+	var out struct {
+		Count   int               `json:"count"`
+		Denials []awslocal.Denial `json:"denials"`
+	}
+	require.NoError(t, json.NewDecoder(got.Body).Decode(&out))
+	require.Len(t, out.Denials, 1)
+	require.Equal(t, "iam:ListRoles", out.Denials[0].Call)
+	require.Positive(t, out.Count)
 }
