@@ -722,7 +722,14 @@ func (f *front) iamAuth(ctx context.Context, a *authContext, c *call) error {
 		if path == "" {
 			path = "/"
 		}
-		a.add(action, profileARN(strings.TrimPrefix(path, "/")+c.Form.Get("InstanceProfileName")), requestTags(iamTags(c.Form)))
+		arn := profileARN(strings.TrimPrefix(path, "/") + c.Form.Get("InstanceProfileName"))
+		tags := iamTags(c.Form)
+		a.add(action, arn, requestTags(tags))
+		if len(tags) > 0 {
+			// IAM authorizes tags given at creation as iam:TagInstanceProfile
+			// too, the new profile carrying exactly those tags.
+			a.add("iam:TagInstanceProfile", arn, requestTags(tags), resourceTags("iam", tags))
+		}
 	case "GetRole", "DeleteRole", "TagRole", "PassRole":
 		role, err := f.roleARN(ctx, c.Region, c.Form.Get("RoleName"))
 		if err != nil {

@@ -156,6 +156,22 @@ func TestIAMUpstreamPolicy(t *testing.T) {
 	require.Equal(t, "AccessDenied", errCode(err), "%v", err)
 	_, err = iam.NewFromConfig(cfg).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: &c.profile})
 	require.NoError(t, err)
+	// A managed profile: created with the cluster's, region's and class's
+	// tags (IAM authorizes those tags as iam:TagInstanceProfile too), then
+	// given the node role (iam:PassRole to EC2).
+	profileTags := []iamtypes.Tag{}
+	for k, v := range map[string]string{"kubernetes.io/cluster/" + c.name: "owned", "eks:eks-cluster-name": c.name,
+		"topology.kubernetes.io/region": "us-east-1", "karpenter.k8s.aws/ec2nodeclass": "default"} {
+		profileTags = append(profileTags, iamtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
+	}
+	managed := c.name + "_managed"
+	_, err = iam.NewFromConfig(cfg).CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: &managed,
+		Path: aws.String("/karpenter/us-east-1/" + c.name + "/uid/"), Tags: profileTags})
+	require.NoError(t, err)
+	_, err = iam.NewFromConfig(cfg).AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: &managed, RoleName: aws.String("KarpenterNodeRole-" + c.name)})
+	require.NoError(t, err)
+	_, err = iam.NewFromConfig(cfg).CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(c.name + "_untagged")})
+	require.Equal(t, "AccessDenied", errCode(err), "%v", err)
 
 	_, err = ec2.NewFromConfig(local.ConfigWith(ctx, "eu-west-1", creds), noRetry).DescribeInstances(ctx, &ec2.DescribeInstancesInput{})
 	require.Equal(t, "UnauthorizedOperation", errCode(err), "reads only in the cluster's region: %v", err)
@@ -185,12 +201,12 @@ func TestIAMUpstreamPolicy(t *testing.T) {
 	require.NoError(t, err)
 
 	denials := local.Denials(name)
-	require.Equal(t, 6, local.DenialCount()-before, "%v", denials)
+	require.Equal(t, 7, local.DenialCount()-before, "%v", denials)
 	var calls []string
 	for _, d := range denials {
 		calls = append(calls, d.Call)
 	}
-	require.Equal(t, []string{"ec2:CreateTags", "iam:GetRole", "ec2:DescribeInstances", "ssm:GetParameter", "ec2:CreateFleet", "ec2:TerminateInstances"}, calls)
+	require.Equal(t, []string{"ec2:CreateTags", "iam:GetRole", "iam:CreateInstanceProfile", "ec2:DescribeInstances", "ssm:GetParameter", "ec2:CreateFleet", "ec2:TerminateInstances"}, calls)
 
 	// The call log holds what the launch needed, allowed or not.
 	needed := map[string]bool{}
@@ -207,6 +223,7 @@ func TestIAMUpstreamPolicy(t *testing.T) {
 		"ec2:RunInstances arn:aws:ec2:us-east-1:123456789012:security-group/" + c.sg,
 		"ec2:CreateTags arn:aws:ec2:us-east-1:123456789012:volume/*",
 		"iam:PassRole arn:aws:iam::123456789012:role/KarpenterNodeRole-" + c.name,
+		"iam:TagInstanceProfile arn:aws:iam::123456789012:instance-profile/karpenter/us-east-1/" + c.name + "/uid/" + c.name + "_managed",
 	} {
 		require.True(t, needed[want], "the log records %s", want)
 	}

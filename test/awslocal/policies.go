@@ -157,6 +157,9 @@ func CloudFormationPolicies(template []byte, vars PolicyVars) ([]Policy, error) 
 	if resources == nil {
 		return nil, fmt.Errorf("reading the CloudFormation template: no Resources")
 	}
+	if err := resourceAttributes(resources, values, vars); err != nil {
+		return nil, err
+	}
 	type found struct {
 		id  string
 		pol Policy
@@ -189,11 +192,16 @@ func CloudFormationPolicies(template []byte, vars PolicyVars) ([]Policy, error) 
 		if err != nil {
 			return nil, fmt.Errorf("resource %s: %w", id, err)
 		}
-		text, err := json.Marshal(doc)
-		if err != nil {
-			return nil, fmt.Errorf("resource %s: %w", id, err)
+		// A document may be a map or (through Fn::Sub) JSON text.
+		text, isText := doc.(string)
+		if !isText {
+			b, err := json.Marshal(doc)
+			if err != nil {
+				return nil, fmt.Errorf("resource %s: %w", id, err)
+			}
+			text = string(b)
 		}
-		pol, err := ParsePolicy(name, text)
+		pol, err := ParsePolicy(name, []byte(text))
 		if err != nil {
 			return nil, err
 		}
@@ -208,6 +216,61 @@ func CloudFormationPolicies(template []byte, vars PolicyVars) ([]Policy, error) 
 		out[i] = f.pol
 	}
 	return out, nil
+}
+
+// resourceAttributes adds what Ref and Fn::GetAtt return for the
+// template's roles, queues, instance profiles and managed policies (names
+// from their properties, else the logical id); vars.Extra still wins.
+func resourceAttributes(resources *yaml.Node, values map[string]string, vars PolicyVars) error {
+	partition, region, account := values["AWS::Partition"], values["AWS::Region"], values["AWS::AccountId"]
+	prop := func(res *yaml.Node, key, fallback string) (string, error) {
+		n := mapGet(mapGet(res, "Properties"), key)
+		if n == nil {
+			return fallback, nil
+		}
+		v, err := cfnResolve(n, values)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprint(v), nil
+	}
+	for i := 0; i+1 < len(resources.Content); i += 2 {
+		id, res := resources.Content[i].Value, resources.Content[i+1]
+		typ := mapGet(res, "Type")
+		if typ == nil {
+			continue
+		}
+		var err error
+		var name, path string
+		switch typ.Value {
+		case "AWS::IAM::Role", "AWS::IAM::InstanceProfile", "AWS::IAM::ManagedPolicy":
+			key := map[string]string{"AWS::IAM::Role": "RoleName", "AWS::IAM::InstanceProfile": "InstanceProfileName", "AWS::IAM::ManagedPolicy": "ManagedPolicyName"}[typ.Value]
+			if name, err = prop(res, key, id); err != nil {
+				return fmt.Errorf("resource %s: %w", id, err)
+			}
+			if path, err = prop(res, "Path", "/"); err != nil {
+				return fmt.Errorf("resource %s: %w", id, err)
+			}
+			kind := map[string]string{"AWS::IAM::Role": "role", "AWS::IAM::InstanceProfile": "instance-profile", "AWS::IAM::ManagedPolicy": "policy"}[typ.Value]
+			arn := fmt.Sprintf("arn:%s:iam::%s:%s%s%s", partition, account, kind, path, name)
+			values[id+".Arn"] = arn
+			values[id] = name
+			if typ.Value == "AWS::IAM::ManagedPolicy" {
+				values[id] = arn
+			}
+		case "AWS::SQS::Queue":
+			if name, err = prop(res, "QueueName", id); err != nil {
+				return fmt.Errorf("resource %s: %w", id, err)
+			}
+			u := fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", region, account, name)
+			values[id], values[id+".QueueUrl"], values[id+".QueueName"] = u, u, name
+			values[id+".Arn"] = fmt.Sprintf("arn:%s:sqs:%s:%s:%s", partition, region, account, name)
+		}
+	}
+	for k, v := range vars.Extra {
+		values[k] = v
+	}
+	return nil
 }
 
 func mapGet(n *yaml.Node, key string) *yaml.Node {
