@@ -91,7 +91,9 @@ type principal struct {
 const maxDenials = 1000
 
 type iamState struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// calls counts each principal's requests by "service:Action".
+	calls   map[string]map[string]int
 	byKey   map[string]*principal
 	byName  map[string]*principal
 	denials map[string][]Denial // principal + "\x00" + set
@@ -102,7 +104,7 @@ type iamState struct {
 
 func newIAMState() *iamState {
 	return &iamState{byKey: map[string]*principal{}, byName: map[string]*principal{}, denials: map[string][]Denial{},
-		counts: map[string]int{}, log: map[string]map[string]*LoggedRequest{}}
+		counts: map[string]int{}, log: map[string]map[string]*LoggedRequest{}, calls: map[string]map[string]int{}}
 }
 
 var principalNameRE = regexp.MustCompile(`^[\w+=,.@-]{1,64}$`)
@@ -278,7 +280,26 @@ func (f *front) authenticate(r *http.Request, c *call) (*principal, *authError) 
 	if !verifySignature(r, c.Body, p.creds, m[4], m[3], auth) {
 		return nil, badSignature(c)
 	}
+	f.iam.mu.Lock()
+	if f.iam.calls[p.Name] == nil {
+		f.iam.calls[p.Name] = map[string]int{}
+	}
+	f.iam.calls[p.Name][c.Service+":"+c.Action]++
+	f.iam.mu.Unlock()
 	return p, nil
+}
+
+// CallsBy is how many requests the named principal made, by
+// "service:Action", retries, throttled and denied calls included.
+func (l *Local) CallsBy(name string) map[string]int {
+	s := l.front.iam
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.calls[name]))
+	for k, v := range s.calls[name] {
+		out[k] = v
+	}
+	return out
 }
 
 func unknownKey(c *call) *authError {

@@ -233,10 +233,12 @@ func TestIAMUpstreamPolicy(t *testing.T) {
 // its own secret, and an unknown key is refused.
 func TestIAMAuthentication(t *testing.T) {
 	ctx := context.Background()
-	creds, err := local.AddPrincipal(awslocal.Principal{Name: "auth-" + uuid.NewString()[:8], Policies: []awslocal.Policy{awslocal.AllowAll()}})
+	name := "auth-" + uuid.NewString()[:8]
+	creds, err := local.AddPrincipal(awslocal.Principal{Name: name, Policies: []awslocal.Policy{awslocal.AllowAll()}})
 	require.NoError(t, err)
 	_, err = ec2.NewFromConfig(local.ConfigWith(ctx, "", creds), noRetry).DescribeRegions(ctx, &ec2.DescribeRegionsInput{})
 	require.NoError(t, err)
+	require.Equal(t, map[string]int{"ec2:DescribeRegions": 1}, local.CallsBy(name))
 	bad := creds
 	bad.SecretAccessKey = "wrong"
 	_, err = ec2.NewFromConfig(local.ConfigWith(ctx, "", bad), noRetry).DescribeRegions(ctx, &ec2.DescribeRegionsInput{})

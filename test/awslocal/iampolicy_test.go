@@ -221,3 +221,24 @@ Resources:
 	_, err = awslocal.CloudFormationPolicies([]byte("Resources:\n  P:\n    Type: AWS::IAM::ManagedPolicy\n    Properties:\n      PolicyDocument:\n        Statement:\n          - {Effect: Allow, Action: '*', Resource: !Sub '${Nope}'}\n"), awslocal.PolicyVars{ClusterName: "c"})
 	require.ErrorContains(t, err, "Nope")
 }
+
+// TestUnneededRules: a statement or action no logged call needs is found;
+// one that some call needs is not.
+func TestUnneededRules(t *testing.T) {
+	p := mustPolicy(t, `{"Statement":[
+		{"Sid":"Read","Effect":"Allow","Action":["ec2:DescribeImages","ec2:DescribeSubnets"],"Resource":"*"},
+		{"Sid":"Tag","Effect":"Allow","Action":"ec2:CreateTags","Resource":"*"},
+		{"Sid":"Never","Effect":"Allow","Action":"iam:GetRole","Resource":"*"},
+		{"Sid":"Guard","Effect":"Deny","Action":"iam:*","Resource":"*"}]}`)
+	log := []awslocal.LoggedRequest{
+		{Call: "ec2:DescribeImages", Request: awslocal.AuthRequest{Action: "ec2:DescribeImages", Resource: "*"}},
+		{Call: "ec2:CreateTags", Request: awslocal.AuthRequest{Action: "ec2:CreateTags", Resource: "arn:aws:ec2:us-east-1:123456789012:instance/i-1"}},
+		{Call: "iam:ListRoles", Request: awslocal.AuthRequest{Action: "iam:ListRoles", Resource: "*"}}, // denied anyway
+	}
+	got := awslocal.UnneededRules([]awslocal.Policy{p}, log)
+	var names []string
+	for _, u := range got {
+		names = append(names, u.String())
+	}
+	require.ElementsMatch(t, []string{"test Read action ec2:DescribeSubnets", "test Never"}, names)
+}
