@@ -161,8 +161,10 @@ func (e *awsEnv) checkDenials(t testing.TB) {
 	if iamEnforced && e.local.DenialCount() != 0 {
 		t.Errorf("the local AWS's denial counter is %d", e.local.DenialCount())
 	}
+	log := e.local.AuthorizationLog(controllerPrincipal)
+	t.Logf("the controller's calls needed %d distinct authorizations; throttled: %s", len(log), e.local.ThrottleSummary())
 	if !t.Failed() {
-		suiteLog.add(t.Name(), e.local.AuthorizationLog(controllerPrincipal))
+		suiteLog.add(t.Name(), log)
 	}
 }
 
@@ -173,6 +175,9 @@ func summarizeDenials(list []awslocal.Denial, n int) string {
 	var order []string
 	for _, d := range list {
 		k := d.Call + ": " + d.Request.String()
+		if keys := d.Request.Context["aws:tagkeys"]; len(keys) > 0 {
+			k += " with tags " + strings.Join(keys, ", ")
+		}
 		if seen[k] == 0 {
 			order = append(order, k)
 		}
