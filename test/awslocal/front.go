@@ -107,6 +107,10 @@ type front struct {
 	throttle *throttler
 	consist  *consistency
 	limits   LimitOptions
+	// arc is ARC's zonal shift API, which moto lacks (arc.go).
+	arc *arcState
+	// eksVersions are upgraded cluster versions moto cannot keep (eks.go).
+	eksVersions *eksVersions
 
 	callsMu sync.Mutex
 	calls   map[callKey]int
@@ -138,6 +142,9 @@ func newFront(motoURL, sidecar string, cat *catalog, opts Options) (*front, erro
 		throttle:   newThrottler(opts.Throttle),
 		consist:    newConsistency(opts.Consistency),
 		limits:     opts.Limits.withDefaults(),
+		arc:        newARCState(),
+
+		eksVersions: &eksVersions{version: map[string]string{}},
 	}
 	f.spot = newSpotPrices(p)
 	f.proxy = &httputil.ReverseProxy{
@@ -166,6 +173,7 @@ func newFront(motoURL, sidecar string, cat *catalog, opts Options) (*front, erro
 		{"ec2", "DescribeLaunchTemplates"}:       f.describeLaunchTemplates,
 	}
 	f.addEC2Handlers()
+	f.addIAMPathHandlers()
 	return f, nil
 }
 
@@ -227,6 +235,13 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write(held.Body.Bytes())
 		}()
 		w = held
+	}
+	if c.Service == arcService {
+		f.serveARC(ctx, w, r, c)
+		return
+	}
+	if c.Service == "eks" && f.serveEKS(ctx, w, r, c) {
+		return
 	}
 	if h := f.handlers[callKey{c.Service, c.Action}]; h != nil && h(ctx, w, c) {
 		return

@@ -52,11 +52,14 @@ spec:
 // instances CreateFleet launches booted into Nodes from their user data.
 // Besides the kwok benchmark's figures it reports the CreateFleet and
 // CreateTags calls (batching) and prices each NodeClaim at the local AWS's
-// on-demand or spot price. It runs only with -bench, e.g.
+// on-demand or spot price. After the run an ARC zonal shift takes the
+// busiest zone away (zonalShiftPhase): the next round and consolidation
+// launch nothing there, and once it is cancelled the zone is used again. It
+// runs only with -bench, e.g.
 //
-//	go test ./test/e2e -run '^$' -bench ProvisioningAWS1000 -benchtime 1x -timeout 30m
+//	go test ./test/e2e -run '^$' -bench ProvisioningAWS1000 -benchtime 1x -timeout 50m
 func BenchmarkProvisioningAWS1000(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		ControllerManager: true, Scheduler: true, Kwok: true, APIQPS: 200, APIBurst: 300,
@@ -80,6 +83,12 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	if _, err := local.SeedCluster(ctx, awslocal.ClusterOptions{Name: awsClusterName, ServiceCIDR: "10.0.0.0/24"}); err != nil {
 		b.Fatalf("seeding the local AWS: %v", err)
 	}
+	// The cluster is registered with ARC zonal shift and the controller
+	// runs with ENABLE_ZONAL_SHIFT, for the shift that follows the run.
+	arn, err := local.EnableZonalShift(ctx, awsClusterName, false)
+	if err != nil {
+		b.Fatalf("registering the cluster with ARC: %v", err)
+	}
 	booter := local.Boot(context.Background(), cp.Client, awslocal.BootOptions{ClusterName: awsClusterName})
 	b.Cleanup(booter.Stop)
 	class, err := os.ReadFile(filepath.Join("../../examples", "00-ec2nodeclass.yaml"))
@@ -92,7 +101,7 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	// The controller runs as its IAM principal under upstream's policy
 	// (the shipped one in its shadow), throttled at EC2's figures.
 	e := &awsEnv{cp: cp, local: local, policy: underUpstream}
-	env := append(local.EnvWith(e.controllerCredentials(b)), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+cp.Config.Host)
+	env := append(local.EnvWith(e.controllerCredentials(b)), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+cp.Config.Host, "ENABLE_ZONAL_SHIFT=true")
 	pid, err := cp.SpawnEnv(controllerBin, "controller", env,
 		"--cloud-provider=aws",
 		"--kubeconfig="+cp.KubeconfigPath,
@@ -149,9 +158,11 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	launched := len(byID)
 	b.Logf("EC2 calls per launched node during the scale-up (%d nodes): %s", launched, perNode(before, after, launched))
 	b.Logf("throttled: %s", local.ThrottleSummary())
+	zonalShiftPhase(b, ctx, cp, local, arn)
 
 	// Scale to zero: every instance goes, with at most one
 	// TerminateInstances per node removed.
+	removed := len(clusterInstances(b, ctx, e))
 	before = calls()
 	if err := cp.Client.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace("default")); err != nil {
 		b.Fatalf("deleting the Deployments: %v", err)
@@ -167,8 +178,8 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 		time.Sleep(2 * time.Second)
 	}
 	after = calls()
-	b.Logf("EC2 calls per removed node during the scale-in (%d nodes): %s", launched, perNode(before, after, launched))
-	b.ReportMetric(float64(after["ec2:TerminateInstances"]-before["ec2:TerminateInstances"])/float64(launched), "terminate-calls/node")
+	b.Logf("EC2 calls per removed node during the scale-in (%d nodes): %s", removed, perNode(before, after, removed))
+	b.ReportMetric(float64(after["ec2:TerminateInstances"]-before["ec2:TerminateInstances"])/float64(max(removed, 1)), "terminate-calls/node")
 }
 
 // perNode is the calls made between two CallsBy readings per node, by API,
