@@ -80,6 +80,9 @@ func TestEventualConsistencyInstances(t *testing.T) {
 // profile; both settle.
 func TestEventualConsistencyProfileAndTemplate(t *testing.T) {
 	ctx := context.Background()
+	// The profile is created inside newIAMCluster, after start: the
+	// launch that finally works must come at least its delay after start.
+	start := time.Now()
 	c := newIAMCluster(t)
 	made := time.Now()
 	p := allowAllPrincipal(t)
@@ -113,7 +116,7 @@ func TestEventualConsistencyProfileAndTemplate(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = ec2Client(t).TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
 	})
-	require.GreaterOrEqual(t, time.Since(made), awslocal.DefaultInstanceProfileDelay)
+	require.GreaterOrEqual(t, time.Since(start), awslocal.DefaultInstanceProfileDelay)
 }
 
 // TestThrottling drains EC2's buckets as a principal: 100 DescribeImages
