@@ -37,6 +37,8 @@ func run() error {
 	dir := flag.String("dir", ".cache/local", "working directory for data, logs and the kubeconfig (recreated on start)")
 	controller := flag.String("controller", "", "path to the controller binary to run against the cluster; empty runs none")
 	live := flag.Duration("watch", 2*time.Second, "how often to refresh the live view of NodeClaims, nodes, pods and cost; 0 disables it")
+	iamPolicy := flag.String("iam", "shipped", "the IAM policy the controller's calls to the local AWS are authorized against: shipped (docs/iam/cloudformation.yaml), upstream (upstream Karpenter's controller policy) or root (the account's root key: no IAM, throttling or eventual consistency)")
+	iamAuditOnly := flag.Bool("iam-audit-only", true, "record the calls the --iam policy denies (GET /_awslocal/iam/denials on the local AWS) instead of refusing them")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -102,7 +104,11 @@ func run() error {
 		args := []string{"--kubeconfig=" + cp.KubeconfigPath, "--cloud-provider=" + *provider}
 		var env []string
 		if local != nil {
-			env = append(local.Env(), "CLUSTER_NAME="+clusterName, "CLUSTER_ENDPOINT="+cp.Config.Host)
+			awsEnv, err := controllerEnv(local, *iamPolicy, *iamAuditOnly)
+			if err != nil {
+				return err
+			}
+			env = append(awsEnv, "CLUSTER_NAME="+clusterName, "CLUSTER_ENDPOINT="+cp.Config.Host)
 		}
 		if _, err := cp.SpawnEnv(*controller, "controller", env, args...); err != nil {
 			return fmt.Errorf("starting controller: %w", err)
@@ -159,6 +165,37 @@ func startAWS(ctx, runCtx context.Context, cp *controlplane.ControlPlane, dir st
 	local.Boot(runCtx, cp.Client, awslocal.BootOptions{ClusterName: clusterName})
 	fmt.Printf("started the local AWS at %s (moto log: %s)\n", local.Endpoint(), filepath.Join(dir, "moto.log"))
 	return local, nil
+}
+
+// controllerEnv is the controller's AWS environment: the credentials of an
+// IAM principal holding policy (or the root key), so its calls are
+// authorized, throttled and see eventual consistency as on a real account.
+func controllerEnv(local *awslocal.Local, policy string, auditOnly bool) ([]string, error) {
+	vars := awslocal.PolicyVars{ClusterName: clusterName}
+	var pols []awslocal.Policy
+	var err error
+	switch policy {
+	case "root":
+		return local.Env(), nil
+	case "upstream":
+		pols, err = awslocal.UpstreamControllerPolicies(vars)
+	case "shipped":
+		var b []byte
+		if b, err = os.ReadFile(filepath.Join("docs", "iam", "cloudformation.yaml")); err == nil {
+			pols, err = awslocal.CloudFormationPolicies(b, vars)
+		}
+	default:
+		return nil, fmt.Errorf("unknown --iam %q (shipped, upstream or root)", policy)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the controller's %s IAM policy: %w", policy, err)
+	}
+	creds, err := local.AddPrincipal(awslocal.Principal{Name: "karpenter-controller", Policies: pols, AuditOnly: auditOnly})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("the controller signs its AWS calls as karpenter-controller under the %s IAM policy (audit only: %t)\n", policy, auditOnly)
+	return local.EnvWith(creds), nil
 }
 
 // exampleFiles are the YAML files of dirs in file-name order; a file of a

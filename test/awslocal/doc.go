@@ -28,7 +28,11 @@
 //     interruption), optionally terminating the instance when its warning
 //     is up (Local.SendInterruption);
 //   - instance boot: running instances become the Nodes their kubelet would
-//     register from their user data (Local.Boot).
+//     register from their user data (Local.Boot);
+//   - a real account's refusals: IAM principals whose calls are
+//     authenticated and authorized against their identity policies
+//     (Local.AddPrincipal, Evaluate), EC2's request throttling and eventual
+//     consistency for them, and EC2's and IAM's quotas for every caller.
 //
 // Tests use the Go methods on *Local; other processes use the same controls
 // over HTTP+JSON under /_awslocal/ on the front (see docs/awslocal.md).

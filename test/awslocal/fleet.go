@@ -128,6 +128,9 @@ type fleetRequest struct {
 	Strategy     string
 	Configs      []fleetConfig
 	Tags         url.Values // TagSpecification.N.* for the instance, renumbered
+	// principal is set when a principal asked: it sees eventual
+	// consistency (consistency.go).
+	principal bool
 }
 
 // listIndexes are the N of "prefix.N." keys, ascending.
@@ -416,6 +419,7 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 		writeError(w, c, http.StatusBadRequest, code, msg)
 		return true
 	}
+	req.principal = c.Principal != nil
 	types, err := f.instanceTypes(ctx)
 	if err != nil {
 		writeError(w, c, http.StatusInternalServerError, "InternalError", err.Error())
@@ -605,6 +609,11 @@ func (f *front) evaluate(ctx context.Context, region string, req *fleetRequest, 
 		lt, code, msg, err := f.launchTemplate(ctx, region, cfg)
 		if err != nil {
 			return nil, err
+		}
+		if lt != nil && req.principal {
+			if c, m := f.consist.launchRefusal(cfg, lt); c != "" {
+				lt, code, msg = nil, c, m
+			}
 		}
 		for _, o := range cfg.Overrides {
 			cd := &candidate{cfg: ci, idx: len(out), o: o, lt: lt}
@@ -956,6 +965,7 @@ func (f *front) runInstance(ctx context.Context, region string, cd *candidate, r
 	}
 	s.instances[id] = rec
 	s.mu.Unlock()
+	f.consist.launched(id)
 	return id, "", "", nil
 }
 
@@ -967,7 +977,8 @@ func (f *front) describeInstances(ctx context.Context, w http.ResponseWriter, c 
 	s.mu.Lock()
 	n := len(s.instances)
 	s.mu.Unlock()
-	if n == 0 {
+	hide := c.Principal != nil && f.consist.anyPending(f.consist.instances)
+	if n == 0 && !hide {
 		return false
 	}
 	status, body, err := f.motoRaw(ctx, c.Region, c.Form)
@@ -977,6 +988,9 @@ func (f *front) describeInstances(ctx context.Context, w http.ResponseWriter, c 
 	doc, err := parseXML(body)
 	if err != nil {
 		return false
+	}
+	if hide {
+		f.hideUnseenInstances(doc)
 	}
 	s.mu.Lock()
 	for _, r := range doc.items("reservationSet") {

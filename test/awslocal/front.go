@@ -26,6 +26,8 @@ type call struct {
 	// Form holds EC2 / Query parameters; JSON holds the JSON body.
 	Form url.Values
 	Body []byte
+	// Principal signed the call; nil for the account's root key.
+	Principal *principal
 }
 
 // scopeRE picks region and service out of
@@ -98,6 +100,13 @@ type front struct {
 	ec2  *ec2State
 	// deprecated are the AMI deprecation times moto cannot keep.
 	deprecated *deprecations
+	// iam holds the principals, their denials and call logs; throttle,
+	// consist and limits are EC2's request throttling, eventual
+	// consistency and quotas.
+	iam      *iamState
+	throttle *throttler
+	consist  *consistency
+	limits   LimitOptions
 	// arc is ARC's zonal shift API, which moto lacks (arc.go).
 	arc *arcState
 	// eksVersions are upgraded cluster versions moto cannot keep (eks.go).
@@ -109,7 +118,7 @@ type front struct {
 
 type ctxKey struct{}
 
-func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
+func newFront(motoURL, sidecar string, cat *catalog, opts Options) (*front, error) {
 	u, err := url.Parse(motoURL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing moto URL: %w", err)
@@ -129,6 +138,10 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		calls:   map[callKey]int{},
 
 		deprecated: newDeprecations(),
+		iam:        newIAMState(),
+		throttle:   newThrottler(opts.Throttle),
+		consist:    newConsistency(opts.Consistency),
+		limits:     opts.Limits.withDefaults(),
 		arc:        newARCState(),
 
 		eksVersions: &eksVersions{version: map[string]string{}},
@@ -156,6 +169,8 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		{"ec2", "DescribeImages"}:                f.paged("imagesSet", 5, 1000, f.overlayImages),
 		{"ec2", "EnableImageDeprecation"}:        f.enableImageDeprecation,
 		{"ec2", "DisableImageDeprecation"}:       f.disableImageDeprecation,
+		{"sts", "DecodeAuthorizationMessage"}:    f.decodeAuthorizationMessage,
+		{"ec2", "DescribeLaunchTemplates"}:       f.describeLaunchTemplates,
 	}
 	f.addEC2Handlers()
 	f.addIAMPathHandlers()
@@ -181,9 +196,27 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.count(c)
 	ctx := r.Context()
+	p, authErr := f.authenticate(r, c)
+	if authErr != nil {
+		writeError(w, c, authErr.status, authErr.code, authErr.msg)
+		return
+	}
+	c.Principal = p
 	fault, after := f.faults.take(ctx, c)
 	if fault != nil {
 		writeError(w, c, fault.Status, fault.Code, fault.message(c))
+		return
+	}
+	if p != nil {
+		if !f.throttle.admit(c) {
+			writeThrottled(w, c)
+			return
+		}
+		if !f.authorize(ctx, w, c, p) || f.refuseUnseen(ctx, w, c) {
+			return
+		}
+	}
+	if f.checkLimits(ctx, w, c) {
 		return
 	}
 	if after > 0 {
@@ -244,6 +277,9 @@ func (l *Local) Calls(service, action string) int {
 // exhaustion; AWS itself answers an unsupported filter or action with a 400.
 func (f *front) fixResponse(resp *http.Response) error {
 	c, _ := resp.Request.Context().Value(ctxKey{}).(*call)
+	if c != nil && resp.StatusCode == http.StatusOK {
+		f.observe(c, resp)
+	}
 	if c == nil || resp.StatusCode < 400 || isStructured(resp.Header.Get("Content-Type")) {
 		return nil
 	}

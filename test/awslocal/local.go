@@ -51,6 +51,12 @@ type Options struct {
 	// StartTimeout bounds the wait for moto to answer; zero means 60s
 	// (moto imports slowly on a loaded machine).
 	StartTimeout time.Duration
+	// Throttle, Consistency and Limits are EC2's request throttling and
+	// eventual consistency (both for principals' calls) and the quotas
+	// (for every call); each is on unless Disabled.
+	Throttle    ThrottleOptions
+	Consistency ConsistencyOptions
+	Limits      LimitOptions
 }
 
 // DefaultKubernetesVersions are the versions public AMI parameters are
@@ -147,7 +153,7 @@ func Start(ctx context.Context, opts Options) (*Local, error) {
 		return nil, err
 	}
 
-	l.front, err = newFront(l.motoURL, l.sidecar, catalog)
+	l.front, err = newFront(l.motoURL, l.sidecar, catalog, opts)
 	if err != nil {
 		l.Stop()
 		return nil, err

@@ -42,12 +42,18 @@ type awsEnv struct {
 	ec2   *ec2.Client
 	// metricsPort is the last started controller's.
 	metricsPort int
+	// policy decides the controller's calls; creds are its principal's
+	// (aws_iam_test.go).
+	policy controllerPolicy
+	creds  *awslocal.Credentials
+	// booter turns running instances into Nodes until stopped.
+	booter *awslocal.Booter
 }
 
 func newAWSEnv(t testing.TB, ctx context.Context, seed ...func(*awslocal.ClusterOptions)) *awsEnv {
 	t.Helper()
 	cp := cluster(t)
-	local, err := awslocal.Start(ctx, awslocal.Options{Dir: t.TempDir()})
+	local, err := awslocal.Start(ctx, awsOptions(t.TempDir()))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -67,7 +73,7 @@ func newAWSEnv(t testing.TB, ctx context.Context, seed ...func(*awslocal.Cluster
 	require.NoError(t, err)
 	booter := local.Boot(context.Background(), cp.Client, awslocal.BootOptions{ClusterName: awsClusterName})
 	t.Cleanup(booter.Stop)
-	return &awsEnv{cp: cp, local: local, ec2: ec2.NewFromConfig(local.Config(ctx))}
+	return &awsEnv{cp: cp, local: local, ec2: ec2.NewFromConfig(local.Config(ctx)), policy: suitePolicies[t.Name()], booter: booter}
 }
 
 // serverMinor is the control plane's Kubernetes version ("1.37").
@@ -88,10 +94,11 @@ func previousMinor(t testing.TB, v string) string {
 }
 
 // startAWSController runs the controller binary with the AWS provider,
-// pointed at the local AWS through the SDK's own environment.
+// pointed at the local AWS through the SDK's own environment, signing its
+// calls as the controller's IAM principal.
 func (e *awsEnv) startAWSController(t testing.TB, name string, extra ...string) int {
 	t.Helper()
-	env := append(e.local.Env(), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+e.cp.Config.Host)
+	env := append(e.local.EnvWith(e.controllerCredentials(t)), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+e.cp.Config.Host)
 	e.metricsPort = freePort(t)
 	args := append([]string{
 		"--cloud-provider=aws",
@@ -506,12 +513,12 @@ func TestAWSInterruption(t *testing.T) {
 	defer cancel()
 	e := newAWSEnv(t, ctx)
 	cp := e.cp
-	queue, err := sqs.NewFromConfig(e.local.Config(ctx)).CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("karpenter-local")})
+	queue, err := sqs.NewFromConfig(e.local.Config(ctx)).CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awsClusterName)})
 	require.NoError(t, err)
 	applyExamples(t, ctx, cp, "00-ec2nodeclass.yaml")
 	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(awsSpotPool)))
 	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(strings.ReplaceAll(awsInflate, "pool: general-purpose", "pool: spot"))))
-	e.startAWSController(t, "controller", "--interruption-queue=karpenter-local", "--interruption-replace-on-rebalance")
+	e.startAWSController(t, "controller", "--interruption-queue="+awsClusterName, "--interruption-replace-on-rebalance")
 	scale(t, ctx, cp, "inflate", 1)
 
 	nodeClaimOf := func() *v1.NodeClaim {
@@ -840,13 +847,13 @@ func TestAWSInterruptionKinds(t *testing.T) {
 	e := newAWSEnv(t, ctx)
 	cp := e.cp
 	sqsAPI := sqs.NewFromConfig(e.local.Config(ctx))
-	queue, err := sqsAPI.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("karpenter-local")})
+	queue, err := sqsAPI.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awsClusterName)})
 	require.NoError(t, err)
 	queueURL := aws.ToString(queue.QueueUrl)
 	applyExamples(t, ctx, cp, "00-ec2nodeclass.yaml", "01-nodepool.yaml")
 	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(awsSpread)))
 	t.Setenv("INSTANCE_STATUS_INTERVAL", "5s")
-	pid := e.startAWSController(t, "controller", "--interruption-queue=karpenter-local")
+	pid := e.startAWSController(t, "controller", "--interruption-queue="+awsClusterName)
 
 	// nodes waits for 3 Ready NodeClaims, none deleting, with the 3 spread
 	// pods running, and returns their instance ids by NodeClaim name.

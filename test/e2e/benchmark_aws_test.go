@@ -2,11 +2,18 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -61,7 +68,7 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 		b.Fatalf("starting control plane: %v", err)
 	}
 	b.Cleanup(cp.Stop)
-	local, err := awslocal.Start(ctx, awslocal.Options{Dir: b.TempDir()})
+	local, err := awslocal.Start(ctx, awsOptions(b.TempDir()))
 	if err != nil {
 		b.Fatalf("starting the local AWS: %v", err)
 	}
@@ -91,7 +98,10 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	if err := controlplane.Apply(ctx, cp.Client, append(append(class, "\n---\n"...), benchAWSPool...)); err != nil {
 		b.Fatalf("applying the EC2NodeClass and NodePool: %v", err)
 	}
-	env := append(local.Env(), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+cp.Config.Host, "ENABLE_ZONAL_SHIFT=true")
+	// The controller runs as its IAM principal under upstream's policy
+	// (the shipped one in its shadow), throttled at EC2's figures.
+	e := &awsEnv{cp: cp, local: local, policy: underUpstream}
+	env := append(local.EnvWith(e.controllerCredentials(b)), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+cp.Config.Host, "ENABLE_ZONAL_SHIFT=true")
 	pid, err := cp.SpawnEnv(controllerBin, "controller", env,
 		"--cloud-provider=aws",
 		"--kubeconfig="+cp.KubeconfigPath,
@@ -101,13 +111,7 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 		b.Fatalf("starting controller: %v", err)
 	}
 
-	calls := func() map[string]int {
-		out := map[string]int{}
-		for _, a := range []string{"CreateFleet", "CreateTags", "DescribeInstances", "RunInstances"} {
-			out[a] = local.Calls("ec2", a)
-		}
-		return out
-	}
+	calls := func() map[string]int { return local.CallsBy(controllerPrincipal) }
 	var before map[string]int
 	res := provisioningBench{
 		cp: cp, pid: pid, pool: "bench", timeout: 20 * time.Minute,
@@ -123,12 +127,80 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 		},
 	}.run(b, ctx)
 	after := calls()
-	fleets := after["CreateFleet"] - before["CreateFleet"]
+	fleets := after["ec2:CreateFleet"] - before["ec2:CreateFleet"]
 	b.ReportMetric(float64(fleets), "createfleet-calls")
-	b.ReportMetric(float64(after["CreateTags"]-before["CreateTags"]), "createtags-calls")
-	b.Logf("EC2 calls during the scale-up: CreateFleet %d, CreateTags %d, DescribeInstances %d",
-		fleets, after["CreateTags"]-before["CreateTags"], after["DescribeInstances"]-before["DescribeInstances"])
+	b.ReportMetric(float64(after["ec2:CreateTags"]-before["ec2:CreateTags"]), "createtags-calls")
 	b.Logf("1000 pods on AWS: bound in %.1fs, Running in %.1fs; %d NodeClaims through %d CreateFleet call(s) in %d round(s) %v; $%.2f/h; controller peak RSS %.0f MiB, CPU %.1fs",
 		res.bound.Seconds(), res.running.Seconds(), len(res.claims), fleets, res.rounds, res.types, res.cost, res.peakMiB, res.cpuSeconds)
+
+	// One instance per NodeClaim: none leaked, none launched twice.
+	byID := map[string]string{}
+	for _, nc := range res.claims {
+		_, id, ok := parseAWSProviderID(nc.Status.ProviderID)
+		if !ok {
+			b.Fatalf("NodeClaim %s has providerID %q", nc.Name, nc.Status.ProviderID)
+		}
+		if other, dup := byID[id]; dup {
+			b.Fatalf("instance %s belongs to NodeClaims %s and %s", id, other, nc.Name)
+		}
+		byID[id] = nc.Name
+	}
+	e.ec2 = ec2.NewFromConfig(local.Config(ctx))
+	live := clusterInstances(b, ctx, e)
+	for id := range live {
+		if _, ok := byID[id]; !ok {
+			b.Fatalf("instance %s belongs to no NodeClaim (leaked)", id)
+		}
+	}
+	if len(live) != len(byID) {
+		b.Fatalf("%d live instances for %d NodeClaims", len(live), len(byID))
+	}
+	launched := len(byID)
+	b.Logf("EC2 calls per launched node during the scale-up (%d nodes): %s", launched, perNode(before, after, launched))
+	b.Logf("throttled: %s", local.ThrottleSummary())
 	zonalShiftPhase(b, ctx, cp, local, arn)
+
+	// Scale to zero: every instance goes, with at most one
+	// TerminateInstances per node removed.
+	removed := len(clusterInstances(b, ctx, e))
+	before = calls()
+	if err := cp.Client.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace("default")); err != nil {
+		b.Fatalf("deleting the Deployments: %v", err)
+	}
+	if err := cp.Client.DeleteAllOf(ctx, &v1.NodeClaim{}); err != nil {
+		b.Fatalf("deleting the NodeClaims: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for len(clusterInstances(b, ctx, e)) > 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d instances still live 10m after the NodeClaims were deleted", len(clusterInstances(b, ctx, e)))
+		}
+		time.Sleep(2 * time.Second)
+	}
+	after = calls()
+	b.Logf("EC2 calls per removed node during the scale-in (%d nodes): %s", removed, perNode(before, after, removed))
+	b.ReportMetric(float64(after["ec2:TerminateInstances"]-before["ec2:TerminateInstances"])/float64(max(removed, 1)), "terminate-calls/node")
+}
+
+// perNode is the calls made between two CallsBy readings per node, by API,
+// largest first.
+func perNode(before, after map[string]int, nodes int) string {
+	type kv struct {
+		api string
+		n   int
+	}
+	var list []kv
+	for api, n := range after {
+		if d := n - before[api]; d > 0 {
+			list = append(list, kv{api, d})
+		}
+	}
+	sort.Slice(list, func(i, j int) bool {
+		return list[i].n > list[j].n || list[i].n == list[j].n && list[i].api < list[j].api
+	})
+	parts := make([]string, len(list))
+	for i, e := range list {
+		parts[i] = fmt.Sprintf("%s %d (%.2f/node)", e.api, e.n, float64(e.n)/float64(max(nodes, 1)))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -34,7 +34,7 @@ func BenchmarkAWSInterruption(b *testing.B) {
 			e := newAWSEnv(b, ctx)
 			cp := e.cp
 			sqsAPI := sqs.NewFromConfig(e.local.Config(ctx))
-			queue, err := sqsAPI.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("karpenter-local")})
+			queue, err := sqsAPI.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(awsClusterName)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -45,7 +45,7 @@ func BenchmarkAWSInterruption(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			e.startAWSController(b, "controller", "--interruption-queue=karpenter-local")
+			e.startAWSController(b, "controller", "--interruption-queue="+awsClusterName)
 
 			// The fleet before: n Ready NodeClaims, each with its pod.
 			before := map[string]string{}

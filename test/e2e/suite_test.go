@@ -41,7 +41,10 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building controller: %v\n%s", err, out)
 		return 1
 	}
-	return m.Run()
+	if code := m.Run(); code != 0 {
+		return code
+	}
+	return proveShippedPolicyRules()
 }
 
 // cluster starts a full control plane (API server, controller-manager,
