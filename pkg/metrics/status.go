@@ -128,7 +128,9 @@ func NodeStatusMetrics(nodeClassLabelKeys []string) *StatusMetrics {
 }
 
 // NodePoolStatusMetrics are the NodePool series.
-func NodePoolStatusMetrics() *StatusMetrics { return NewStatusMetrics("nodepool", nil, StatusBuckets()) }
+func NodePoolStatusMetrics() *StatusMetrics {
+	return NewStatusMetrics("nodepool", nil, StatusBuckets())
+}
 
 // CapacityBufferStatusMetrics are the CapacityBuffer series.
 func CapacityBufferStatusMetrics() *StatusMetrics {

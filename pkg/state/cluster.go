@@ -67,6 +67,8 @@ type Cluster struct {
 	// NodePool counter, which writes the same gauges).
 	dirtyMu    sync.Mutex
 	dirtyPools map[string]struct{}
+	// times are the pending pods' scheduling timestamps (podtimes.go).
+	times podTimes
 }
 
 // Options tune a Cluster.
@@ -257,6 +259,7 @@ func (c *Cluster) DeletePod(nn types.NamespacedName) {
 		metrics.PodState.DeleteLabelValues(lv...)
 		delete(c.podMetricLabels, nn)
 	}
+	c.ClearPodSchedulingTimes(nn)
 }
 
 func (c *Cluster) unbindLocked(nn types.NamespacedName) {
@@ -518,6 +521,8 @@ func (c *Cluster) NodePoolResources(nodePool string) corev1.ResourceList {
 // request.
 type NodeOffering struct {
 	scheduling.OfferingKey
+	// NodeClaim is the node's NodeClaim ("" for a Node without one).
+	NodeClaim string
 	// Utilization is the larger of the cpu and memory shares of the node's
 	// allocatable that its pods (DaemonSet pods included) request, at most 1.
 	Utilization float64
@@ -538,7 +543,11 @@ func (c *Cluster) NodePoolOfferings(nodePool string) []NodeOffering {
 		if key.InstanceType == "" {
 			continue
 		}
-		out = append(out, NodeOffering{OfferingKey: key, Utilization: c.utilizationLocked(n)})
+		claim := ""
+		if n.NodeClaim != nil {
+			claim = n.NodeClaim.Name
+		}
+		out = append(out, NodeOffering{OfferingKey: key, NodeClaim: claim, Utilization: c.utilizationLocked(n)})
 	}
 	return out
 }

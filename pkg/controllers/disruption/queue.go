@@ -223,6 +223,13 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 		c.initialized = make([]bool, len(c.replacements))
 	}
 	metrics.DisruptionDecisionsTotal.WithLabelValues(c.decision, metricReason(c.reason), c.consolidationType).Inc()
+	counted := map[string]bool{}
+	for _, cand := range c.candidates {
+		if cand.NodePool != nil && !counted[cand.NodePool.Name] {
+			counted[cand.NodePool.Name] = true
+			metrics.DisruptionDecisionsByNodePoolTotal.WithLabelValues(cand.NodePool.Name, c.decision, metricReason(c.reason), c.consolidationType).Inc()
+		}
+	}
 	q.mu.Lock()
 	c.next = q.clock.Now()
 	q.commands = append(q.commands, c)

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -199,6 +200,9 @@ type Provider struct {
 	// batchIdle and batchMax are the batch window (FleetBatchIdle and
 	// FleetBatchMax unless an Option says).
 	batchIdle, batchMax time.Duration
+	// zoneIDs maps the zones launches named to their ids, for the
+	// termination-failure metric (DescribeInstances gives only the zone).
+	zoneIDs sync.Map
 }
 
 // NewProvider returns a provider for clusterName's instances; unavailable
@@ -288,6 +292,7 @@ func (p *Provider) newLaunch(req Request) (*launch, error) {
 			l.zoneOf[o.SubnetID] = o.Zone
 			if o.ZoneID != "" {
 				l.zoneIDOf[o.Zone] = o.ZoneID
+				p.zoneIDs.Store(o.Zone, o.ZoneID)
 			}
 			overrides = append(overrides, ec2types.FleetLaunchTemplateOverridesRequest{
 				InstanceType:     ec2types.InstanceType(o.InstanceType),
@@ -618,6 +623,9 @@ func (p *Provider) Terminate(ctx context.Context, id string) (*Instance, error) 
 		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
 	}
 	if err != nil {
+		zoneID, _ := p.zoneIDs.Load(inst.Zone)
+		zid, _ := zoneID.(string)
+		metrics.InstanceTerminationFailuresTotal.WithLabelValues(inst.Zone, zid).Inc()
 		return nil, fmt.Errorf("terminating instance %s: %w", id, err)
 	}
 	return inst, nil

@@ -53,7 +53,7 @@ func Load(ctx context.Context, s Settings) (aws.Config, error) {
 	if cfg.Region == "" {
 		return aws.Config{}, fmt.Errorf("no AWS region: set AWS_REGION or the region setting")
 	}
-	return cfg, nil
+	return WithMetrics(cfg), nil
 }
 
 // Clients are the service clients the provider's resolvers share.
