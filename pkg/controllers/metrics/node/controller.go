@@ -58,6 +58,9 @@ func NewController(cluster Cluster, clk clock.Clock, wellKnown []string) (*Contr
 	return &Controller{cluster: cluster, clock: clk, gauges: g, last: map[*prometheus.GaugeVec]map[string][]string{}}, nil
 }
 
+// Gauges are the gauges the controller publishes.
+func (c *Controller) Gauges() *metrics.NodeGauges { return c.gauges }
+
 // Register runs the refresh loop under the manager (leader only).
 func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 	return mgr.Add(manager.RunnableFunc(c.Start))
