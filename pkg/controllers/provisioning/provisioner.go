@@ -80,6 +80,8 @@ type Provisioner struct {
 	request snapshot.Request
 	// solves numbers the simulations for the scheduler gauges' id label.
 	solves atomic.Uint64
+	// poolWarnings dedupes NoCompatibleInstanceTypes events.
+	poolWarnings poolWarnings
 }
 
 // NewProvisioner wires the provisioner. kube should read from the manager's
@@ -227,6 +229,7 @@ func (p *Provisioner) schedule(ctx context.Context) (*scheduling.Result, map[str
 		return nil, nil, nil, err
 	}
 	in := snap.Input
+	p.warnIncompatiblePools(in, snap.NodePools)
 	in.Nominations = p.reserved.nominations(in.Pods, in.Nodes)
 	solveStart := p.clock.Now()
 	done := p.trackSolve(in.Pods)

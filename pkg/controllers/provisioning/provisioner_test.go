@@ -424,3 +424,38 @@ func TestPodControllerTriggers(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestNoCompatibleInstanceTypes warns a NodePool whose requirements leave
+// no instance type (once a minute, as upstream), and one whose minValues
+// the remaining types cannot meet; a pool with types gets nothing.
+func TestNoCompatibleInstanceTypes(t *testing.T) {
+	cleanup(t)
+	ctx := context.Background()
+	nodePool(t, "no-types", func(np *v1.NodePool) {
+		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,
+			v1.NodeSelectorRequirementWithMinValues{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"no-such-type"}})
+	})
+	nodePool(t, "too-few", func(np *v1.NodePool) {
+		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,
+			v1.NodeSelectorRequirementWithMinValues{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"c7a.xlarge", "no-such-type"}, MinValues: ptr(2)})
+	})
+	nodePool(t, "fine", nil)
+	pendingPod(t, "waiting", "100m", func(p *corev1.Pod) {
+		p.Spec.NodeSelector = map[string]string{"capacity.example.io/pool": "no-types"}
+	})
+	p, _, rec := newProvisioner(t)
+
+	_, err := p.Provision(ctx)
+	require.NoError(t, err)
+	_, err = p.Provision(ctx)
+	require.NoError(t, err)
+	none := rec.forObject("no-types")
+	require.Len(t, none, 1, "warned once within the dedupe window")
+	assert.Equal(t, corev1.EventTypeWarning, none[0].eventType)
+	assert.Equal(t, provisioning.ReasonNoCompatibleInstanceTypes, none[0].reason)
+	assert.Equal(t, "NodePool requirements filtered out all compatible available instance types", none[0].message)
+	few := rec.forObject("too-few")
+	require.Len(t, few, 1)
+	assert.Equal(t, "NodePool requirements filtered out all compatible available instance types due to minValues incompatibility", few[0].message)
+	assert.Empty(t, rec.forObject("fine"))
+}
