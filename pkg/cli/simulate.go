@@ -324,7 +324,7 @@ func (o *Objects) applyNodeClasses(classes []awsv1.EC2NodeClass, ans *SimulateAn
 		if nc.Annotations == nil {
 			nc.Annotations = map[string]string{}
 		}
-		nc.Annotations[awsv1.AnnotationEC2NodeClassHash] = nc.Hash()
+		nc.Annotations[awsv1.AnnotationEC2NodeClassHash] = simulatedHash(o.EC2NodeClasses, nc)
 		nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
 		var old *awsv1.EC2NodeClass
 		for j := range o.EC2NodeClasses {
@@ -362,6 +362,23 @@ func (o *Objects) applyNodeClasses(classes []awsv1.EC2NodeClass, ans *SimulateAn
 		}
 	}
 	return drift, nil
+}
+
+// simulatedHash is the hash annotation the controller would stamp on next.
+// The hash includes the controller's cluster CA bundle, which a CLI does
+// not know, so a class whose hashed fields are those of the listed class
+// keeps the listed class's stamp, and any other gets a hash without the CA
+// (which no stamp made with one equals, so its NodeClaims read as drifted).
+func simulatedHash(listed []awsv1.EC2NodeClass, next *awsv1.EC2NodeClass) string {
+	h := next.Hash(nil)
+	for i := range listed {
+		old := &listed[i]
+		if old.Name == next.Name && old.Annotations[awsv1.AnnotationEC2NodeClassHash] != "" &&
+			old.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] == awsv1.EC2NodeClassHashVersion && old.Hash(nil) == h {
+			return old.Annotations[awsv1.AnnotationEC2NodeClassHash]
+		}
+	}
+	return h
 }
 
 // changedSelectors names the selectors of next that differ from old's (all

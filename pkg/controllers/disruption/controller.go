@@ -274,10 +274,9 @@ const validationPoll = time.Second
 // looks at the commands' candidates every validationPoll, and ends the
 // wait early once none of the commands has all its candidates still valid:
 // validation would abandon every one, and the next pass can plan on the
-// changed cluster at once instead of when the delay is over. In the
-// end-to-end benchmark a command planned just before the scale-in waited
-// out its 15 s with its candidate's pods gone. Upstream's methods wait
-// out the whole delay.
+// changed cluster at once instead of when the delay is over: a command
+// planned just before a scale-in would otherwise wait out its 15 s with its
+// candidates' pods gone. Upstream's methods wait out the whole delay.
 func (c *Controller) waitValidation(ctx context.Context, cmds []*disruption.Command) error {
 	deadline := c.clock.Now().Add(c.opts.ValidationDelay)
 	early := c.opts.Strategy.ReadsPending()
@@ -373,9 +372,9 @@ func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error)
 	// planned onto it, for a fixed window (upstream's rule). Where the pass
 	// reads pending pods (the planner) and none is pending, every pod a
 	// nomination stood for is bound or gone, and nothing is headed for the
-	// node: the nomination no longer holds it. After the end-to-end
-	// benchmark's scale-up, nodes emptied by the scale-in that followed
-	// stayed nominated up to 20 s and took a pass of their own.
+	// node: the nomination no longer holds it, so that nodes a scale-in
+	// emptied right after a scale-up need not wait out the window for a
+	// pass of their own.
 	staleNominations := false
 	if c.opts.Strategy.ReadsPending() {
 		pods := &corev1.PodList{}

@@ -92,6 +92,9 @@ type Options struct {
 	// Create launch into the class's capacity reservations; without it
 	// reserved offerings are never launched into.
 	Reservations Reservations
+	// HashCABundle is the CA bundle the EC2NodeClass hash is computed with
+	// (EC2NodeClass.Hash); it must be the hash controller's.
+	HashCABundle *string
 }
 
 // CloudProvider is the AWS cloud provider. It is safe for concurrent use.
@@ -226,6 +229,11 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		NodeClassName: nodeClass.Name,
 		ClassTags:     nodeClass.Spec.Tags,
 	}
+	// As upstream, a NodeClaim whose minValues were relaxed launches
+	// without the class's Context.
+	if nodeClass.Spec.Context != nil && nc.Annotations[v1.NodeClaimMinValuesRelaxedAnnotationKey] != "true" {
+		req.Context = *nodeClass.Spec.Context
+	}
 	gate := coreoptions.FromContext(ctx).FeatureGates.ReservedCapacity
 	var reserved []reservedOffering
 	if gate && c.opts.Reservations != nil && reqs.Get(scheduling.LabelCapacityType).Has(scheduling.CapacityTypeReserved) {
@@ -242,8 +250,11 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		// configs: it returns the instance an earlier Create launched (a
 		// reserved NodeClaim whose reservation that launch filled) before
 		// answering insufficient capacity.
-		its := compatibleTypes(all, reqs, nc.Spec.Resources.Requests)
+		its := filterLaunchTypes(compatibleTypes(all, reqs, nc.Spec.Resources.Requests), reqs)
 		req.CapacityType = chooseCapacityType(its, reqs)
+		if its, err = truncateTypes(its, reqs, req.CapacityType, instance.MaxInstanceTypes); err != nil {
+			return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("truncating instance types for nodeclaim %s: %w", nc.Name, err))
+		}
 		// With the gate on, an unreserved launch must not land in an open
 		// reservation Karpenter does not count.
 		preference := ""
@@ -285,7 +296,7 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if res.Annotations == nil {
 		res.Annotations = map[string]string{}
 	}
-	res.Annotations[awsv1.AnnotationEC2NodeClassHash] = nodeClass.Hash()
+	res.Annotations[awsv1.AnnotationEC2NodeClassHash] = nodeClass.Hash(c.opts.HashCABundle)
 	res.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
 	res.Annotations[awsv1.AnnotationInstanceProfile] = nodeClass.Status.InstanceProfile
 	res.Status.ProviderID = out.Status.ProviderID

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,52 +17,59 @@ import (
 )
 
 // TestLoop: passes run every interval, a failure is logged, a panic is
-// recovered and logged, and the loop carries on until its context ends.
+// recovered and logged, and the loop carries on until its context ends. It
+// runs in a synctest bubble, so four intervals are exactly four passes.
 func TestLoop(t *testing.T) {
-	var passes, logged atomic.Int32
-	ctx, cancel := context.WithCancel(context.Background())
-	l := periodic.Loop{
-		Interval: 10 * time.Millisecond, Failure: "pass failed",
-		Log: funcr.New(func(_, _ string) { logged.Add(1) }, funcr.Options{}),
-		Pass: func(context.Context) error {
-			switch passes.Add(1) {
-			case 1:
-				return errors.New("first fails")
-			case 2:
-				panic("second panics")
-			}
-			return nil
-		},
-	}
-	done := make(chan error)
-	go func() { done <- l.Run(ctx) }()
-	require.Eventually(t, func() bool { return passes.Load() >= 4 }, 5*time.Second, time.Millisecond, "the loop survives a failure and a panic")
-	cancel()
-	require.NoError(t, <-done)
-	assert.Equal(t, int32(2), logged.Load(), "the failure and the panic are logged")
-}
-
-// TestImmediately: with an interval far longer than the test, a pass runs
-// only when Immediately says so.
-func TestImmediately(t *testing.T) {
-	for _, immediately := range []bool{true, false} {
-		ran := make(chan struct{}, 1)
+	synctest.Test(t, func(t *testing.T) {
+		var passes, logged atomic.Int32
 		ctx, cancel := context.WithCancel(context.Background())
-		l := periodic.Loop{Interval: time.Hour, Immediately: immediately, Log: logr.Discard(),
-			Pass: func(context.Context) error { ran <- struct{}{}; cancel(); return nil }}
+		l := periodic.Loop{
+			Interval: 10 * time.Second, Failure: "pass failed",
+			Log: funcr.New(func(_, _ string) { logged.Add(1) }, funcr.Options{}),
+			Pass: func(context.Context) error {
+				switch passes.Add(1) {
+				case 1:
+					return errors.New("first fails")
+				case 2:
+					panic("second panics")
+				}
+				return nil
+			},
+		}
 		done := make(chan error)
 		go func() { done <- l.Run(ctx) }()
-		if immediately {
-			<-ran
-		} else {
-			select {
-			case <-ran:
-				t.Fatal("a pass ran before the first interval")
-			case <-time.After(50 * time.Millisecond):
-			}
-			cancel()
-		}
+		time.Sleep(40*time.Second + time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, int32(4), passes.Load(), "a pass every interval; the loop survives a failure and a panic")
+		cancel()
 		require.NoError(t, <-done)
+		assert.Equal(t, int32(2), logged.Load(), "the failure and the panic are logged")
+	})
+}
+
+// TestImmediately: a pass runs at start only when Immediately says so;
+// otherwise the first one comes after the interval.
+func TestImmediately(t *testing.T) {
+	for _, immediately := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			var passes atomic.Int32
+			ctx, cancel := context.WithCancel(context.Background())
+			l := periodic.Loop{Interval: time.Hour, Immediately: immediately, Log: logr.Discard(),
+				Pass: func(context.Context) error { passes.Add(1); return nil }}
+			done := make(chan error)
+			go func() { done <- l.Run(ctx) }()
+			synctest.Wait()
+			want := int32(0)
+			if immediately {
+				want = 1
+			}
+			assert.Equal(t, want, passes.Load(), "passes at start, Immediately=%v", immediately)
+			time.Sleep(time.Hour)
+			synctest.Wait()
+			assert.Equal(t, want+1, passes.Load(), "a pass after the interval")
+			cancel()
+			require.NoError(t, <-done)
+		})
 	}
 }
 
