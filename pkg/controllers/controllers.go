@@ -147,6 +147,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		WellKnownLabels:       shared.WellKnownLabels,
 		ReservationIDLabel:    shared.ReservationIDLabel,
 		IgnoreTaints:          []corev1.Taint{disruptionpkg.LaunchTaint},
+		IgnoreDRARequests:     op.Options.IgnoreDRARequests,
 		Clock:                 op.Clock,
 	})
 	// Disruption simulates with a builder of its own, configured as

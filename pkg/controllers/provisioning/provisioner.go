@@ -61,7 +61,10 @@ type Options struct {
 	ReservationIDLabel string
 	// IgnoreTaints are soft taints plans disregard (see snapshot.Options).
 	IgnoreTaints []corev1.Taint
-	Clock        clock.Clock
+	// IgnoreDRARequests leaves pods with ResourceClaims unprovisioned,
+	// with a FailedScheduling saying so (see snapshot.Options).
+	IgnoreDRARequests bool
+	Clock             clock.Clock
 }
 
 // Provisioner plans and creates NodeClaims for pending pods.
@@ -104,6 +107,7 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clust
 			Unavailable:           opts.Unavailable,
 			WellKnownLabels:       opts.WellKnownLabels,
 			IgnoreTaints:          opts.IgnoreTaints,
+			IgnoreDRARequests:     opts.IgnoreDRARequests,
 		}},
 	}
 }
