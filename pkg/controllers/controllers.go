@@ -7,15 +7,21 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
+	nodemetrics "github.com/karpenter-go/karpenter/pkg/controllers/metrics/node"
+	podmetrics "github.com/karpenter-go/karpenter/pkg/controllers/metrics/pod"
 	"github.com/karpenter-go/karpenter/pkg/controllers/node/health"
 	"github.com/karpenter-go/karpenter/pkg/controllers/node/termination"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/consistency"
@@ -32,8 +38,10 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	staticdeprovisioning "github.com/karpenter-go/karpenter/pkg/controllers/static/deprovisioning"
 	staticprovisioning "github.com/karpenter-go/karpenter/pkg/controllers/static/provisioning"
+	"github.com/karpenter-go/karpenter/pkg/controllers/status"
 	disruptionpkg "github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption/strategies"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/operator/options"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
@@ -64,6 +72,47 @@ type Runtime struct {
 	Clock         clock.Clock
 	EventRecorder record.EventRecorder
 	Options       *options.Options
+}
+
+// statusControllers publish the operator_* status series of NodeClaims,
+// NodePools and Nodes as upstream labels them: NodeClaims and Nodes by
+// their NodeClass and NodePool labels (Nodes also by initialized), with the
+// kind-less series for NodeClaims and NodePools. NodeClaim transition
+// events come from the NodeClaim controllers themselves.
+func statusControllers(op Runtime, cloud cloudprovider.CloudProvider) ([]interface {
+	Register(context.Context, manager.Manager) error
+}, error) {
+	scheme := op.Manager.GetScheme()
+	var classLabels []string
+	var classKinds []status.Options
+	for kind, newClass := range cloudprovider.SupportedKinds(scheme, cloud.GetSupportedNodeClasses()) {
+		classLabels = append(classLabels, v1.NodeClassLabelKey(kind))
+		// The provider's NodeClass, as upstream's AWS provider registers
+		// it: default buckets, the kind-less series too.
+		classKinds = append(classKinds, status.Options{Object: func() client.Object { return newClass() },
+			Metrics: metrics.NodeClassStatusMetrics(strings.ToLower(kind.Kind)), Generic: true, Events: true})
+	}
+	sort.Strings(classLabels)
+	kinds := []status.Options{
+		{Object: func() client.Object { return &v1.NodeClaim{} }, Metrics: metrics.NodeClaimStatusMetrics(classLabels),
+			LabelKeys: append(append([]string{}, classLabels...), v1.NodePoolLabelKey), Generic: true},
+		{Object: func() client.Object { return &v1.NodePool{} }, Metrics: metrics.NodePoolStatusMetrics(), Generic: true, Events: true},
+		{Object: func() client.Object { return &corev1.Node{} }, Metrics: metrics.NodeStatusMetrics(classLabels),
+			LabelKeys: append(append([]string{}, classLabels...), v1.NodePoolLabelKey, v1.NodeInitializedLabelKey), Events: true},
+	}
+	kinds = append(kinds, classKinds...)
+	var out []interface {
+		Register(context.Context, manager.Manager) error
+	}
+	for _, k := range kinds {
+		k.Recorder, k.Clock = op.EventRecorder, op.Clock
+		c, err := status.New(op.Client, scheme, k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // Register builds the cluster-state cache and registers every controller on
@@ -98,6 +147,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		WellKnownLabels:       shared.WellKnownLabels,
 		ReservationIDLabel:    shared.ReservationIDLabel,
 		IgnoreTaints:          []corev1.Taint{disruptionpkg.LaunchTaint},
+		IgnoreDRARequests:     op.Options.IgnoreDRARequests,
 		Clock:                 op.Clock,
 	})
 	// Disruption simulates with a builder of its own, configured as
@@ -154,6 +204,25 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 	} {
 		if err := c.Register(ctx, op.Manager); err != nil {
 			return nil, fmt.Errorf("registering %T: %w", c, err)
+		}
+	}
+	// Observability: upstream's node gauges and pod startup series, off
+	// with --disable-cluster-state-observability as upstream's.
+	if !op.Options.DisableClusterStateObservability {
+		nodeMetrics, err := nodemetrics.NewController(cluster, op.Clock, append(sets.List(v1.WellKnownLabels), shared.WellKnownLabels...))
+		if err != nil {
+			return nil, fmt.Errorf("registering node metrics: %w", err)
+		}
+		statuses, err := statusControllers(op, cloud)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range append([]interface {
+			Register(context.Context, manager.Manager) error
+		}{nodeMetrics, podmetrics.NewController(kube, cluster, op.Clock)}, statuses...) {
+			if err := c.Register(ctx, op.Manager); err != nil {
+				return nil, fmt.Errorf("registering %T: %w", c, err)
+			}
 		}
 	}
 	// Gated controllers; both gates default to off, as upstream's.

@@ -32,6 +32,11 @@ var (
 		Help: "Disruption commands started, by decision (delete, replace), reason and consolidation type.",
 	}, []string{DecisionLabel, ReasonLabel, ConsolidationTypeLabel})
 
+	DisruptionDecisionsByNodePoolTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "voluntary_disruption", Name: "decisions_by_nodepool_total",
+		Help: "Disruption commands started, by the candidates' NodePool, decision (delete, replace), reason and consolidation type.",
+	}, []string{NodePoolLabel, DecisionLabel, ReasonLabel, ConsolidationTypeLabel})
+
 	DisruptionEligibleNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace, Subsystem: "voluntary_disruption", Name: "eligible_nodes",
 		Help: "Candidates a disruption method considered in its last evaluation, by reason.",
@@ -76,7 +81,7 @@ var DisruptionSavingsPerHourTotal = prometheus.NewCounterVec(prometheus.CounterO
 // DisruptionCollectors lists the metrics of this file.
 func DisruptionCollectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, DisruptionDecisionsTotal, DisruptionEligibleNodes,
+		NodePoolAllowedDisruptions, NodePoolNodesConsumingBudgets, DisruptionDecisionsTotal, DisruptionDecisionsByNodePoolTotal, DisruptionEligibleNodes,
 		DisruptionEvaluationDurationSeconds, DisruptionQueueFailuresTotal, NodeClaimsDisruptedTotal, PodsDisruptionInitiatedTotal,
 		DisruptionSavingsPerHourTotal,
 	}

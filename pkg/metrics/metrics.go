@@ -27,6 +27,7 @@ const (
 	MethodLabel           = "method"
 	ProviderLabel         = "provider"
 	ErrorLabel            = "error"
+	NodeClaimLabel        = "nodeclaim"
 )
 
 // Values of the reason label on created/terminated counters.
@@ -73,7 +74,7 @@ var (
 	// by the pod metrics controller and deleted when the pod goes.
 	PodState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace, Subsystem: "pods", Name: "state",
-		Help: "One series per pod, labelled by name, namespace, owner, node, nodepool, zone, architecture, capacity type, instance type and phase.",
+		Help: "One series per pod, labelled by name, namespace, owner (API path), node, whether it is scheduled, nodepool, zone, architecture, capacity type, instance type, phase, whether it is Ready and whether its node is managed.",
 	}, PodStateLabels)
 
 	SchedulingDurationSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -142,6 +143,20 @@ var (
 		Help: "Price per hour of the capacity a NodePool's launched nodes leave unrequested: each node's price times one minus its utilization (the larger of the cpu and memory shares of its allocatable that its pods request).",
 	}, []string{NodePoolLabel})
 
+	// NodePoolCostTotal is upstream's cost tracker gauge: the $/h of a
+	// pool's launched nodes, the same figure as NodePoolCostPerHour.
+	NodePoolCostTotal = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "nodepools", Name: "cost_total",
+		Help: "Price per hour of a NodePool's launched nodes from their offerings (the same figure as karpenter_nodepools_cost_per_hour).",
+	}, []string{NodePoolLabel})
+
+	// NodePoolCostTrackerErrorsTotal counts nodes the cost figures could
+	// not price, once per NodeClaim.
+	NodePoolCostTrackerErrorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "nodepools", Name: "cost_tracker_errors_total",
+		Help: "Launched NodeClaims whose offering had no known price when a NodePool's cost was computed, once per NodeClaim.",
+	}, []string{NodePoolLabel, NodeClaimLabel})
+
 	// NodePoolUnpricedNodes is ours: the nodes NodePoolCostPerHour could not
 	// price.
 	NodePoolUnpricedNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -150,8 +165,11 @@ var (
 	}, []string{NodePoolLabel})
 )
 
-// PodStateLabels are the labels of karpenter_pods_state, in order.
-var PodStateLabels = []string{"name", "namespace", "owner", "node", NodePoolLabel, ZoneLabel, "arch", CapacityTypeLabel, "instance_type", "phase"}
+// PodStateLabels are the labels of karpenter_pods_state, in order, as
+// upstream's: owner is the API path of the pod's first owner, scheduled
+// whether it has a node, ready its Ready condition, managed whether its node
+// belongs to a NodePool.
+var PodStateLabels = []string{"name", "namespace", "owner", "node", "scheduled", NodePoolLabel, ZoneLabel, "arch", CapacityTypeLabel, "instance_type", "phase", "ready", ManagedLabel}
 
 // Collectors lists every metric of this package.
 func Collectors() []prometheus.Collector {
@@ -160,7 +178,7 @@ func Collectors() []prometheus.Collector {
 		PodState, SchedulingDurationSeconds, UnschedulablePodsCount, IgnoredPodsCount,
 		CloudProviderDurationSeconds, CloudProviderErrorsTotal,
 		ClusterStateSynced, ClusterStateNodeCount, ClusterStateUnsyncedTimeSeconds, NodePoolUsage, NodePoolLimit,
-		NodePoolCostPerHour, NodePoolIdleCostPerHour, NodePoolUnpricedNodes,
+		NodePoolCostPerHour, NodePoolIdleCostPerHour, NodePoolUnpricedNodes, NodePoolCostTotal, NodePoolCostTrackerErrorsTotal,
 	}
 }
 
@@ -184,11 +202,17 @@ func Measure(o prometheus.Observer) func() {
 	return func() { o.Observe(time.Since(start).Seconds()) }
 }
 
-// All lists every metric the controller exports under the karpenter_
-// prefix: what init registers, the generated reference (docs/metrics.md)
-// and the dashboards' check.
+// All lists every metric the controller registers at init: the karpenter_
+// series, the kind-less operator_ status series and the AWS SDK's. It is
+// what the generated reference (docs/metrics.md) and the dashboards' check
+// read; the node gauges and the per-kind status metrics are built when
+// their controllers are (NewNodeGauges, NewStatusMetrics).
 func All() []prometheus.Collector {
 	out := append([]prometheus.Collector{}, Collectors()...)
+	out = append(out, NodeCollectors()...)
+	out = append(out, PodCollectors()...)
+	out = append(out, SDKCollectors()...)
+	out = append(out, GenericStatus.Collectors()...)
 	out = append(out, DisruptionCollectors()...)
 	out = append(out, ConsolidationCollectors()...)
 	out = append(out, InterruptionCollectors()...)

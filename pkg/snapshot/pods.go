@@ -82,6 +82,24 @@ func PendingPods(all []*corev1.Pod) (pods []*corev1.Pod, ignored []IgnoredPod) {
 // without an event.
 var ErrNotManaged = errors.New("pod opted out of karpenter: it requires karpenter.sh/nodepool DoesNotExist")
 
+// ErrDRARequests is why a pod with ResourceClaims is left out of planning
+// while IGNORE_DRA_REQUESTS is true (the default).
+var ErrDRARequests = errors.New("pod has resource claims (Dynamic Resource Allocation), which Karpenter does not provision for while IGNORE_DRA_REQUESTS is true")
+
+// withoutDRARequests moves the pods that claim resources through DRA from
+// pods to ignored.
+func withoutDRARequests(pods []*corev1.Pod, ignored []IgnoredPod) ([]*corev1.Pod, []IgnoredPod) {
+	kept := pods[:0:0]
+	for _, pod := range pods {
+		if len(pod.Spec.ResourceClaims) > 0 {
+			ignored = append(ignored, IgnoredPod{Pod: pod, Err: ErrDRARequests})
+			continue
+		}
+		kept = append(kept, pod)
+	}
+	return kept, ignored
+}
+
 // ValidatePod returns why Karpenter cannot plan for pod at all, independent
 // of any NodePool: node selectors it cannot interpret. Such pods are left
 // out of the snapshot instead of failing it.

@@ -37,6 +37,11 @@ type Options struct {
 	// A plan that honoured them would launch new capacity for those very
 	// pods.
 	IgnoreTaints []corev1.Taint
+	// IgnoreDRARequests leaves pending pods with ResourceClaims out of the
+	// plan (as Ignored, with ErrDRARequests): the solver does not model
+	// Dynamic Resource Allocation, so a node it launched for them might
+	// not carry the devices they claim.
+	IgnoreDRARequests bool
 }
 
 // Request says what to build: the caller's Options, and what to simulate
@@ -117,6 +122,9 @@ func Build(ctx context.Context, view View, req Request) (*Snapshot, error) {
 	var pods []*corev1.Pod
 	if !req.NoPending {
 		pods, snap.Ignored = PendingPods(all)
+		if req.IgnoreDRARequests {
+			pods, snap.Ignored = withoutDRARequests(pods, snap.Ignored)
+		}
 		if req.AnticipateReplicaSets {
 			expected, err := ExpectedPods(ctx, view, all, pods)
 			if err != nil {

@@ -65,6 +65,8 @@ type Cluster struct {
 	// NodePool counter, which writes the same gauges).
 	dirtyMu    sync.Mutex
 	dirtyPools map[string]struct{}
+	// times are the pending pods' scheduling timestamps (podtimes.go).
+	times podTimes
 }
 
 // Options tune a Cluster.
@@ -255,6 +257,7 @@ func (c *Cluster) DeletePod(nn types.NamespacedName) {
 		metrics.PodState.DeleteLabelValues(lv...)
 		delete(c.podMetricLabels, nn)
 	}
+	c.ClearPodSchedulingTimes(nn)
 }
 
 func (c *Cluster) unbindLocked(nn types.NamespacedName) {

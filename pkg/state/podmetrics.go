@@ -1,8 +1,11 @@
 package state
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -19,14 +22,23 @@ func (c *Cluster) updatePodMetricLocked(nn types.NamespacedName, pod *corev1.Pod
 			nodeLabels = entry.Node.Labels
 		}
 	}
+	// As upstream: the API path of the first owner, whatever its kind.
 	owner := ""
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		owner = ref.Kind + "/" + ref.Name
+	if len(pod.OwnerReferences) > 0 {
+		ref := pod.OwnerReferences[0]
+		owner = fmt.Sprintf("/apis/%s/namespaces/%s/%ss/%s", ref.APIVersion, pod.Namespace, strings.ToLower(ref.Kind), ref.Name)
+	}
+	ready := false
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+			ready = true
+		}
 	}
 	lv := []string{
-		pod.Name, pod.Namespace, owner, pod.Spec.NodeName,
+		pod.Name, pod.Namespace, owner, pod.Spec.NodeName, strconv.FormatBool(pod.Spec.NodeName != ""),
 		nodeLabels[v1.NodePoolLabelKey], nodeLabels[corev1.LabelTopologyZone], nodeLabels[corev1.LabelArchStable],
 		nodeLabels[v1.CapacityTypeLabelKey], nodeLabels[corev1.LabelInstanceTypeStable], string(pod.Status.Phase),
+		strconv.FormatBool(ready), strconv.FormatBool(nodeLabels[v1.NodePoolLabelKey] != ""),
 	}
 	if old, ok := c.podMetricLabels[nn]; ok && !equal(old, lv) {
 		metrics.PodState.DeleteLabelValues(old...)

@@ -171,13 +171,25 @@ func (n *StateNode) DaemonSetRequests() corev1.ResourceList {
 	return n.sumRequests(isDaemonSetPod)
 }
 
+// PodLimits sums the limits of the bound pods other than DaemonSet pods.
+func (n *StateNode) PodLimits() corev1.ResourceList {
+	return n.sum(func(p *corev1.Pod) bool { return !isDaemonSetPod(p) }, podLimits)
+}
+
+// DaemonSetLimits sums the limits of the bound DaemonSet pods.
+func (n *StateNode) DaemonSetLimits() corev1.ResourceList { return n.sum(isDaemonSetPod, podLimits) }
+
 func (n *StateNode) sumRequests(include func(*corev1.Pod) bool) corev1.ResourceList {
+	return n.sum(include, scheduling.PodRequests)
+}
+
+func (n *StateNode) sum(include func(*corev1.Pod) bool, of func(*corev1.Pod) corev1.ResourceList) corev1.ResourceList {
 	out := corev1.ResourceList{}
 	for _, p := range n.Pods {
 		if !include(p) {
 			continue
 		}
-		addInto(out, scheduling.PodRequests(p))
+		addInto(out, of(p))
 	}
 	return out
 }

@@ -51,6 +51,8 @@ func (c *Cluster) NodePoolResources(nodePool string) corev1.ResourceList {
 // request.
 type NodeOffering struct {
 	scheduling.OfferingKey
+	// NodeClaim is the node's NodeClaim ("" for a Node without one).
+	NodeClaim string
 	// Utilization is the larger of the cpu and memory shares of the node's
 	// allocatable that its pods (DaemonSet pods included) request, at most 1.
 	Utilization float64
@@ -71,7 +73,11 @@ func (c *Cluster) NodePoolOfferings(nodePool string) []NodeOffering {
 		if key.InstanceType == "" {
 			continue
 		}
-		out = append(out, NodeOffering{OfferingKey: key, Utilization: c.utilizationLocked(n)})
+		claim := ""
+		if n.NodeClaim != nil {
+			claim = n.NodeClaim.Name
+		}
+		out = append(out, NodeOffering{OfferingKey: key, NodeClaim: claim, Utilization: c.utilizationLocked(n)})
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package disruption_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
+	ctrltestutil "github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	pure "github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption/strategies"
@@ -228,9 +230,24 @@ func TestNodeIsReplacedByACheaperOne(t *testing.T) {
 	e := newConsolidationEnv(t)
 	old, oldNode := e.typedNode(itype(16))
 	e.busyPod(oldNode, "app", "1")
+	logs := &ctrltestutil.Logs{}
+	e.ctx = logs.Context(e.ctx)
 
 	require.True(t, e.reconcileThroughValidation(nil))
 	assert.True(t, hasTaint(e.node(old.Name)))
+	// Upstream's line: a constant message, the command in fields.
+	lines := logs.Matching("disrupting node(s)")
+	require.Len(t, lines, 1)
+	var line map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &line))
+	assert.Regexp(t, `^Underutilized/[0-9a-f-]+: replace: nodepools=\[`+e.pool.Name+`\]: \[`+old.Name+`\] -> \[1 replacement\] \(savings: \$0\.70\)$`, line["command"])
+	assert.Equal(t, "replace", line["decision"])
+	assert.EqualValues(t, 1, line["disrupted-node-count"])
+	assert.EqualValues(t, 1, line["replacement-node-count"])
+	assert.EqualValues(t, 1, line["pod-count"])
+	require.Len(t, line["disrupted-nodes"], 1)
+	assert.Equal(t, "c.16x", line["disrupted-nodes"].([]any)[0].(map[string]any)["instance-type"])
+	assert.Equal(t, "c.2x, c.4x, c.8x", line["replacement-nodes"].([]any)[0].(map[string]any)["instance-types"])
 	list := &v1.NodeClaimList{}
 	require.NoError(t, cp.Client.List(e.ctx, list))
 	var replacement *v1.NodeClaim

@@ -459,6 +459,7 @@ func (c *Controller) publish(ctx context.Context, snap *disruption.Snapshot, d *
 			c.events.warning(p, ReasonInvalidDoNotDisruptAnnotation, w.Message())
 		}
 	}
+	c.publishGracePeriods(snap)
 	for _, e := range d.Explanations {
 		n := nodes[e.Node]
 		if n == nil {

@@ -155,6 +155,11 @@ func TestBlockedCandidatesGetEvents(t *testing.T) {
 	e.pod(node, "precious", map[string]string{v1.DoNotDisruptAnnotationKey: "true"})
 	_, other := e.managedNode(consolidatable)
 	e.pod(other, "odd", map[string]string{v1.DoNotDisruptAnnotationKey: "later"})
+	_, graced := e.managedNode(consolidatable)
+	young := e.pod(graced, "young", map[string]string{v1.DoNotDisruptAnnotationKey: "1h"})
+	e.pod(graced, "old", map[string]string{v1.DoNotDisruptAnnotationKey: "1s"})
+	// Past the old pod's second (the fake clock starts before the pods).
+	e.clock.SetTime(young.CreationTimestamp.Add(time.Minute))
 	e.reconcile()
 
 	var onNode []string
@@ -168,9 +173,19 @@ func TestBlockedCandidatesGetEvents(t *testing.T) {
 	invalid := e.events.Events(disruption.ReasonInvalidDoNotDisruptAnnotation)
 	require.Len(t, invalid, 1)
 	assert.Equal(t, "odd", invalid[0].Object)
+	// A duration annotation: still protecting, with when it ends, or over.
+	until := e.events.Events(disruption.ReasonDoNotDisruptUntil)
+	require.Len(t, until, 1)
+	assert.Equal(t, "young", until[0].Object)
+	assert.Equal(t, "The karpenter.sh/do-not-disrupt grace period will elapse at "+young.CreationTimestamp.Add(time.Hour).UTC().Format(time.RFC3339), until[0].Message)
+	elapsed := e.events.Events(disruption.ReasonDoNotDisruptGracePeriodElapsed)
+	require.Len(t, elapsed, 1)
+	assert.Equal(t, "old", elapsed[0].Object)
+	assert.Equal(t, "The karpenter.sh/do-not-disrupt grace period has elapsed, pod is now disruptable", elapsed[0].Message)
 	// Repeated passes do not repeat identical events.
 	e.reconcile()
 	assert.Len(t, e.events.Events(disruption.ReasonInvalidDoNotDisruptAnnotation), 1)
+	assert.Len(t, e.events.Events(disruption.ReasonDoNotDisruptUntil), 1)
 }
 
 func TestBudgetZeroBlocksWithPoolEvent(t *testing.T) {

@@ -10,6 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
 )
 
 // Event reasons (upstream's strings).
@@ -19,6 +22,10 @@ const (
 	ReasonDisruptionWaitingReadiness    = "DisruptionWaitingReadiness"
 	ReasonDisruptionTerminating         = "DisruptionTerminating"
 	ReasonInvalidDoNotDisruptAnnotation = "InvalidDoNotDisruptAnnotation"
+	// The do-not-disrupt grace period of a pod whose annotation is a
+	// duration: still running, or over.
+	ReasonDoNotDisruptUntil              = "DoNotDisruptUntil"
+	ReasonDoNotDisruptGracePeriodElapsed = "DoNotDisruptGracePeriodElapsed"
 )
 
 // Recorder publishes events.
@@ -84,4 +91,31 @@ func (e *events) normal(obj runtime.Object, reason, message string) {
 
 func (e *events) warning(obj runtime.Object, reason, message string) {
 	e.publish(obj, corev1.EventTypeWarning, reason, message)
+}
+
+// publishGracePeriods tells the pods of candidate-eligible nodes whose
+// karpenter.sh/do-not-disrupt annotation is a duration whether it still
+// protects them (DoNotDisruptUntil, with when it ends) or no longer does
+// (DoNotDisruptGracePeriodElapsed), as upstream does when it weighs them.
+func (c *Controller) publishGracePeriods(snap *disruption.Snapshot) {
+	for _, n := range snap.Nodes {
+		if n.NodeClaim == nil || n.Node == nil || !n.Initialized || n.Deleting {
+			continue
+		}
+		for _, p := range n.Pods {
+			v, ok := p.Annotations[v1.DoNotDisruptAnnotationKey]
+			if !ok || v == "true" || !p.DeletionTimestamp.IsZero() {
+				continue
+			}
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				continue
+			}
+			if end := p.CreationTimestamp.Add(d); snap.Now.Before(end) {
+				c.events.normal(p, ReasonDoNotDisruptUntil, fmt.Sprintf("The %s grace period will elapse at %s", v1.DoNotDisruptAnnotationKey, end.UTC().Format(time.RFC3339)))
+			} else {
+				c.events.normal(p, ReasonDoNotDisruptGracePeriodElapsed, fmt.Sprintf("The %s grace period has elapsed, pod is now disruptable", v1.DoNotDisruptAnnotationKey))
+			}
+		}
+	}
 }

@@ -178,8 +178,8 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 	}
 	q.mu.Unlock()
 
-	logger := log.FromContext(ctx).WithValues("command-id", c.id, "reason", strings.ToLower(string(c.reason)), "decision", c.decision)
-	logger.Info(c.describe(cmd))
+	logger := log.FromContext(ctx).WithValues("command-id", c.id, "reason", strings.ToLower(string(c.reason)))
+	logger.WithValues(c.logValues(cmd)...).Info("disrupting node(s)")
 
 	// Taint first, so no pod lands on a candidate while its replacement
 	// starts; mark in state so provisioning plans for its pods.
@@ -223,6 +223,13 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 		c.initialized = make([]bool, len(c.replacements))
 	}
 	metrics.DisruptionDecisionsTotal.WithLabelValues(c.decision, metricReason(c.reason), c.consolidationType).Inc()
+	counted := map[string]bool{}
+	for _, cand := range c.candidates {
+		if cand.NodePool != nil && !counted[cand.NodePool.Name] {
+			counted[cand.NodePool.Name] = true
+			metrics.DisruptionDecisionsByNodePoolTotal.WithLabelValues(cand.NodePool.Name, c.decision, metricReason(c.reason), c.consolidationType).Inc()
+		}
+	}
 	q.mu.Lock()
 	c.next = q.clock.Now()
 	q.commands = append(q.commands, c)
@@ -230,32 +237,77 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 	return append([]string(nil), c.replacements...), nil
 }
 
-// describe is upstream's log line for a command.
-func (c *command) describe(cmd *disruption.Command) string {
-	parts := make([]string, 0, len(cmd.Candidates))
+// logValues are the fields of upstream's "disrupting node(s)" line: the
+// command in one string (reason/id: decision: nodepools=[...]: [nodes] ->
+// [n replacements] (savings: $x)), then the decision, counts and the nodes
+// taken away and brought in.
+func (c *command) logValues(cmd *disruption.Command) []any {
+	var pools, sources []string
+	seen := map[string]bool{}
 	pods := 0
+	disrupted := make([]any, 0, len(cmd.Candidates))
 	for _, cand := range cmd.Candidates {
 		pods += len(cand.Reschedulable)
+		sources = append(sources, cand.Name())
+		if cand.NodePool != nil && !seen[cand.NodePool.Name] {
+			seen[cand.NodePool.Name] = true
+			pools = append(pools, cand.NodePool.Name)
+		}
 		labels := cand.Node.Node.Labels
-		parts = append(parts, fmt.Sprintf("%s/%s/%s", cand.Name(), labels[corev1.LabelInstanceTypeStable], labels[v1.CapacityTypeLabelKey]))
+		disrupted = append(disrupted, map[string]any{
+			"Node":          map[string]string{"name": cand.Name()},
+			"NodeClaim":     map[string]string{"name": cand.NodeClaimName()},
+			"instance-type": labels[corev1.LabelInstanceTypeStable],
+			"capacity-type": labels[v1.CapacityTypeLabelKey],
+		})
 	}
-	msg := fmt.Sprintf("disrupting nodeclaim(s) via %s, terminating %d nodes (%d pods) %s", c.decision, len(cmd.Candidates), pods, strings.Join(parts, ", "))
-	if n := len(cmd.Replacements); n > 0 {
-		var types []string
-		for _, r := range cmd.Replacements {
+	replacements := make([]any, 0, len(cmd.Replacements))
+	for _, r := range cmd.Replacements {
+		ct := r.Requirements.Get(v1.CapacityTypeLabelKey)
+		m := map[string]any{"capacity-type": v1.CapacityTypeOnDemand}
+		switch {
+		case ct.Has(v1.CapacityTypeReserved):
+			m["capacity-type"] = v1.CapacityTypeReserved
+		case ct.Has(v1.CapacityTypeSpot):
+			m["capacity-type"] = v1.CapacityTypeSpot
+		}
+		if len(cmd.Replacements) == 1 {
+			var types []string
 			for _, it := range r.InstanceTypes {
 				types = append(types, it.Name)
-				if len(types) >= 5 {
-					break
-				}
 			}
+			m["instance-types"] = prettyList(types, 5)
 		}
-		msg += fmt.Sprintf(" and replacing with %d node(s)", n)
-		if len(types) > 0 {
-			msg += " from types " + strings.Join(types, ", ")
-		}
+		replacements = append(replacements, m)
 	}
-	return msg
+	command := fmt.Sprintf("%s/%s: %s: nodepools=[%s]: [%s]", c.reason, c.id, c.decision, strings.Join(pools, ","), strings.Join(sources, ", "))
+	if n := len(cmd.Replacements); n > 0 {
+		plural := "replacements"
+		if n == 1 {
+			plural = "replacement"
+		}
+		command += fmt.Sprintf(" -> [%d %s]", n, plural)
+	}
+	if c.priced {
+		command += fmt.Sprintf(" (savings: $%.2f)", c.priceBefore-c.plannedPrice)
+	}
+	return []any{
+		"command", command,
+		"decision", c.decision,
+		"disrupted-node-count", len(disrupted),
+		"replacement-node-count", len(replacements),
+		"pod-count", pods,
+		"disrupted-nodes", disrupted,
+		"replacement-nodes", replacements,
+	}
+}
+
+// prettyList joins at most max items and counts the rest.
+func prettyList(items []string, max int) string {
+	if len(items) <= max {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d other(s)", strings.Join(items[:max], ", "), len(items)-max)
 }
 
 // Reconcile advances every command that is due.

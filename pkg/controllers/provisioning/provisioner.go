@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -57,7 +61,10 @@ type Options struct {
 	ReservationIDLabel string
 	// IgnoreTaints are soft taints plans disregard (see snapshot.Options).
 	IgnoreTaints []corev1.Taint
-	Clock        clock.Clock
+	// IgnoreDRARequests leaves pods with ResourceClaims unprovisioned,
+	// with a FailedScheduling saying so (see snapshot.Options).
+	IgnoreDRARequests bool
+	Clock             clock.Clock
 }
 
 // Provisioner plans and creates NodeClaims for pending pods.
@@ -74,6 +81,10 @@ type Provisioner struct {
 	// how it builds; disruption simulates with the same builder.
 	view    snapshot.View
 	request snapshot.Request
+	// solves numbers the simulations for the scheduler gauges' id label.
+	solves atomic.Uint64
+	// poolWarnings dedupes NoCompatibleInstanceTypes events.
+	poolWarnings poolWarnings
 }
 
 // NewProvisioner wires the provisioner. kube should read from the manager's
@@ -96,6 +107,7 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clust
 			Unavailable:           opts.Unavailable,
 			WellKnownLabels:       opts.WellKnownLabels,
 			IgnoreTaints:          opts.IgnoreTaints,
+			IgnoreDRARequests:     opts.IgnoreDRARequests,
 		}},
 	}
 }
@@ -109,7 +121,12 @@ func (p *Provisioner) Trigger(uid string) { p.batcher.Trigger(typesUID(uid)) }
 // thousandth pod of a scale-up is then no news, and the batch window closes
 // a second after the scale-up began instead of a second after its last pod
 // was created.
-func (p *Provisioner) TriggerPod(pod *corev1.Pod) { p.Trigger(p.triggerKey(pod)) }
+func (p *Provisioner) TriggerPod(pod *corev1.Pod) {
+	if ps, ok := p.cluster.(PodScheduling); ok {
+		ps.AckPods(pod)
+	}
+	p.Trigger(p.triggerKey(pod))
+}
 
 func (p *Provisioner) triggerKey(pod *corev1.Pod) string {
 	if p.opts.AnticipateReplicaSets {
@@ -216,9 +233,12 @@ func (p *Provisioner) schedule(ctx context.Context) (*scheduling.Result, map[str
 		return nil, nil, nil, err
 	}
 	in := snap.Input
+	p.warnIncompatiblePools(in, snap.NodePools)
 	in.Nominations = p.reserved.nominations(in.Pods, in.Nodes)
 	solveStart := p.clock.Now()
+	done := p.trackSolve(in.Pods)
 	res := scheduling.Solve(in)
+	done()
 	metrics.SchedulingDurationSeconds.WithLabelValues(controllerName).Observe(p.clock.Since(solveStart).Seconds())
 
 	names, expected := podNames(in.Pods)
@@ -235,6 +255,97 @@ func (p *Provisioner) schedule(ctx context.Context) (*scheduling.Result, map[str
 	}
 	p.record(ctx, res)
 	return res, snap.NodePools, snap.ClaimOf, nil
+}
+
+// trackSolve publishes the scheduler's in-flight gauges for one
+// simulation: its queue depth (the pods it was given) and, every second
+// while it runs, its unfinished work; and the pending pods by effective
+// zone. The returned function ends the simulation's series.
+func (p *Provisioner) trackSolve(pods []*corev1.Pod) func() {
+	metrics.SchedulerPendingPodsByEffectiveZone.DeletePartialMatch(map[string]string{metrics.ControllerLabel: controllerName})
+	zones := map[string]int{}
+	for _, pod := range pods {
+		if !IsExpected(pod) && pod.Status.Phase == corev1.PodPending {
+			zones[effectiveZone(pod)]++
+		}
+	}
+	for zone, n := range zones {
+		metrics.SchedulerPendingPodsByEffectiveZone.WithLabelValues(controllerName, zone).Set(float64(n))
+	}
+	id := strconv.FormatUint(p.solves.Add(1), 10)
+	start := p.clock.Now()
+	metrics.SchedulerQueueDepth.WithLabelValues(controllerName, id).Set(float64(len(pods)))
+	metrics.SchedulerUnfinishedWorkSeconds.WithLabelValues(controllerName, id).Set(0)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-p.clock.After(time.Second):
+				metrics.SchedulerUnfinishedWorkSeconds.WithLabelValues(controllerName, id).Set(p.clock.Since(start).Seconds())
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		wg.Wait()
+		metrics.SchedulerQueueDepth.DeleteLabelValues(controllerName, id)
+		metrics.SchedulerUnfinishedWorkSeconds.DeleteLabelValues(controllerName, id)
+	}
+}
+
+// effectiveZone is the one zone a pod's node selector and required node
+// affinity leave it, "flexible" when they leave several or do not
+// constrain the zone, and "none" when they leave none.
+func effectiveZone(pod *corev1.Pod) string {
+	var zones sets.Set[string]
+	restrict := func(values sets.Set[string]) {
+		if zones == nil {
+			zones = values
+		} else {
+			zones = zones.Intersection(values)
+		}
+	}
+	if z, ok := pod.Spec.NodeSelector[corev1.LabelTopologyZone]; ok {
+		restrict(sets.New(z))
+	}
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		// Terms are ORed: the pod may use the union of what each allows;
+		// a term that says nothing of the zone allows every zone.
+		var union sets.Set[string]
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			var termZones sets.Set[string]
+			for _, req := range term.MatchExpressions {
+				if req.Key != corev1.LabelTopologyZone || req.Operator != corev1.NodeSelectorOpIn {
+					continue
+				}
+				if termZones == nil {
+					termZones = sets.New(req.Values...)
+				} else {
+					termZones = termZones.Intersection(sets.New(req.Values...))
+				}
+			}
+			if termZones == nil {
+				union = nil
+				break
+			}
+			union = union.Union(termZones)
+		}
+		if union != nil {
+			restrict(union)
+		}
+	}
+	switch {
+	case zones == nil || zones.Len() > 1:
+		return "flexible"
+	case zones.Len() == 0:
+		return "none"
+	}
+	return sets.List(zones)[0]
 }
 
 // routine reports whether a round is the everyday case of new pods that
@@ -276,7 +387,11 @@ func (p *Provisioner) record(ctx context.Context, res *scheduling.Result) {
 	nominator, _ := p.cluster.(PodNominator)
 	nominated := map[string]bool{}
 	unschedulable, existing := 0, 0
+	decided := make(map[types.NamespacedName]bool, len(res.Placements))
 	for _, pl := range res.Placements {
+		if !IsExpected(pl.Pod) {
+			decided[types.NamespacedName{Namespace: pl.Pod.Namespace, Name: pl.Pod.Name}] = pl.Node != "" || pl.NodeClaim >= 0
+		}
 		switch {
 		case pl.Node != "":
 			// A pod the kube-scheduler has not tried yet and that fits what
@@ -300,6 +415,9 @@ func (p *Provisioner) record(ctx context.Context, res *scheduling.Result) {
 			failedScheduling(p.recorder, pl.Pod, why)
 			logger.Error(errors.New(why), "could not schedule pod", "Pod", klog.KObj(pl.Pod))
 		}
+	}
+	if ps, ok := p.cluster.(PodScheduling); ok {
+		ps.MarkPodSchedulingDecisions(decided)
 	}
 	metrics.UnschedulablePodsCount.WithLabelValues(controllerName).Set(float64(unschedulable))
 	newPods := 0

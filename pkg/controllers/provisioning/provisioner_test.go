@@ -2,6 +2,7 @@ package provisioning_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 func newProvisioner(t *testing.T) (*provisioning.Provisioner, *fakeCluster, *fakeRecorder) {
@@ -424,3 +426,85 @@ func TestPodControllerTriggers(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestNoCompatibleInstanceTypes warns a NodePool whose requirements leave
+// no instance type (once a minute, as upstream), and one whose minValues
+// the remaining types cannot meet; a pool with types gets nothing.
+func TestNoCompatibleInstanceTypes(t *testing.T) {
+	cleanup(t)
+	ctx := context.Background()
+	nodePool(t, "no-types", func(np *v1.NodePool) {
+		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,
+			v1.NodeSelectorRequirementWithMinValues{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"no-such-type"}})
+	})
+	nodePool(t, "too-few", func(np *v1.NodePool) {
+		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements,
+			v1.NodeSelectorRequirementWithMinValues{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"c7a.xlarge", "no-such-type"}, MinValues: ptr(2)})
+	})
+	nodePool(t, "fine", nil)
+	pendingPod(t, "waiting", "100m", func(p *corev1.Pod) {
+		p.Spec.NodeSelector = map[string]string{"capacity.example.io/pool": "no-types"}
+	})
+	p, _, rec := newProvisioner(t)
+
+	_, err := p.Provision(ctx)
+	require.NoError(t, err)
+	_, err = p.Provision(ctx)
+	require.NoError(t, err)
+	none := rec.forObject("no-types")
+	require.Len(t, none, 1, "warned once within the dedupe window")
+	assert.Equal(t, corev1.EventTypeWarning, none[0].eventType)
+	assert.Equal(t, provisioning.ReasonNoCompatibleInstanceTypes, none[0].reason)
+	assert.Equal(t, "NodePool requirements filtered out all compatible available instance types", none[0].message)
+	few := rec.forObject("too-few")
+	require.Len(t, few, 1)
+	assert.Equal(t, "NodePool requirements filtered out all compatible available instance types due to minValues incompatibility", few[0].message)
+	assert.Empty(t, rec.forObject("fine"))
+}
+
+// TestDRARequests: under IGNORE_DRA_REQUESTS=true (the default) a pod with
+// ResourceClaims gets no NodeClaim and a FailedScheduling saying why, while
+// an ordinary pod beside it is provisioned for; false plans for it as for
+// any pod (the solver ignores the claims).
+func TestDRARequests(t *testing.T) {
+	claimed := func(p *corev1.Pod) {
+		p.Spec.NodeSelector = map[string]string{"capacity.example.io/pool": "lab-general"}
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr("gpu-template")}}
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	}
+	for _, ignore := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ignore=%t", ignore), func(t *testing.T) {
+			cleanup(t)
+			ctx := context.Background()
+			nodePool(t, "lab-general", nil)
+			pod := pendingPod(t, "claims-a-gpu", "100m", claimed)
+			require.NotEmpty(t, pod.Spec.ResourceClaims, "the API server kept the claims")
+			pendingPod(t, "plain", "100m", func(p *corev1.Pod) {
+				p.Spec.NodeSelector = map[string]string{"capacity.example.io/pool": "lab-general"}
+			})
+			cloud, err := kwok.New(ctx, cp.Client, kwok.Options{})
+			require.NoError(t, err)
+			rec := &fakeRecorder{}
+			p := provisioning.NewProvisioner(cp.Client, cloud, &fakeCluster{kube: cp.Client}, rec, provisioning.Options{IgnoreDRARequests: ignore})
+
+			round, err := p.Provision(ctx)
+			require.NoError(t, err)
+			var planned []string
+			for _, nc := range round.Result.NewNodeClaims {
+				for _, pod := range nc.Pods {
+					planned = append(planned, pod.Name)
+				}
+			}
+			evs := rec.forObject("claims-a-gpu")
+			if ignore {
+				assert.Equal(t, []string{"plain"}, planned)
+				require.Len(t, evs, 1)
+				assert.Equal(t, provisioning.ReasonFailedScheduling, evs[0].reason)
+				assert.Equal(t, "Failed to schedule pod, "+snapshot.ErrDRARequests.Error(), evs[0].message)
+				return
+			}
+			assert.ElementsMatch(t, []string{"plain", "claims-a-gpu"}, planned)
+			assert.Empty(t, evs)
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
@@ -47,4 +48,12 @@ type UnavailableOfferings interface {
 // satisfies it).
 type Recorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// PodScheduling is optionally implemented by the Cluster: it keeps when
+// each pod was first seen provisionable and when a round first decided on
+// it, which the pod startup and scheduling metrics measure from.
+type PodScheduling interface {
+	AckPods(pods ...*corev1.Pod)
+	MarkPodSchedulingDecisions(placed map[types.NamespacedName]bool)
 }

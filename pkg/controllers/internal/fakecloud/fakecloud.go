@@ -29,6 +29,9 @@ type Provider struct {
 	// CreateErrOnce).
 	CreateErr     error
 	CreateErrOnce bool
+	// DeleteErr, when set, is returned by Delete (a cloud refusing to
+	// terminate, e.g. unauthorized).
+	DeleteErr error
 	// CreateLabels are added to every launched NodeClaim.
 	CreateLabels map[string]string
 	// BeforeList, when set, runs at the start of every List call (outside
@@ -105,6 +108,9 @@ func (p *Provider) Delete(_ context.Context, nc *v1.NodeClaim) error {
 	p.Lock()
 	defer p.Unlock()
 	p.DeleteCalls++
+	if p.DeleteErr != nil {
+		return p.DeleteErr
+	}
 	id := nc.Status.ProviderID
 	if _, ok := p.Instances[id]; !ok {
 		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %q not found", id))

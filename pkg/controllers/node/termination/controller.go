@@ -211,7 +211,7 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 		c.eventOnChange(node, corev1.EventTypeWarning, "TerminationGracePeriodExpiring", "All pods will be deleted by %s", deadline.Format(time.RFC3339))
 	}
 
-	res, err := c.drain(ctx, node, deadline)
+	res, err := c.drain(ctx, node, deadline, evictionReason(nodeClaim))
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("draining node: %w", err)
 	}
@@ -233,8 +233,14 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{RequeueAfter: after}, nil
 	}
+	wasDrained := nodeClaim != nil && nodeClaim.IsTrue(v1.ConditionTypeDrained)
 	if err := c.setCondition(ctx, nodeClaim, v1.ConditionTypeDrained, metav1.ConditionTrue, v1.ConditionTypeDrained, ""); err != nil {
 		return reconcile.Result{}, err
+	}
+	// Counted once, when the condition turns True (as upstream, only for
+	// nodes with a NodeClaim).
+	if nodeClaim != nil && !wasDrained {
+		metrics.NodesDrainedTotal.WithLabelValues(node.Labels[v1.NodePoolLabelKey]).Inc()
 	}
 
 	pending, err := c.pendingVolumeAttachments(ctx, node)
@@ -274,6 +280,7 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{RequeueAfter: instanceTerminationRequeue}, nil
 	} else if !cloudprovider.IsNodeClaimNotFoundError(err) {
+		c.eventOnChange(node, corev1.EventTypeWarning, "FailedTermination", "Failed to terminate instance %s, %s", target.Status.ProviderID, events.Truncate(err.Error()))
 		return reconcile.Result{}, fmt.Errorf("terminating instance %s: %w", target.Status.ProviderID, err)
 	}
 	return reconcile.Result{}, c.removeFinalizer(ctx, node)
@@ -430,8 +437,26 @@ func (c *Controller) removeFinalizer(ctx context.Context, node *corev1.Node) err
 	}
 	c.sent.forget(node.UID)
 	log.FromContext(ctx).Info("deleted node")
-	metrics.NodesTerminatedTotal.WithLabelValues(node.Labels[v1.NodePoolLabelKey], node.Labels[corev1.LabelTopologyZone]).Inc()
+	pool := node.Labels[v1.NodePoolLabelKey]
+	metrics.NodesTerminatedTotal.WithLabelValues(pool, node.Labels[corev1.LabelTopologyZone]).Inc()
+	// stored keeps the deletion timestamp the patched object may lack.
+	if !stored.DeletionTimestamp.IsZero() {
+		metrics.NodesTerminationDurationSeconds.WithLabelValues(pool).Observe(c.clock.Since(stored.DeletionTimestamp.Time).Seconds())
+	}
+	metrics.NodesLifetimeDurationSeconds.WithLabelValues(pool).Observe(c.clock.Since(stored.CreationTimestamp.Time).Seconds())
 	return nil
+}
+
+// evictionReason is what karpenter_pods_drained_total counts a node's
+// evictions under: the reason of the disruption command that owns it, or
+// "Forceful Termination" for every other deletion.
+func evictionReason(nc *v1.NodeClaim) string {
+	if nc != nil {
+		if cond := nc.Condition(v1.ConditionTypeDisruptionReason); cond != nil && cond.Status == metav1.ConditionTrue {
+			return cond.Reason
+		}
+	}
+	return metrics.ForcefulTerminationReason
 }
 
 func (c *Controller) event(obj runtime.Object, eventType, reason, format string, args ...interface{}) {

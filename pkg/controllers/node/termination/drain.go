@@ -2,9 +2,11 @@ package termination
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +21,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/recovery"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -54,7 +57,7 @@ type drainResult struct {
 // the first non-empty group; pods whose own grace period would run past the
 // deadline are deleted early with a grace period that ends at it; at the
 // deadline every remaining drainable pod is deleted immediately.
-func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *time.Time) (drainResult, error) {
+func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *time.Time, reason string) (drainResult, error) {
 	pods, err := index.PodsOnNode(ctx, c.kube, node.Name)
 	if err != nil {
 		return drainResult{}, fmt.Errorf("listing pods on node %s: %w", node.Name, err)
@@ -114,7 +117,7 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 			var err error
 			// A panic here would take the process down with it (only the
 			// reconciler itself is recovered); fail this pass instead.
-			if perr := recovery.Do(ctx, "evicting pod "+p.Namespace+"/"+p.Name, func() { ok, err = c.evict(ctx, p) }); perr != nil {
+			if perr := recovery.Do(ctx, "evicting pod "+p.Namespace+"/"+p.Name, func() { ok, err = c.evict(ctx, p, reason) }); perr != nil {
 				err = perr
 			}
 			mu.Lock()
@@ -201,8 +204,10 @@ func doNotDisrupt(p *corev1.Pod, now time.Time) bool {
 
 // evict asks the API server to evict the pod, which enforces PDBs. It
 // returns false when the eviction was refused (429, or the 500 the server
-// returns when several PDBs match) so the caller retries later.
-func (c *Controller) evict(ctx context.Context, p *corev1.Pod) (bool, error) {
+// returns when several PDBs match) so the caller retries later. Every
+// answer is counted by its status code, and each eviction by the drain's
+// reason.
+func (c *Controller) evict(ctx context.Context, p *corev1.Pod, reason string) (bool, error) {
 	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
 	// Preconditions make sure a same-named replacement pod is not evicted
 	// in this one's place.
@@ -213,6 +218,14 @@ func (c *Controller) evict(ctx context.Context, p *corev1.Pod) (bool, error) {
 			MaxRetries(0).Body(eviction).Do(ctx).Error()
 	} else {
 		err = c.kube.SubResource("eviction").Create(ctx, p, eviction)
+	}
+	var status apierrors.APIStatus
+	switch {
+	case err == nil:
+		metrics.PodsEvictionRequestsTotal.WithLabelValues("200").Inc()
+		metrics.PodsDrainedTotal.WithLabelValues(reason).Inc()
+	case errors.As(err, &status):
+		metrics.PodsEvictionRequestsTotal.WithLabelValues(strconv.Itoa(int(status.Status().Code))).Inc()
 	}
 	switch {
 	case err == nil:

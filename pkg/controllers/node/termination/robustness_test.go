@@ -2,6 +2,7 @@ package termination_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -117,4 +118,33 @@ func TestEvictionPanicIsRecovered(t *testing.T) {
 	_, err = ctrl.Reconcile(ctx, req)
 	require.NoError(t, err)
 	require.Empty(t, e.podNames(e.ns))
+}
+
+// TestFailedTermination: a cloud that refuses to terminate the instance
+// keeps the Node (and its finalizer), says so once with upstream's
+// FailedTermination on the Node, and finishes once the cloud complies.
+func TestFailedTermination(t *testing.T) {
+	e := newEnv(t)
+	nc, node := e.managedNode(nil)
+	e.cloud.Lock()
+	e.cloud.DeleteErr = errors.New("UnauthorizedOperation: not allowed to terminate")
+	e.cloud.Unlock()
+	require.NoError(t, cp.Client.Delete(e.ctx, node))
+
+	for range 3 {
+		_, err := e.ctrl.Reconcile(e.ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: node.Name}})
+		require.ErrorContains(t, err, "UnauthorizedOperation")
+	}
+	failed := e.events.Events("FailedTermination")
+	require.Len(t, failed, 1, "once per change of its message")
+	require.Equal(t, "Failed to terminate instance "+nc.Status.ProviderID+", UnauthorizedOperation: not allowed to terminate", failed[0].Message)
+	require.Equal(t, node.Name, failed[0].Object)
+	require.False(t, e.nodeGone(node))
+
+	e.cloud.Lock()
+	e.cloud.DeleteErr = nil
+	e.cloud.Unlock()
+	e.reconcile(node) // termination starts
+	e.reconcile(node) // instance gone; finalizer removed
+	require.True(t, e.nodeGone(node))
 }

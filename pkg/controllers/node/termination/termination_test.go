@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -13,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/metrics"
 )
 
 // TestDrainOrder evicts one group per pass: workloads, DaemonSet pods,
@@ -30,6 +34,9 @@ func TestDrainOrder(t *testing.T) {
 		p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	})
 	e.pod(node, "mirror", annotations(corev1.MirrorPodAnnotationKey, "x"))
+	pool := node.Labels[v1.NodePoolLabelKey]
+	evictions, drained := testutil.ToFloat64(metrics.PodsEvictionRequestsTotal.WithLabelValues("200")), testutil.ToFloat64(metrics.PodsDrainedTotal.WithLabelValues(metrics.ForcefulTerminationReason))
+	nodesDrained := testutil.ToFloat64(metrics.NodesDrainedTotal.WithLabelValues(pool))
 	require.NoError(t, cp.Client.Delete(e.ctx, node))
 
 	stay := []string{"tolerant", "mirror"}
@@ -52,6 +59,10 @@ func TestDrainOrder(t *testing.T) {
 	e.reconcile(node)
 	require.ElementsMatch(t, stay, e.podNames(e.ns))
 	require.Len(t, e.events.Events("Evicted"), 4)
+	// Four evictions answered 200, each counted as a forceful termination
+	// (no disruption command owns the node).
+	require.Equal(t, evictions+4, testutil.ToFloat64(metrics.PodsEvictionRequestsTotal.WithLabelValues("200")))
+	require.Equal(t, drained+4, testutil.ToFloat64(metrics.PodsDrainedTotal.WithLabelValues(metrics.ForcefulTerminationReason)))
 
 	res := e.reconcile(node)
 	require.Equal(t, 5*time.Second, res.RequeueAfter)
@@ -61,9 +72,21 @@ func TestDrainOrder(t *testing.T) {
 	}
 	require.False(t, e.nodeGone(node), "finalizer stays until the instance is gone")
 
+	require.Equal(t, nodesDrained+1, testutil.ToFloat64(metrics.NodesDrainedTotal.WithLabelValues(pool)), "counted once, when Drained turns True")
+
+	terminated := summaryCount(t, metrics.NodesTerminationDurationSeconds.WithLabelValues(pool))
 	e.reconcile(node)
 	require.True(t, e.nodeGone(node))
 	require.False(t, e.cloud.Has(nc.Status.ProviderID))
+	require.Equal(t, nodesDrained+1, testutil.ToFloat64(metrics.NodesDrainedTotal.WithLabelValues(pool)))
+	require.Equal(t, terminated+1, summaryCount(t, metrics.NodesTerminationDurationSeconds.WithLabelValues(pool)))
+}
+
+func summaryCount(t *testing.T, o prometheus.Observer) uint64 {
+	t.Helper()
+	m := &dto.Metric{}
+	require.NoError(t, o.(prometheus.Metric).Write(m))
+	return m.GetSummary().GetSampleCount()
 }
 
 // TestBlockedDrainUntilDeadline: a PDB (eviction answers 429) and a

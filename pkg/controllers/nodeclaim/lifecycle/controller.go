@@ -330,7 +330,19 @@ func (c *Controller) finalize(ctx context.Context, nc *v1.NodeClaim) (reconcile.
 		target.Status.ProviderID = providerID
 		err := c.cloud.Delete(ctx, target)
 		if err != nil && !cloudprovider.IsNodeClaimNotFoundError(err) {
+			if c.opts.Recorder != nil {
+				c.opts.Recorder.Eventf(nc, corev1.EventTypeWarning, "FailedTermination", "Failed to terminate instance %s, %s", providerID, events.Truncate(err.Error()))
+			}
 			return reconcile.Result{}, fmt.Errorf("terminating instance %s: %w", providerID, err)
+		}
+		if err != nil {
+			// Gone: from the first Delete that was accepted (0 when the
+			// first call already found it gone).
+			terminating := 0.0
+			if cond := nc.Condition(v1.ConditionTypeInstanceTerminating); cond != nil && cond.Status == metav1.ConditionTrue {
+				terminating = c.opts.Clock.Since(cond.LastTransitionTime.Time).Seconds()
+			}
+			metrics.NodeClaimsInstanceTerminationDurationSeconds.WithLabelValues(nc.Labels[v1.NodePoolLabelKey]).Observe(terminating)
 		}
 		if err == nil {
 			stored := nc.DeepCopy()
@@ -360,6 +372,9 @@ func (c *Controller) finalize(ctx context.Context, nc *v1.NodeClaim) (reconcile.
 		logger = logger.WithValues("Node", map[string]string{"name": nc.Status.NodeName})
 	}
 	logger.Info("deleted nodeclaim")
+	if !stored.DeletionTimestamp.IsZero() {
+		metrics.NodeClaimsTerminationDurationSeconds.WithLabelValues(nc.Labels[v1.NodePoolLabelKey]).Observe(c.opts.Clock.Since(stored.DeletionTimestamp.Time).Seconds())
+	}
 	metrics.NodeClaimsTerminatedTotal.WithLabelValues(nc.Labels[v1.NodePoolLabelKey], nc.Labels[v1.CapacityTypeLabelKey], nc.Labels[corev1.LabelTopologyZone]).Inc()
 	return reconcile.Result{}, nil
 }

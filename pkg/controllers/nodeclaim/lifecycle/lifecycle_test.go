@@ -323,3 +323,33 @@ func (w *conflictingWriter) Patch(ctx context.Context, obj client.Object, patch 
 	}
 	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
+
+// TestFailedTerminationKeepsTheNodeClaim: a deleted NodeClaim whose
+// instance the cloud will not terminate keeps its finalizer and says so
+// with upstream's FailedTermination, and goes once the cloud complies.
+func TestFailedTerminationKeepsTheNodeClaim(t *testing.T) {
+	e := newEnv(t)
+	nc := e.nodeClaim()
+	e.reconcile(nc.Name)
+	id := e.get(nc.Name).Status.ProviderID
+	require.NotEmpty(t, id)
+	e.cloud.Lock()
+	e.cloud.DeleteErr = errors.New("UnauthorizedOperation: not allowed to terminate")
+	e.cloud.Unlock()
+	require.NoError(t, cp.Client.Delete(e.ctx, e.get(nc.Name)))
+
+	_, err := e.ctrl.Reconcile(e.ctx, req(nc.Name))
+	require.ErrorContains(t, err, "UnauthorizedOperation")
+	failed := e.events.Events("FailedTermination")
+	require.Len(t, failed, 1)
+	require.Equal(t, "Failed to terminate instance "+id+", UnauthorizedOperation: not allowed to terminate", failed[0].Message)
+	require.False(t, e.gone(nc.Name))
+
+	e.cloud.Lock()
+	e.cloud.DeleteErr = nil
+	e.cloud.Unlock()
+	e.reconcile(nc.Name) // Delete starts termination
+	e.reconcile(nc.Name) // ...and reports not-found
+	require.True(t, e.gone(nc.Name))
+	require.False(t, e.cloud.Has(id))
+}

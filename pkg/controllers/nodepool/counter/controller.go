@@ -7,6 +7,7 @@ package counter
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +53,11 @@ type Controller struct {
 	kube    client.Client
 	cluster Cluster
 	types   InstanceTypes
+
+	mu sync.Mutex
+	// unpriced are, per pool, the NodeClaims already counted as
+	// cost-tracker errors.
+	unpriced map[string]map[string]bool
 }
 
 // NewController returns the counter controller; types prices the pools'
@@ -80,6 +86,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			metrics.NodePoolUsage.DeletePartialMatch(map[string]string{metrics.NodePoolLabel: req.Name})
 			metrics.NodePoolLimit.DeletePartialMatch(map[string]string{metrics.NodePoolLabel: req.Name})
 			metrics.NodePoolCostPerHour.DeleteLabelValues(req.Name)
+			metrics.NodePoolCostTotal.DeleteLabelValues(req.Name)
 			metrics.NodePoolUnpricedNodes.DeleteLabelValues(req.Name)
 			metrics.NodePoolIdleCostPerHour.DeleteLabelValues(req.Name)
 		}
@@ -139,10 +146,36 @@ func (c *Controller) recordCost(ctx context.Context, np *v1.NodePool) {
 	if err != nil {
 		return
 	}
-	cost, idle, unpriced := Cost(c.cluster.NodePoolOfferings(np.Name), its)
+	nodes := c.cluster.NodePoolOfferings(np.Name)
+	cost, idle, unpriced := Cost(nodes, its)
+	c.countUnpriced(np.Name, nodes, its)
 	metrics.NodePoolCostPerHour.WithLabelValues(np.Name).Set(cost)
+	metrics.NodePoolCostTotal.WithLabelValues(np.Name).Set(cost)
 	metrics.NodePoolIdleCostPerHour.WithLabelValues(np.Name).Set(idle)
 	metrics.NodePoolUnpricedNodes.WithLabelValues(np.Name).Set(float64(unpriced))
+}
+
+// countUnpriced counts each NodeClaim whose offering has no price once in
+// karpenter_nodepools_cost_tracker_errors_total. Only the pool's current
+// NodeClaims are remembered, so the memory stays bounded.
+func (c *Controller) countUnpriced(pool string, nodes []state.NodeOffering, its []*cloudprovider.InstanceType) {
+	prices := scheduling.OfferingPrices(its)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unpriced == nil {
+		c.unpriced = map[string]map[string]bool{}
+	}
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if _, ok := prices[n.OfferingKey]; ok {
+			continue
+		}
+		seen[n.NodeClaim] = true
+		if !c.unpriced[pool][n.NodeClaim] {
+			metrics.NodePoolCostTrackerErrorsTotal.WithLabelValues(pool, n.NodeClaim).Inc()
+		}
+	}
+	c.unpriced[pool] = seen
 }
 
 // Cost sums the price of each node's offering among the instance types'

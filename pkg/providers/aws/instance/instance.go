@@ -254,6 +254,9 @@ type Provider struct {
 	// unbatchedUntil switches batching off per NodePool after AWS denied a
 	// call only batching makes.
 	unbatchedUntil map[string]time.Time
+	// zoneIDs maps the zones launches named to their ids, for the
+	// termination-failure metric (DescribeInstances gives only the zone).
+	zoneIDs sync.Map
 }
 
 // attempt is what a failed Create leaves for the NodeClaim's next one.
@@ -471,6 +474,7 @@ func (p *Provider) newLaunch(req Request) (*launch, error) {
 			l.zoneOf[o.SubnetID] = o.Zone
 			if o.ZoneID != "" {
 				l.zoneIDOf[o.Zone] = o.ZoneID
+				p.zoneIDs.Store(o.Zone, o.ZoneID)
 			}
 			overrides = append(overrides, ec2types.FleetLaunchTemplateOverridesRequest{
 				InstanceType:     ec2types.InstanceType(o.InstanceType),
@@ -879,6 +883,14 @@ func (p *Provider) Terminate(ctx context.Context, id string, launched time.Time)
 	}
 	change, err := p.terminates.Add(ctx, id)
 	if err != nil {
+		// The zone comes from the instance cache: the failed call gives none.
+		zone := ""
+		if e, ok := p.cache.get(id); ok {
+			zone = e.inst.Zone
+		}
+		zoneID, _ := p.zoneIDs.Load(zone)
+		zid, _ := zoneID.(string)
+		metrics.InstanceTerminationFailuresTotal.WithLabelValues(zone, zid).Inc()
 		return nil, fmt.Errorf("terminating instance %s: %w", id, err)
 	}
 	if change == nil {

@@ -159,6 +159,7 @@ func (r *Receiver) Run(ctx context.Context, h Handler) error {
 		return errors.New("interruption receiver needs a handler")
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("queue", r.queueName))
+	log.FromContext(ctx).V(1).Info("watching interruption queue")
 	var wg sync.WaitGroup
 	for i := 0; i < r.opts.Workers; i++ {
 		wg.Go(func() { r.work(ctx, h) })

@@ -426,7 +426,14 @@ func (l *logLines) all() string {
 // keeps retrying GetQueueUrl (the failure is not cached) and drains the
 // queue once it appears.
 func TestReceiverWaitsForQueue(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	var mu sync.Mutex
+	var lines []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{Verbosity: 1})
+	ctx, cancel := context.WithTimeout(log.IntoContext(t.Context(), logger), 2*time.Minute)
 	defer cancel()
 	h := &recorder{}
 	r := interruption.NewReceiver(sqsClient, "interruption-late", interruption.Options{Workers: 2, MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
@@ -442,6 +449,9 @@ func TestReceiverWaitsForQueue(t *testing.T) {
 	got, err := r.QueueURL(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, url, got)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Contains(t, lines, `"level"=1 "msg"="watching interruption queue" "queue"="interruption-late"`, "upstream's line, once the receiver starts")
 }
 
 // TestReceiverReceiveParameters checks the long-poll parameters on the

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 	"golang.org/x/sync/singleflight"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 )
@@ -162,7 +164,9 @@ func (p *Provider) findOrCreate(ctx context.Context, name string, o *Options) (L
 	if err != nil {
 		return LaunchTemplate{}, fmt.Errorf("creating launch template %s: %w", name, err)
 	}
-	return LaunchTemplate{Name: name, ID: aws.ToString(out.LaunchTemplate.LaunchTemplateId), ImageID: o.ImageID}, nil
+	id := aws.ToString(out.LaunchTemplate.LaunchTemplateId)
+	log.FromContext(ctx).WithValues("id", id).V(1).Info("created launch template")
+	return LaunchTemplate{Name: name, ID: id, ImageID: o.ImageID}, nil
 }
 
 // describe looks a template up by name; found is false when EC2 has none.
@@ -213,8 +217,10 @@ func (p *Provider) Invalidate(name string) {
 // taking leadership, so a restart neither re-describes every template nor
 // loses track of those it should prune.
 func (p *Provider) Hydrate(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithValues("tag-key", ClusterTagKey, "tag-value", p.clusterName)
 	lts, err := p.list(ctx, []ec2types.Filter{{Name: aws.String("tag:" + ClusterTagKey), Values: []string{p.clusterName}}})
 	if err != nil {
+		logger.Error(err, "unable to hydrate the AWS launch template cache")
 		return err
 	}
 	for _, lt := range lts {
@@ -225,6 +231,10 @@ func (p *Provider) Hydrate(ctx context.Context) error {
 		}
 		p.mu.Unlock()
 	}
+	p.mu.Lock()
+	count := len(p.cache)
+	p.mu.Unlock()
+	logger.WithValues("count", count).V(1).Info("hydrated launch template cache")
 	return nil
 }
 
@@ -245,9 +255,11 @@ func (p *Provider) Prune(ctx context.Context) (int, error) {
 	deleted := 0
 	for _, c := range expired {
 		if err := p.delete(ctx, c.lt.ID); err != nil {
+			log.FromContext(ctx).WithValues("launch-template", c.lt.Name).Error(err, "failed to delete launch template")
 			errs = append(errs, err)
 			continue
 		}
+		log.FromContext(ctx).WithValues("id", c.lt.ID, "name", c.lt.Name).V(1).Info("deleted launch template")
 		deleted++
 	}
 	return deleted, errors.Join(errs...)
@@ -264,11 +276,22 @@ func (p *Provider) DeleteAll(ctx context.Context, nodeClass *awsv1.EC2NodeClass)
 		return err
 	}
 	var errs []error
+	var names []string
 	for _, lt := range lts {
 		p.Invalidate(aws.ToString(lt.LaunchTemplateName))
 		if err := p.delete(ctx, aws.ToString(lt.LaunchTemplateId)); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		names = append(names, aws.ToString(lt.LaunchTemplateName))
+	}
+	if len(names) > 0 {
+		// Upstream's line names at most five templates and counts the rest.
+		shown := strings.Join(names[:min(len(names), 5)], ", ")
+		if len(names) > 5 {
+			shown += fmt.Sprintf(" and %d other(s)", len(names)-5)
+		}
+		log.FromContext(ctx).WithValues("launchTemplates", shown).V(1).Info("deleted launch templates")
 	}
 	// Templates created after the listing belong to launches still
 	// running; forget the class's cached ones so they are looked up again.

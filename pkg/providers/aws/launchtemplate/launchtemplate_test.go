@@ -12,10 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/bootstrap"
@@ -485,7 +487,25 @@ func faultIDs() []string {
 }
 
 func TestPruneHydrateInvalidate(t *testing.T) {
-	ctx := context.Background()
+	var mu sync.Mutex
+	var lines []string
+	ctx := log.IntoContext(context.Background(), funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{Verbosity: 1}))
+	// logged returns the lines with upstream's message msg.
+	logged := func(msg string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, l := range lines {
+			if strings.HasPrefix(l, `"level"=1 "msg"="`+msg+`"`) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
 	now := time.Now()
 	clock := func() time.Time { return now }
 	p := launchtemplate.NewProvider(clients.EC2, "prune-cluster", launchtemplate.ProviderOptions{Now: clock})
@@ -508,11 +528,16 @@ func TestPruneHydrateInvalidate(t *testing.T) {
 	require.Equal(t, 1, n)
 	require.Empty(t, templatesNamed(t, unused.Name), "unused past the TTL: deleted")
 	require.Len(t, templatesNamed(t, used.Name), 1, "used within the TTL: kept")
+	// Upstream's log lines: a constant message, the template in fields.
+	require.Len(t, logged("created launch template"), 2)
+	require.Contains(t, logged("created launch template")[0], `"id"="`+used.ID+`"`)
+	require.Equal(t, []string{`"level"=1 "msg"="deleted launch template" "id"="` + unused.ID + `" "name"="` + unused.Name + `"`}, logged("deleted launch template"))
 
 	// A restarted controller hydrates the cluster's templates and prunes
 	// them if nothing claims them.
 	restarted := launchtemplate.NewProvider(clients.EC2, "prune-cluster", launchtemplate.ProviderOptions{Now: clock})
 	require.NoError(t, restarted.Hydrate(ctx))
+	require.Equal(t, []string{`"level"=1 "msg"="hydrated launch template cache" "tag-key"="karpenter.k8s.aws/cluster" "tag-value"="prune-cluster" "count"=1`}, logged("hydrated launch template cache"))
 	now = now.Add(2 * time.Minute)
 	n, err = restarted.Prune(ctx)
 	require.NoError(t, err)
@@ -529,6 +554,7 @@ func TestPruneHydrateInvalidate(t *testing.T) {
 	require.NotEqual(t, used.ID, again.ID, "recreated")
 	require.Len(t, templatesNamed(t, again.Name), 1)
 	require.NoError(t, p.DeleteAll(ctx, readyNodeClass("prune", awsv1.AMIFamilyAL2)))
+	require.Equal(t, []string{`"level"=1 "msg"="deleted launch templates" "launchTemplates"="` + again.Name + `"`}, logged("deleted launch templates"))
 	require.Empty(t, templatesNamed(t, again.Name), fmt.Sprint("DeleteAll in prune-cluster"))
 }
 

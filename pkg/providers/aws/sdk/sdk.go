@@ -61,7 +61,8 @@ func Load(ctx context.Context, s Settings) (aws.Config, error) {
 
 // Instrument makes cfg's clients retry with the adaptive retryer (up to
 // maxAttempts attempts a call, the SDK's default 3 when zero) and count
-// throttled and denied attempts. The adaptive retryer is AWS's own answer
+// throttled and denied attempts, and publishes the aws_sdk_go_* request
+// series (see WithMetrics). The adaptive retryer is AWS's own answer
 // to account-wide request limits: each client keeps a token bucket that
 // shrinks its send rate after a throttle and grows it back after successes,
 // so a scale-up of a thousand nodes backs off instead of retrying into
@@ -75,7 +76,7 @@ func Instrument(cfg *aws.Config, maxAttempts int) {
 			}
 		})
 	}
-	cfg.APIOptions = append(cfg.APIOptions, countOutcomes)
+	cfg.APIOptions = append(cfg.APIOptions, countOutcomes, addMetrics)
 }
 
 // Clients are the service clients the provider's resolvers share.

@@ -26,7 +26,7 @@ const (
 	EventInstanceStopping               = "InstanceStopping"
 	EventInstanceTerminating            = "InstanceTerminating"
 	EventInstanceUnhealthy              = "InstanceUnhealthy"
-	EventCapacityReservationInterrupted = "CapacityReservationInterrupted"
+	EventCapacityReservationInterrupted = "CapacityReservationInstanceInterrupted"
 	EventTerminatingOnInterruption      = "TerminatingOnInterruption"
 )
 

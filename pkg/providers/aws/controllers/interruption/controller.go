@@ -195,7 +195,8 @@ func (c *Controller) act(ctx context.Context, msg messages.Message, nc *v1.NodeC
 		metrics.InterruptionActionsPerformedTotal.WithLabelValues(string(kind), ActionAlreadyDeleting).Inc()
 		return nil
 	}
-	logger.Info("initiating delete from interruption message")
+	// upstream's action name for a graceful delete
+	logger.WithValues("action", "CordonAndDrain").Info("initiating delete from interruption message")
 	record(c.opts.Recorder, nc, node, corev1.EventTypeWarning, EventTerminatingOnInterruption, "Interruption triggered termination for the NodeClaim")
 	countDisrupted(nc, string(kind), false)
 	metrics.InterruptionActionsPerformedTotal.WithLabelValues(string(kind), ActionCordonAndDrain).Inc()

@@ -116,10 +116,10 @@ func TestInterruptionActions(t *testing.T) {
 			kind: "scheduled_change", deleted: true, reasons: []string{"InstanceUnhealthy", "TerminatingOnInterruption"}},
 		{name: "reservation interruption", in: awslocal.Interruption{Kind: awslocal.InterruptionCapacityReservation, CapacityReservationID: "cr-0123456789abcdef0"},
 			capacityType: v1.CapacityTypeReserved, kind: "capacity_reservation_interrupted", deleted: true,
-			reasons: []string{"CapacityReservationInterrupted", "TerminatingOnInterruption"}, reservation: "cr-0123456789abcdef0"},
+			reasons: []string{"CapacityReservationInstanceInterrupted", "TerminatingOnInterruption"}, reservation: "cr-0123456789abcdef0"},
 		{name: "reservation from the nodeclaim's label", in: awslocal.Interruption{Kind: awslocal.InterruptionCapacityReservation},
 			capacityType: v1.CapacityTypeReserved, kind: "capacity_reservation_interrupted", deleted: true,
-			reasons: []string{"CapacityReservationInterrupted", "TerminatingOnInterruption"}, reservation: "cr-0fedcba9876543210"},
+			reasons: []string{"CapacityReservationInstanceInterrupted", "TerminatingOnInterruption"}, reservation: "cr-0fedcba9876543210"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := start(t, nil)

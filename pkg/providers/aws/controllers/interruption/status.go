@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -158,7 +159,14 @@ func (c *StatusController) Check(ctx context.Context) error {
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return errors.Join(append(errs, fmt.Errorf("describing instance status: %w", err))...)
+			var apiErr smithy.APIError
+			if errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnauthorizedOperation" {
+				// upstream's words: the check is retried every interval
+				err = fmt.Errorf("ec2:DescribeInstanceStatus permission is not allowed for instance status checks; grant the permission and Karpenter will retry automatically, %w", err)
+			} else {
+				err = fmt.Errorf("describing instance status: %w", err)
+			}
+			return errors.Join(append(errs, err)...)
 		}
 		for _, s := range page.InstanceStatuses {
 			category, detail := unhealthy(s)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -101,6 +102,13 @@ func (failingEC2) DescribeInstanceStatus(context.Context, *ec2.DescribeInstanceS
 	return nil, errors.New("RequestLimitExceeded")
 }
 
+// deniedEC2 answers as EC2 does when the IAM policy lacks the action.
+type deniedEC2 struct{}
+
+func (deniedEC2) DescribeInstanceStatus(context.Context, *ec2.DescribeInstanceStatusInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceStatusOutput, error) {
+	return nil, &smithy.GenericAPIError{Code: "UnauthorizedOperation", Message: "You are not authorized to perform this operation."}
+}
+
 // panickyEC2 panics, as a bug would.
 type panickyEC2 struct{}
 
@@ -114,6 +122,10 @@ func TestInstanceStatusLoopSurvivesFailures(t *testing.T) {
 	id, zone := launch(t, "m5.large")
 	newClaim(t, id, zone, "m5.large", v1.CapacityTypeOnDemand)
 	require.ErrorContains(t, interruption.NewStatusController(cp.Client, failingEC2{}, interruption.StatusOptions{}).Check(context.Background()), "RequestLimitExceeded")
+	// A missing permission says which one, in upstream's words.
+	err := interruption.NewStatusController(cp.Client, deniedEC2{}, interruption.StatusOptions{}).Check(context.Background())
+	require.ErrorContains(t, err, "ec2:DescribeInstanceStatus permission is not allowed for instance status checks; grant the permission and Karpenter will retry automatically, ")
+	require.ErrorContains(t, err, "UnauthorizedOperation")
 	for _, api := range []interruption.EC2StatusAPI{failingEC2{}, panickyEC2{}} {
 		c := interruption.NewStatusController(cp.Client, api, interruption.StatusOptions{Interval: 20 * time.Millisecond})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

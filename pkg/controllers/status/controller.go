@@ -1,0 +1,330 @@
+// Package status publishes upstream's operator_* status-condition and
+// termination series for one kind of object (NodeClaim, NodePool, Node, a
+// provider's NodeClass, CapacityBuffer): a gauge per condition with its
+// status and reason and how long it has held it, a count and a duration
+// per transition, and how long a deleting object has been terminating and
+// took to go. It also records upstream's condition-transition and
+// Finalized events for the kinds whose own controllers do not.
+package status
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/karpenter-go/karpenter/pkg/metrics"
+)
+
+// Refresh is how often an object's "seconds so far" gauges are refreshed.
+const Refresh = 10 * time.Second
+
+// Options describe one kind.
+type Options struct {
+	// Object makes an empty object of the kind.
+	Object func() client.Object
+	// Metrics are the kind's series (metrics.NodeClaimStatusMetrics, ...);
+	// they are registered by New.
+	Metrics *metrics.StatusMetrics
+	// LabelKeys are the object labels the kind's series carry, in the
+	// order of Metrics.ExtraLabels.
+	LabelKeys []string
+	// Generic also publishes the kind-less series labelled by group and
+	// kind, as upstream does for every kind but Node.
+	Generic bool
+	// Events records the condition-transition events; off for kinds whose
+	// controllers already record them (NodeClaim). Finalized events are
+	// always recorded.
+	Events bool
+	// Recorder publishes the events (Register defaults it to the manager's).
+	Recorder record.EventRecorder
+	Clock    clock.Clock
+}
+
+// Controller publishes one kind's series.
+type Controller struct {
+	opts Options
+	kube client.Client
+	gvk  schema.GroupVersionKind
+	name string
+
+	mu          sync.Mutex
+	observed    map[types]observedObject
+	terminating map[types]terminatingObject
+}
+
+type types = reconcile.Request
+
+type observedObject struct {
+	conditions map[string]condition
+	labels     []string
+	finalizers []string
+}
+
+type terminatingObject struct {
+	deleted time.Time
+	labels  []string
+}
+
+type condition struct {
+	Type, Status, Reason, Message string
+	LastTransitionTime            time.Time
+}
+
+// New builds the controller for a kind and registers its metrics.
+func New(kube client.Client, scheme *runtime.Scheme, opts Options) (*Controller, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	gvk, err := apiutil.GVKForObject(opts.Object(), scheme)
+	if err != nil {
+		return nil, fmt.Errorf("status metrics: %w", err)
+	}
+	if len(opts.LabelKeys) != len(opts.Metrics.ExtraLabels) {
+		return nil, fmt.Errorf("status metrics for %s: %d label keys for %d labels", gvk.Kind, len(opts.LabelKeys), len(opts.Metrics.ExtraLabels))
+	}
+	if err := metrics.Register(opts.Metrics.Collectors()...); err != nil {
+		return nil, fmt.Errorf("registering %s status metrics: %w", gvk.Kind, err)
+	}
+	return &Controller{
+		opts: opts, kube: kube, gvk: gvk, name: "status." + strings.ToLower(gvk.Kind),
+		observed: map[types]observedObject{}, terminating: map[types]terminatingObject{},
+	}, nil
+}
+
+// Name is the controller's name.
+func (c *Controller) Name() string { return c.name }
+
+// Register adds the controller to mgr.
+func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
+	if c.opts.Recorder == nil {
+		c.opts.Recorder = mgr.GetEventRecorderFor("karpenter") //nolint:staticcheck // core/v1 events, as upstream shows them
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(c.name).
+		For(c.opts.Object()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 10}).
+		Complete(c)
+}
+
+// Reconcile publishes one object's series.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := c.opts.Object()
+	if err := c.kube.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.gone(req, obj)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("getting %s %s: %w", c.gvk.Kind, req.NamespacedName, err)
+	}
+	conds, err := conditionsOf(obj)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("reading conditions of %s %s: %w", c.gvk.Kind, req.NamespacedName, err)
+	}
+	labels := c.labelValues(obj)
+	now := c.opts.Clock.Now()
+	m := c.opts.Metrics
+
+	c.mu.Lock()
+	prev, seen := c.observed[req]
+	c.observed[req] = observedObject{conditions: conds, labels: labels, finalizers: obj.GetFinalizers()}
+	c.mu.Unlock()
+
+	if seen {
+		for _, f := range prev.finalizers {
+			if !contains(obj.GetFinalizers(), f) {
+				c.event(obj, "Finalized", "Finalized "+f)
+			}
+		}
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		deleted := obj.GetDeletionTimestamp().Time
+		m.TerminationCurrentTimeSeconds.WithLabelValues(append([]string{req.Namespace, req.Name}, labels...)...).Set(now.Sub(deleted).Seconds())
+		if c.opts.Generic {
+			metrics.GenericStatus.TerminationCurrentTimeSeconds.WithLabelValues(req.Namespace, req.Name, c.gvk.Group, c.gvk.Kind).Set(now.Sub(deleted).Seconds())
+		}
+		c.mu.Lock()
+		c.terminating[req] = terminatingObject{deleted: deleted, labels: labels}
+		c.mu.Unlock()
+	}
+
+	// Series of conditions that changed (or whose object labels did) go
+	// before the current ones are set.
+	if seen {
+		for t, old := range prev.conditions {
+			if cur, ok := conds[t]; !ok || cur.Status != old.Status || cur.Reason != old.Reason || !equal(labels, prev.labels) {
+				c.deleteGauges(req, old, prev.labels)
+			}
+		}
+	}
+	for _, cond := range conds {
+		gaugeLabels := append([]string{req.Namespace, req.Name, cond.Type, cond.Status, cond.Reason}, labels...)
+		m.ConditionCount.WithLabelValues(gaugeLabels...).Set(1)
+		m.ConditionCurrentStatusSeconds.WithLabelValues(gaugeLabels...).Set(now.Sub(cond.LastTransitionTime).Seconds())
+		if c.opts.Generic {
+			generic := []string{req.Namespace, req.Name, cond.Type, cond.Status, cond.Reason, c.gvk.Group, c.gvk.Kind}
+			metrics.GenericStatus.ConditionCount.WithLabelValues(generic...).Set(1)
+			metrics.GenericStatus.ConditionCurrentStatusSeconds.WithLabelValues(generic...).Set(now.Sub(cond.LastTransitionTime).Seconds())
+		}
+		old, had := prev.conditions[cond.Type]
+		if seen && had && old.Status == cond.Status {
+			continue
+		}
+		// A condition that is new or changed status is a transition.
+		m.ConditionTransitionsTotal.WithLabelValues(append([]string{cond.Type, cond.Status, cond.Reason}, labels...)...).Inc()
+		if c.opts.Generic {
+			metrics.GenericStatus.ConditionTransitionsTotal.WithLabelValues(cond.Type, cond.Status, cond.Reason, c.gvk.Group, c.gvk.Kind).Inc()
+		}
+		if !had {
+			continue
+		}
+		held := cond.LastTransitionTime.Sub(old.LastTransitionTime).Seconds()
+		m.ConditionTransitionSeconds.WithLabelValues(append([]string{old.Type, old.Status}, labels...)...).Observe(held)
+		if c.opts.Generic {
+			metrics.GenericStatus.ConditionTransitionSeconds.WithLabelValues(old.Type, old.Status, c.gvk.Group, c.gvk.Kind).Observe(held)
+		}
+		if c.opts.Events {
+			msg := fmt.Sprintf("Status condition transitioned, Type: %s, Status: %s -> %s, Reason: %s", cond.Type, old.Status, cond.Status, cond.Reason)
+			if cond.Message != "" {
+				msg += ", Message: " + cond.Message
+			}
+			c.event(obj, cond.Type, msg)
+		}
+	}
+	return reconcile.Result{RequeueAfter: Refresh}, nil
+}
+
+// gone ends a deleted object's series: its gauges go, and its termination
+// is observed if it was seen terminating.
+func (c *Controller) gone(req reconcile.Request, obj client.Object) {
+	c.mu.Lock()
+	prev, seen := c.observed[req]
+	term, terminating := c.terminating[req]
+	delete(c.observed, req)
+	delete(c.terminating, req)
+	c.mu.Unlock()
+	m := c.opts.Metrics
+	match := map[string]string{metrics.PodNamespaceLabel: req.Namespace, metrics.NameLabel: req.Name}
+	m.ConditionCount.DeletePartialMatch(match)
+	m.ConditionCurrentStatusSeconds.DeletePartialMatch(match)
+	m.TerminationCurrentTimeSeconds.DeletePartialMatch(match)
+	if c.opts.Generic {
+		generic := map[string]string{metrics.PodNamespaceLabel: req.Namespace, metrics.NameLabel: req.Name, metrics.GroupLabel: c.gvk.Group, metrics.KindLabel: c.gvk.Kind}
+		metrics.GenericStatus.ConditionCount.DeletePartialMatch(generic)
+		metrics.GenericStatus.ConditionCurrentStatusSeconds.DeletePartialMatch(generic)
+		metrics.GenericStatus.TerminationCurrentTimeSeconds.DeletePartialMatch(generic)
+	}
+	if terminating {
+		took := c.opts.Clock.Since(term.deleted).Seconds()
+		m.TerminationDurationSeconds.WithLabelValues(term.labels...).Observe(took)
+		if c.opts.Generic {
+			metrics.GenericStatus.TerminationDurationSeconds.WithLabelValues(c.gvk.Group, c.gvk.Kind).Observe(took)
+		}
+	}
+	if seen && len(prev.finalizers) > 0 && c.opts.Recorder != nil {
+		obj.SetName(req.Name)
+		obj.SetNamespace(req.Namespace)
+		for _, f := range prev.finalizers {
+			c.event(obj, "Finalized", "Finalized "+f)
+		}
+	}
+}
+
+func (c *Controller) deleteGauges(req reconcile.Request, old condition, labels []string) {
+	gaugeLabels := append([]string{req.Namespace, req.Name, old.Type, old.Status, old.Reason}, labels...)
+	c.opts.Metrics.ConditionCount.DeleteLabelValues(gaugeLabels...)
+	c.opts.Metrics.ConditionCurrentStatusSeconds.DeleteLabelValues(gaugeLabels...)
+	if c.opts.Generic {
+		generic := []string{req.Namespace, req.Name, old.Type, old.Status, old.Reason, c.gvk.Group, c.gvk.Kind}
+		metrics.GenericStatus.ConditionCount.DeleteLabelValues(generic...)
+		metrics.GenericStatus.ConditionCurrentStatusSeconds.DeleteLabelValues(generic...)
+	}
+}
+
+func (c *Controller) labelValues(obj client.Object) []string {
+	out := make([]string, len(c.opts.LabelKeys))
+	for i, k := range c.opts.LabelKeys {
+		out[i] = obj.GetLabels()[k]
+	}
+	return out
+}
+
+func (c *Controller) event(obj client.Object, reason, msg string) {
+	if c.opts.Recorder == nil {
+		return
+	}
+	if ro, ok := obj.(runtime.Object); ok {
+		c.opts.Recorder.Event(ro, corev1.EventTypeNormal, reason, msg)
+	}
+}
+
+// conditionsOf reads status.conditions of any object, by type.
+func conditionsOf(obj client.Object) (map[string]condition, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	list, _, err := unstructured.NestedSlice(u, "status", "conditions")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]condition, len(list))
+	for _, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		cond := condition{}
+		cond.Type, _ = m["type"].(string)
+		cond.Status, _ = m["status"].(string)
+		cond.Reason, _ = m["reason"].(string)
+		cond.Message, _ = m["message"].(string)
+		if s, _ := m["lastTransitionTime"].(string); s != "" {
+			var t metav1.Time
+			if err := t.UnmarshalQueryParameter(s); err == nil {
+				cond.LastTransitionTime = t.Time
+			}
+		}
+		if cond.Type != "" {
+			out[cond.Type] = cond
+		}
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
