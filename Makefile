@@ -11,7 +11,8 @@ GO_TEST_FLAGS ?=
 all: test
 
 ## tools: build the pinned control plane (etcd, kube-apiserver, kube-controller-manager,
-## kube-scheduler, kwok) and controller-gen into bin/tools. Skips what is built.
+## kube-scheduler, kwok), controller-gen and upstream Karpenter's kwok and AWS controllers
+## (test anchors, hack/anchors) into bin/tools. Skips what is built.
 tools:
 	@BIN_DIR=$(TOOLS_DIR) hack/tools/build.sh
 

@@ -18,7 +18,6 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	cpmetrics "github.com/karpenter-go/karpenter/pkg/cloudprovider/metrics"
 	"github.com/karpenter-go/karpenter/pkg/controllers"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/operator"
 	"github.com/karpenter-go/karpenter/pkg/operator/options"
 	awsoperator "github.com/karpenter-go/karpenter/pkg/providers/aws/operator"
@@ -82,7 +81,7 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	ctx = op.Context(ctx)
 	// One insufficient-capacity cache for everyone: the lifecycle fills it
 	// on ICE, the provider and the provisioner skip what it holds.
-	unavailable := lifecycle.NewUnavailableOfferings(op.Clock, 0)
+	unavailable := cloudprovider.NewUnavailableOfferings(op.Clock, 0)
 	var cloud cloudprovider.CloudProvider
 	var wellKnown []string
 	reservationKey := ""
@@ -113,7 +112,9 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		}
 		cloud, wellKnown = p, kwok.WellKnownLabels()
 	}
-	if _, err := controllers.Register(ctx, op, controllers.Shared{
+	if _, err := controllers.Register(ctx, controllers.Runtime{
+		Manager: op.Manager, Client: op.Client, Clock: op.Clock, EventRecorder: op.EventRecorder, Options: op.Options,
+	}, controllers.Shared{
 		CloudProvider: cpmetrics.Decorate(cloud),
 		Unavailable:   unavailable,
 		// The solver is pure: the provider's label keys reach it through

@@ -2,7 +2,9 @@
 // kubectl plugin kubectl-karpenter): `status`, `why pod NS/NAME`, `why node
 // NAME`, `simulate -f CHANGES.yaml` and `snapshot`. It needs only a
 // kubeconfig, or a snapshot file saved earlier with `karpenter snapshot >
-// FILE` and passed with --snapshot.
+// FILE` and passed with --snapshot; EC2NodeClass pools are answered with the
+// AWS configuration the SDK's default chain finds (environment, profile,
+// instance role).
 package main
 
 import (
@@ -13,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -93,7 +97,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if *horizon <= 0 || !(*restartCost > 0) || *coolDown <= 0 {
 			return fmt.Errorf("consolidation-payback-horizon, consolidation-restart-cost and consolidation-cool-down must be positive")
 		}
-		s, err := cli.NewSession(o, cli.Options{KwokCatalog: *catalog, ConsolidationAlgorithm: *algorithm,
+		// EC2NodeClass pools are answered with the user's AWS configuration
+		// (the SDK's default chain: environment, profile, instance role);
+		// without a region there is no EC2 to ask.
+		var awsCfg *aws.Config
+		if cfg, cerr := awsconfig.LoadDefaultConfig(ctx); cerr == nil && cfg.Region != "" {
+			awsCfg = &cfg
+		}
+		s, err := cli.NewSession(o, cli.Options{KwokCatalog: *catalog, ConsolidationAlgorithm: *algorithm, AWS: awsCfg,
 			Planner: repack.Options{Horizon: *horizon, RestartCost: *restartCost, CoolDown: *coolDown}})
 		if err != nil {
 			return err

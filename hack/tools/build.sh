@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned control-plane binaries, kubectl, helm and controller-gen into
-# BIN_DIR (default: <repo>/bin/tools). A binary whose stamp matches the
+# BIN_DIR (default: <repo>/bin/tools), and, from the sibling module
+# hack/anchors, upstream Karpenter's own kwok and AWS controllers (test
+# anchors for the migration tests and side-by-side benchmarks). A binary whose stamp matches the
 # current go.sum is kept as is, so a warm run costs nothing; after a version
 # bump the Go build cache makes the rebuild cost only what changed.
 set -euo pipefail
@@ -51,3 +53,22 @@ if [ ! -s "$stages" ] || [ "$(cat "$bin/.kwok-stages.stamp" 2>/dev/null)" != "$s
   mv "$stages.tmp" "$stages"
   echo "$sum" > "$bin/.kwok-stages.stamp"
 fi
+
+# Upstream Karpenter's controllers, pinned in hack/anchors (its own module:
+# they pin other k8s.io versions than k8s.io/kubernetes does).
+cd "$here/../anchors"
+asum=$(sha256sum go.mod go.sum | sha256sum | cut -c1-16)
+anchors=(
+  "karpenter-upstream-kwok=sigs.k8s.io/karpenter/kwok"
+  "karpenter-upstream-aws=github.com/aws/karpenter-provider-aws/cmd/controller"
+)
+for t in "${anchors[@]}"; do
+  name=${t%%=*}; pkg=${t#*=}
+  if [ -x "$bin/$name" ] && [ "$(cat "$bin/.$name.stamp" 2>/dev/null)" = "$asum" ]; then
+    continue
+  fi
+  echo "building $name ($pkg)" >&2
+  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$bin/$name.tmp" "$pkg"
+  mv "$bin/$name.tmp" "$bin/$name"
+  echo "$asum" > "$bin/.$name.stamp"
+done

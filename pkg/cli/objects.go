@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -182,12 +183,23 @@ func ReadObjects(raw []byte) (*Objects, error) {
 
 // reader serves List from Objects, so the snapshot builder reads a saved
 // file exactly as it reads the API server. Only the label-selector list
-// option is honoured, the only one the builder uses.
+// option is honoured, the only one snapshot.Live uses.
 type reader struct{ o *Objects }
 
 var _ client.Reader = reader{}
 
+// Get serves EC2NodeClasses (the AWS provider resolves a pool's class by
+// name); anything else is not in a snapshot.
 func (r reader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if nc, ok := obj.(*awsv1.EC2NodeClass); ok {
+		for i := range r.o.EC2NodeClasses {
+			if r.o.EC2NodeClasses[i].Name == key.Name {
+				r.o.EC2NodeClasses[i].DeepCopyInto(nc)
+				return nil
+			}
+		}
+		return apierrors.NewNotFound(awsv1.GroupVersion.WithResource("ec2nodeclasses").GroupResource(), key.Name)
+	}
 	return fmt.Errorf("get %T %s: not served from a snapshot", obj, key)
 }
 

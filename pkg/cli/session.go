@@ -3,16 +3,22 @@ package cli
 import (
 	"context"
 	"fmt"
-	"sort"
+	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
+	"github.com/karpenter-go/karpenter/pkg/apis"
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	disruptioncontroller "github.com/karpenter-go/karpenter/pkg/controllers/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
+	awsoperator "github.com/karpenter-go/karpenter/pkg/providers/aws/operator"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
@@ -25,12 +31,17 @@ type Options struct {
 	KwokCatalog string
 	// KwokInstanceTypes, when set, is used instead of a catalog (tests).
 	KwokInstanceTypes []*scheduling.InstanceType
+	// AWS is the configuration EC2NodeClass pools' instance types and
+	// prices are resolved with (the SDK's default chain: the user's
+	// credentials and region). Nil leaves such pools unresolved; static
+	// drift of EC2NodeClass edits needs no AWS and works either way.
+	AWS *aws.Config
 	// ConsolidationAlgorithm is the controller's --consolidation-algorithm
 	// ("upstream" when empty, or "planner"): which consolidation `why node`
 	// runs.
 	ConsolidationAlgorithm string
 	// Planner is the controller's planner settings (payback horizon,
-	// restart cost, cool-down; zero values are repack's defaults).
+	// restart cost, cool-down; zero values are the planner's defaults).
 	Planner repack.Options
 }
 
@@ -40,25 +51,21 @@ type Session struct {
 	Objects *Objects
 	opts    Options
 	cluster *listedCluster
-	types   *instanceTypes
-	builder *snapshot.Builder
+	types   *providers
+	// view and request are what the solver's input is built from, as the
+	// controller builds it (snapshot.Build).
+	view    snapshot.View
+	request snapshot.Request
 }
 
 // NewSession builds the cluster state from objects, as the controller's
 // informers would have fed it, without a manager or an API server.
 func NewSession(o *Objects, opts Options) (*Session, error) {
-	its := opts.KwokInstanceTypes
-	if its == nil {
-		name := opts.KwokCatalog
-		if name == "" {
-			name = kwok.CatalogDefault
-		}
-		var err error
-		if its, err = kwok.LoadCatalog(name); err != nil {
-			return nil, err
-		}
+	types, err := newProviders(o, opts)
+	if err != nil {
+		return nil, err
 	}
-	s := &Session{Objects: o, opts: opts, types: &instanceTypes{kwok: its}}
+	s := &Session{Objects: o, opts: opts, types: types}
 	s.cluster = newListedCluster(o, func(pool string) []*scheduling.InstanceType {
 		for i := range o.NodePools {
 			if o.NodePools[i].Name == pool {
@@ -68,28 +75,93 @@ func NewSession(o *Objects, opts Options) (*Session, error) {
 		}
 		return nil
 	})
-	s.builder = snapshot.New(reader{o}, s.types, s.cluster, snapshot.Options{
+	s.view = snapshot.Live{Reader: reader{o}, Cloud: s.types, Cluster: s.cluster}
+	s.request = snapshot.Request{Options: snapshot.Options{
 		// As the provisioner plans, so that `why pod` and `simulate` name
 		// the NodeClaims it would create.
 		Solver:          scheduling.Options{Robust: true},
 		WellKnownLabels: kwok.WellKnownLabels(),
-	})
+	}}
 	return s, nil
 }
 
-// instanceTypes resolves instance types without cloud credentials: only
-// KWOKNodeClass pools can be answered, from the kwok catalog.
-type instanceTypes struct{ kwok []*scheduling.InstanceType }
+// providers resolve a NodePool's instance types through the cloud
+// provider contract: the provider that supports its NodeClass kind
+// (GetSupportedNodeClasses) answers, the kwok provider from its catalog
+// and the AWS provider from EC2 with the user's credentials. Answers are
+// remembered per NodePool for the session.
+type providers struct {
+	byKind map[schema.GroupKind]cloudprovider.CloudProvider
+	// awsConfigured is false without an AWS configuration: EC2NodeClass
+	// pools are then refused with a plain reason instead of an SDK error.
+	awsConfigured bool
+	mu            sync.Mutex
+	cache         map[string]resolved
+}
 
-func (t *instanceTypes) GetInstanceTypes(_ context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
+type resolved struct {
+	its []*scheduling.InstanceType
+	err error
+}
+
+func newProviders(o *Objects, opts Options) (*providers, error) {
+	scheme := runtime.NewScheme()
+	if err := apis.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	kwokOpts := kwok.Options{InstanceTypes: opts.KwokInstanceTypes, Catalog: opts.KwokCatalog}
+	if kwokOpts.Catalog == "" {
+		kwokOpts.Catalog = kwok.CatalogDefault
+	}
+	kwokProvider, err := kwok.New(context.Background(), nil, kwokOpts)
+	if err != nil {
+		return nil, err
+	}
+	awsCfg := aws.Config{}
+	if opts.AWS != nil {
+		awsCfg = *opts.AWS
+	}
+	p := &providers{byKind: map[schema.GroupKind]cloudprovider.CloudProvider{}, awsConfigured: opts.AWS != nil, cache: map[string]resolved{}}
+	for _, cp := range []cloudprovider.CloudProvider{kwokProvider, awsoperator.NewReadOnly(awsCfg, reader{o}, nil)} {
+		for gk := range cloudprovider.SupportedKinds(scheme, cp.GetSupportedNodeClasses()) {
+			p.byKind[gk] = cp
+		}
+	}
+	return p, nil
+}
+
+// GetInstanceTypes implements snapshot.InstanceTypes.
+func (p *providers) GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.cache[np.Name]; ok {
+		return r.its, r.err
+	}
+	its, err := p.resolve(ctx, np)
+	p.cache[np.Name] = resolved{its: its, err: err}
+	return its, err
+}
+
+func (p *providers) resolve(ctx context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
 	ref := np.Spec.Template.Spec.NodeClassRef
 	if ref == nil {
 		return nil, fmt.Errorf("nodepool %s has no nodeClassRef", np.Name)
 	}
-	if ref.Group == kwokv1alpha1.Group && ref.Kind == "KWOKNodeClass" {
-		return t.kwok, nil
+	provider := p.byKind[ref.GroupKind()]
+	switch {
+	case provider == nil:
+		return nil, fmt.Errorf("no cloud provider serves %s.%s %q", ref.Kind, ref.Group, ref.Name)
+	case ref.Group == awsv1.Group && !p.awsConfigured:
+		return nil, fmt.Errorf("cannot resolve instance types of %s.%s %q without AWS credentials and a region (the SDK's default chain found none)", ref.Kind, ref.Group, ref.Name)
 	}
-	return nil, fmt.Errorf("cannot resolve instance types of %s.%s %q without cloud credentials", ref.Kind, ref.Group, ref.Name)
+	return provider.GetInstanceTypes(ctx, np)
+}
+
+// classDrifter is the provider that judges edits of NodeClasses of the
+// kind, nil when none can.
+func (p *providers) classDrifter(gk schema.GroupKind) cloudprovider.ClassDrifter {
+	d, _ := p.byKind[gk].(cloudprovider.ClassDrifter)
+	return d
 }
 
 // Now is the reference time of the answers.
@@ -100,37 +172,10 @@ func (s *Session) Now() time.Time {
 	return s.Objects.Time.Time
 }
 
-// poolSkipReason says why the snapshot builder leaves a NodePool out of
-// planning ("" when it does not), with the builder's own rules.
+// poolSkipReason says why snapshot.Build leaves a NodePool out of
+// planning ("" when it does not).
 func (s *Session) poolSkipReason(ctx context.Context, np *v1.NodePool) string {
-	switch {
-	case !np.DeletionTimestamp.IsZero():
-		return "nodepool is being deleted"
-	case np.IsStatic():
-		return "static nodepool (fixed replicas, does not provision for pending pods)"
-	case !conditionTrue(np):
-		return "nodepool is not Ready"
-	}
-	if _, err := snapshot.Requirements(np.Spec.Template.Spec.Requirements); err != nil {
-		return "invalid requirements: " + err.Error()
-	}
-	its, err := s.types.GetInstanceTypes(ctx, np)
-	if err != nil {
-		return err.Error()
-	}
-	if len(its) == 0 {
-		return "no resolved instance types"
-	}
-	return ""
-}
-
-func conditionTrue(np *v1.NodePool) bool {
-	for _, c := range np.Status.Conditions {
-		if c.Type == v1.ConditionTypeReady {
-			return c.Status == "True"
-		}
-	}
-	return false
+	return snapshot.SkipReason(ctx, s.view, np)
 }
 
 // disruptionSnapshot builds the disruption package's input the way the
@@ -148,23 +193,7 @@ func (s *Session) disruptionSnapshot(ctx context.Context) *disruption.Snapshot {
 		snap.PDBs = append(snap.PDBs, &s.Objects.PodDisruptionBudgets[i])
 	}
 	for _, sn := range s.cluster.Nodes() {
-		n := &disruption.Node{
-			NodeClaim:         sn.NodeClaim,
-			Node:              sn.Node,
-			NodePool:          sn.NodePoolName(),
-			Initialized:       sn.Initialized(),
-			Deleting:          (sn.Node != nil && !sn.Node.DeletionTimestamp.IsZero()) || (sn.NodeClaim != nil && !sn.NodeClaim.DeletionTimestamp.IsZero()),
-			MarkedForDeletion: sn.MarkedForDeletion(),
-		}
-		names := make([]types.NamespacedName, 0, len(sn.Pods))
-		for nn := range sn.Pods {
-			names = append(names, nn)
-		}
-		sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
-		for _, nn := range names {
-			n.Pods = append(n.Pods, sn.Pods[nn])
-		}
-		snap.Nodes = append(snap.Nodes, n)
+		snap.Nodes = append(snap.Nodes, disruptioncontroller.NodeOf(sn))
 	}
 	return snap
 }
@@ -172,6 +201,10 @@ func (s *Session) disruptionSnapshot(ctx context.Context) *disruption.Snapshot {
 // pendingPods are the pods a disruption simulation must plan alongside the
 // moved ones, as the controller's simulator does.
 func (s *Session) pendingPods() []*corev1.Pod {
-	pods, _ := snapshot.PendingPods(&corev1.PodList{Items: s.Objects.Pods})
+	all := make([]*corev1.Pod, len(s.Objects.Pods))
+	for i := range s.Objects.Pods {
+		all[i] = &s.Objects.Pods[i]
+	}
+	pods, _ := snapshot.PendingPods(all)
 	return pods
 }

@@ -22,9 +22,8 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/apis"
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
-	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
@@ -188,7 +187,7 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 		if np.Annotations == nil {
 			np.Annotations = map[string]string{}
 		}
-		np.Annotations[v1.NodePoolHashAnnotationKey] = hash.NodePool(&np)
+		np.Annotations[v1.NodePoolHashAnnotationKey] = np.Hash()
 		np.Annotations[v1.NodePoolHashVersionAnnotationKey] = v1.NodePoolHashVersion
 		np.Status = v1.NodePoolStatus{}
 		replaced := false
@@ -210,7 +209,7 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 		}
 		changed[np.Name] = true
 	}
-	classDrift, err := o.applyNodeClasses(changes.EC2NodeClasses, ans)
+	classDrift, err := o.applyNodeClasses(changes.EC2NodeClasses, ans, s.types.classDrifter(awsv1.GroupVersion.WithKind("EC2NodeClass").GroupKind()))
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +254,7 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 	if err != nil {
 		return nil, err
 	}
-	snap, err := after.builder.Build(ctx, snapshot.Request{})
+	snap, err := snapshot.Build(ctx, after.view, after.request)
 	if err != nil {
 		return nil, fmt.Errorf("building snapshot: %w", err)
 	}
@@ -312,9 +311,10 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 // applyNodeClasses puts the proposed EC2NodeClasses in place of the listed
 // ones (defaulted as the API server stores them and stamped with their hash
 // as the hash controller would) and returns the static drift each changed
-// class causes, by NodeClaim name, with the provider's own check. Changed
+// class causes, by NodeClaim name, with the provider's own check
+// (cloudprovider.ClassDrifter; none when drifter is nil). Changed
 // selectors, which only AWS can resolve, are reported in ans.Unresolved.
-func (o *Objects) applyNodeClasses(classes []awsv1.EC2NodeClass, ans *SimulateAnswer) (map[string]string, error) {
+func (o *Objects) applyNodeClasses(classes []awsv1.EC2NodeClass, ans *SimulateAnswer, drifter cloudprovider.ClassDrifter) (map[string]string, error) {
 	drift := map[string]string{}
 	for i := range classes {
 		nc, err := defaultedClass(&classes[i])
@@ -324,7 +324,7 @@ func (o *Objects) applyNodeClasses(classes []awsv1.EC2NodeClass, ans *SimulateAn
 		if nc.Annotations == nil {
 			nc.Annotations = map[string]string{}
 		}
-		nc.Annotations[awsv1.AnnotationEC2NodeClassHash] = nc.Hash()
+		nc.Annotations[awsv1.AnnotationEC2NodeClassHash] = simulatedHash(o.EC2NodeClasses, nc)
 		nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
 		var old *awsv1.EC2NodeClass
 		for j := range o.EC2NodeClasses {
@@ -346,7 +346,11 @@ func (o *Objects) applyNodeClasses(classes []awsv1.EC2NodeClass, ans *SimulateAn
 			if ref == nil || ref.Group != awsv1.Group || ref.Name != nc.Name || claim.Status.ProviderID == "" {
 				continue
 			}
-			if reason := awscloudprovider.StaticDrift(claim, nc); reason != "" {
+			var reason cloudprovider.DriftReason
+			if drifter != nil {
+				reason = drifter.StaticDrift(claim, nc)
+			}
+			if reason != "" {
 				drift[claim.Name] = string(reason)
 			} else if len(fields) > 0 {
 				unresolved = append(unresolved, claim.Name)
@@ -358,6 +362,23 @@ func (o *Objects) applyNodeClasses(classes []awsv1.EC2NodeClass, ans *SimulateAn
 		}
 	}
 	return drift, nil
+}
+
+// simulatedHash is the hash annotation the controller would stamp on next.
+// The hash includes the controller's cluster CA bundle, which a CLI does
+// not know, so a class whose hashed fields are those of the listed class
+// keeps the listed class's stamp, and any other gets a hash without the CA
+// (which no stamp made with one equals, so its NodeClaims read as drifted).
+func simulatedHash(listed []awsv1.EC2NodeClass, next *awsv1.EC2NodeClass) string {
+	h := next.Hash(nil)
+	for i := range listed {
+		old := &listed[i]
+		if old.Name == next.Name && old.Annotations[awsv1.AnnotationEC2NodeClassHash] != "" &&
+			old.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] == awsv1.EC2NodeClassHashVersion && old.Hash(nil) == h {
+			return old.Annotations[awsv1.AnnotationEC2NodeClassHash]
+		}
+	}
+	return h
 }
 
 // changedSelectors names the selectors of next that differ from old's (all

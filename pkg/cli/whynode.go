@@ -10,11 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption/strategies"
 
 	"github.com/karpenter-go/karpenter/pkg/disruption"
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
-	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // NodeAnswer is `why node`.
@@ -151,17 +150,15 @@ func (s *Session) WhyNode(ctx context.Context, name string) (*NodeAnswer, error)
 // controller's, without its history: the CLI cannot see which moves the
 // controller made within its cool-down.
 func (s *Session) disruptionPass(snap *disruption.Snapshot) (*disruption.Decision, error) {
-	pending := s.pendingPods()
-	daemonSets := s.cluster.DaemonSets()
-	sim := disruption.SolverSimulator{Snapshot: snap, Extra: func(in *scheduling.Input) {
-		in.Pods = append(append([]*corev1.Pod(nil), in.Pods...), pending...)
-		in.DaemonSets = daemonSets
-	}}
-	snap.Pending = pending
-	opts := s.opts.Planner
-	opts.WellKnownLabels = kwok.WellKnownLabels()
-	methods := repack.Select(s.opts.ConsolidationAlgorithm, disruption.DefaultMethods(), opts)
-	return disruption.Disrupt(snap, methods, sim)
+	sim := disruption.SolverSimulator{View: s.view, Request: s.request}
+	snap.Pending = s.pendingPods()
+	p := s.opts.Planner
+	strategy, err := strategies.New(strategies.Options{Algorithm: s.opts.ConsolidationAlgorithm, WellKnownLabels: kwok.WellKnownLabels(),
+		Horizon: p.Horizon, RestartCost: p.RestartCost, CoolDown: p.CoolDown})
+	if err != nil {
+		return nil, err
+	}
+	return disruption.Disrupt(snap, disruption.MethodsOf(strategy), sim)
 }
 
 // blockers are the verdict kinds a user can lift: annotations, PDBs and

@@ -80,7 +80,7 @@ func (s *Session) WhyPod(ctx context.Context, nn types.NamespacedName) (*PodAnsw
 		}
 		return ans, nil
 	}
-	snap, err := s.builder.Build(ctx, snapshot.Request{})
+	snap, err := snapshot.Build(ctx, s.view, s.request)
 	if err != nil {
 		return nil, fmt.Errorf("building snapshot: %w", err)
 	}

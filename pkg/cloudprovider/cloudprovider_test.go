@@ -12,7 +12,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 func TestTypedErrors(t *testing.T) {
@@ -85,39 +84,6 @@ func TestAllocatable(t *testing.T) {
 	assert.True(t, got.Memory().IsZero(), "memory clamps at zero, got %s", got.Memory())
 	assert.True(t, got.Pods().Equal(resource.MustParse("110")))
 	assert.True(t, it.Capacity.Cpu().Equal(resource.MustParse("2")), "capacity is not modified")
-}
-
-func TestOfferingCompatible(t *testing.T) {
-	spotA := &cloudprovider.Offering{Zone: "a", CapacityType: "spot"}
-	reserved := &cloudprovider.Offering{Zone: "a", CapacityType: "reserved", ReservationID: "cr-1"}
-	extra := &cloudprovider.Offering{Zone: "a", CapacityType: "on-demand",
-		Requirements: scheduling.NewRequirements(scheduling.NewRequirement("example.com/rack", scheduling.OpIn, "r1"))}
-	req := func(k, op string, v ...string) scheduling.Requirement { return scheduling.NewRequirement(k, op, v...) }
-	tests := []struct {
-		name string
-		o    *cloudprovider.Offering
-		reqs scheduling.Requirements
-		want bool
-	}{
-		{"unconstrained", spotA, scheduling.NewRequirements(), true},
-		{"zone matches", spotA, scheduling.NewRequirements(req(scheduling.LabelZone, scheduling.OpIn, "a", "b")), true},
-		{"zone differs", spotA, scheduling.NewRequirements(req(scheduling.LabelZone, scheduling.OpIn, "b")), false},
-		{"capacity type excluded", spotA, scheduling.NewRequirements(req(scheduling.LabelCapacityType, scheduling.OpNotIn, "spot")), false},
-		{"reservation allowed", reserved, scheduling.NewRequirements(req(scheduling.LabelReservationID, scheduling.OpIn, "cr-1")), true},
-		{"reservation excluded", reserved, scheduling.NewRequirements(req(scheduling.LabelReservationID, scheduling.OpIn, "cr-2")), false},
-		{"extra requirement matches", extra, scheduling.NewRequirements(req("example.com/rack", scheduling.OpIn, "r1")), true},
-		{"extra requirement conflicts", extra, scheduling.NewRequirements(req("example.com/rack", scheduling.OpIn, "r2")), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, cloudprovider.OfferingCompatible(tt.o, tt.reqs))
-		})
-	}
-
-	reqs := cloudprovider.OfferingRequirements(reserved)
-	assert.Equal(t, []string{"cr-1"}, reqs.Get(scheduling.LabelReservationID).Values())
-	assert.Equal(t, []string{"reserved"}, reqs.Get(scheduling.LabelCapacityType).Values())
-	assert.Equal(t, []string{"a"}, reqs.Get(scheduling.LabelZone).Values())
 }
 
 func TestNodeClaimRequirements(t *testing.T) {

@@ -106,34 +106,6 @@ func Allocatable(it *InstanceType) corev1.ResourceList {
 	return out
 }
 
-// OfferingRequirements are the labels a node bought through this offering
-// carries: its zone, capacity type and any extra requirements.
-func OfferingRequirements(o *Offering) scheduling.Requirements {
-	reqs := scheduling.NewRequirements(
-		scheduling.NewRequirement(scheduling.LabelZone, scheduling.OpIn, o.Zone),
-		scheduling.NewRequirement(scheduling.LabelCapacityType, scheduling.OpIn, o.CapacityType),
-	)
-	if o.ReservationID != "" {
-		reqs.Add(scheduling.NewRequirement(scheduling.LabelReservationID, scheduling.OpIn, o.ReservationID))
-	}
-	for _, k := range o.Requirements.Keys() {
-		reqs.Add(o.Requirements[k])
-	}
-	return reqs
-}
-
-// OfferingCompatible reports whether the offering can satisfy reqs (the keys
-// reqs does not mention are unconstrained).
-func OfferingCompatible(o *Offering, reqs scheduling.Requirements) bool {
-	if !reqs.Get(scheduling.LabelZone).Has(o.Zone) || !reqs.Get(scheduling.LabelCapacityType).Has(o.CapacityType) {
-		return false
-	}
-	if o.ReservationID != "" && !reqs.Get(scheduling.LabelReservationID).Has(o.ReservationID) {
-		return false
-	}
-	return len(o.Requirements) == 0 || reqs.Intersects(o.Requirements) == nil
-}
-
 // Key names the offering in the insufficient-capacity cache.
 func Key(it *InstanceType, o *Offering) OfferingKey {
 	return OfferingKey{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType}
@@ -153,4 +125,12 @@ func NodeClaimRequirements(nc *v1.NodeClaim) (scheduling.Requirements, error) {
 		return nil, fmt.Errorf("parsing requirements of nodeclaim %s: %w", nc.Name, err)
 	}
 	return reqs, nil
+}
+
+// ClassDrifter is a provider that can tell, from a NodeClaim and a NodeClass
+// object alone (no cloud call), the drift the class causes: the static
+// fields a class hash covers. `karpenter simulate` judges proposed class
+// edits with it, before they are applied.
+type ClassDrifter interface {
+	StaticDrift(nodeClaim *v1.NodeClaim, nodeClass NodeClass) DriftReason
 }

@@ -9,6 +9,9 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
@@ -29,8 +32,9 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	staticdeprovisioning "github.com/karpenter-go/karpenter/pkg/controllers/static/deprovisioning"
 	staticprovisioning "github.com/karpenter-go/karpenter/pkg/controllers/static/provisioning"
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
-	"github.com/karpenter-go/karpenter/pkg/operator"
+	disruptionpkg "github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/disruption/strategies"
+	"github.com/karpenter-go/karpenter/pkg/operator/options"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
 	"github.com/karpenter-go/karpenter/pkg/state"
@@ -43,7 +47,7 @@ type Shared struct {
 	CloudProvider cloudprovider.CloudProvider
 	// Unavailable is the insufficient-capacity cache: the lifecycle writes
 	// it on ICE, the provisioner and the provider read it. Nil makes one.
-	Unavailable *lifecycle.UnavailableOfferings
+	Unavailable *cloudprovider.UnavailableOfferings
 	// WellKnownLabels are the provider's own well-known label keys (for
 	// kwok, kwok.WellKnownLabels()); every solver Input carries them.
 	WellKnownLabels []string
@@ -52,15 +56,25 @@ type Shared struct {
 	ReservationIDLabel string
 }
 
+// Runtime is what the controllers run on: the operator's manager, its cached
+// client, clock, event recorder and options.
+type Runtime struct {
+	Manager       manager.Manager
+	Client        client.Client
+	Clock         clock.Clock
+	EventRecorder record.EventRecorder
+	Options       *options.Options
+}
+
 // Register builds the cluster-state cache and registers every controller on
-// op's manager. The cloud provider should already carry the metrics
+// the runtime's manager. The cloud provider should already carry the metrics
 // decorator. It returns the cluster state for callers that observe it.
-func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state.Cluster, error) {
+func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, error) {
 	if shared.CloudProvider == nil {
 		return nil, fmt.Errorf("registering controllers: no cloud provider")
 	}
 	if shared.Unavailable == nil {
-		shared.Unavailable = lifecycle.NewUnavailableOfferings(op.Clock, 0)
+		shared.Unavailable = cloudprovider.NewUnavailableOfferings(op.Clock, 0)
 	}
 	kube, cloud := op.Client, shared.CloudProvider
 	cluster := state.NewCluster(op.Clock, kube, state.Options{
@@ -83,12 +97,12 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		Unavailable:           shared.Unavailable,
 		WellKnownLabels:       shared.WellKnownLabels,
 		ReservationIDLabel:    shared.ReservationIDLabel,
-		IgnoreTaints:          []corev1.Taint{repack.LaunchTaint},
+		IgnoreTaints:          []corev1.Taint{disruptionpkg.LaunchTaint},
 		Clock:                 op.Clock,
 	})
 	// Disruption simulates with a builder of its own, configured as
 	// provisioning's, so its plans match what a provisioning round would do.
-	simulator := disruption.SnapshotSimulator{Builder: snapshot.New(kube, cloud, cluster, snapshot.Options{
+	simulators := disruption.SimulateOver(snapshot.Live{Reader: kube, Cloud: cloud, Cluster: cluster}, snapshot.Request{Options: snapshot.Options{
 		Solver: scheduling.Options{
 			PreferencePolicy: scheduling.PreferencePolicy(op.Options.PreferencePolicy),
 			MinValuesPolicy:  scheduling.MinValuesPolicy(op.Options.MinValuesPolicy),
@@ -96,11 +110,18 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		},
 		Unavailable:     shared.Unavailable,
 		WellKnownLabels: shared.WellKnownLabels,
-		IgnoreTaints:    []corev1.Taint{repack.LaunchTaint},
-	})}
-	disruptionMethods := repack.Select(op.Options.ConsolidationAlgorithm, disruption.UpstreamMethods(op.Clock, op.Options.FeatureGates.SpotToSpotConsolidation),
-		repack.Options{SpotToSpot: op.Options.FeatureGates.SpotToSpotConsolidation, WellKnownLabels: shared.WellKnownLabels,
-			Horizon: op.Options.ConsolidationPaybackHorizon, RestartCost: op.Options.ConsolidationRestartCost, CoolDown: op.Options.ConsolidationCoolDown})
+		IgnoreTaints:    []corev1.Taint{disruptionpkg.LaunchTaint},
+	}})
+	// The consolidation strategy --consolidation-algorithm names, with
+	// upstream's timeouts on the operator's clock.
+	strategy, err := strategies.New(strategies.Options{
+		Algorithm: op.Options.ConsolidationAlgorithm, SpotToSpot: op.Options.FeatureGates.SpotToSpotConsolidation,
+		Now: op.Clock.Now, OnTimeout: disruption.CountTimeout, WellKnownLabels: shared.WellKnownLabels,
+		Horizon: op.Options.ConsolidationPaybackHorizon, RestartCost: op.Options.ConsolidationRestartCost, CoolDown: op.Options.ConsolidationCoolDown,
+	})
+	if err != nil {
+		return nil, err
+	}
 	for _, c := range []interface {
 		Register(context.Context, manager.Manager) error
 	}{
@@ -122,12 +143,12 @@ func Register(ctx context.Context, op *operator.Operator, shared Shared) (*state
 		expiration.NewController(kube, cloud, expiration.Options{Clock: op.Clock}),
 		hash.NewController(kube),
 		validation.NewController(kube),
-		readiness.NewController(kube),
+		readiness.NewController(kube, cloud),
 		registrationhealth.NewController(kube, cloud, registrationHealth),
 		counter.NewController(kube, cluster, cloud),
-		disruption.NewController(kube, cluster, provisioner, simulator, disruption.Options{
+		disruption.NewController(kube, cluster, provisioner, simulators, disruption.Options{
 			Clock: op.Clock, Recorder: op.EventRecorder, InstanceTypes: cloud,
-			Methods: disruptionMethods, Drain: repack.Drain(disruptionMethods),
+			Strategy:          strategy,
 			DrainDeletionCost: op.Options.ConsolidationDrainDeletionCost,
 		}),
 	} {

@@ -111,7 +111,7 @@ func TestBudgetsCountDisruptingNodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			snap := snapshot([]*v1.NodePool{pool("p", budgets(budget(tt.budget)))}, nodes)
+			snap := testSnapshot([]*v1.NodePool{pool("p", budgets(budget(tt.budget)))}, nodes)
 			st := Budgets(snap, v1.DisruptionReasonEmpty)["p"]
 			require.NotNil(t, st)
 			assert.Equal(t, 10, st.Nodes)

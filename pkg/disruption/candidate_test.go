@@ -67,7 +67,7 @@ func TestCandidateBlockers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			snap := snapshot([]*v1.NodePool{pool("p")}, []*Node{tt.node}, tt.pdbs...)
+			snap := testSnapshot([]*v1.NodePool{pool("p")}, []*Node{tt.node}, tt.pdbs...)
 			found := discover(snap)
 			if tt.kind == "" {
 				require.Empty(t, found.refused)
@@ -91,7 +91,7 @@ func TestCandidateBlockers(t *testing.T) {
 func TestTerminationGracePeriodLetsDriftPastPodBlockers(t *testing.T) {
 	blocked := node("blocked", "p", withTGP, drifted(now.Add(-time.Hour)), consolidatable, withPods(pod("a", annotated("true"))))
 	pdbBlocked := node("pdb", "p", withTGP, drifted(now.Add(-time.Hour)), consolidatable, withPods(pod("web")))
-	snap := snapshot([]*v1.NodePool{pool("p", budgets(budget("100%")))}, []*Node{blocked, pdbBlocked}, pdb("web-pdb", 0, "web"))
+	snap := testSnapshot([]*v1.NodePool{pool("p", budgets(budget("100%")))}, []*Node{blocked, pdbBlocked}, pdb("web-pdb", 0, "web"))
 	found := discover(snap)
 	require.Len(t, found.all, 2, "a terminationGracePeriod keeps them candidates")
 	for _, c := range found.all {
@@ -113,7 +113,7 @@ func TestTerminationGracePeriodLetsDriftPastPodBlockers(t *testing.T) {
 
 func TestInvalidDoNotDisruptIsAWarning(t *testing.T) {
 	n := node("n", "p", withPods(pod("a", annotated("soon"))))
-	found := discover(snapshot([]*v1.NodePool{pool("p")}, []*Node{n}))
+	found := discover(testSnapshot([]*v1.NodePool{pool("p")}, []*Node{n}))
 	require.Len(t, found.all, 1, "an invalid value does not protect the pod")
 	require.Len(t, found.warnings, 1)
 	w := found.warnings[0]
@@ -136,7 +136,7 @@ func TestReschedulableAndCost(t *testing.T) {
 		}),
 		pod("important", func(p *corev1.Pod) { p.Spec.Priority = &prio }),
 	))
-	found := discover(snapshot([]*v1.NodePool{pool("p")}, []*Node{n}))
+	found := discover(testSnapshot([]*v1.NodePool{pool("p")}, []*Node{n}))
 	require.Len(t, found.all, 1)
 	c := found.all[0]
 	var got []string

@@ -1,7 +1,6 @@
 package disruption
 
 import (
-	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -9,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -32,23 +30,6 @@ const (
 const (
 	ConsolidationTypeMulti  = "multi"
 	ConsolidationTypeSingle = "single"
-)
-
-// Consolidation verdict kinds.
-const (
-	KindInstanceTypeNotFound  Kind = "InstanceTypeNotFound"
-	KindMissingLabel          Kind = "MissingLabel"
-	KindOfferingNotFound      Kind = "OfferingNotFound"
-	KindPolicyWhenEmpty       Kind = "ConsolidationPolicyWhenEmpty"
-	KindPodsDoNotFit          Kind = "PodsDoNotFit"
-	KindMultipleReplacements  Kind = "MultipleReplacements"
-	KindNotCheaper            Kind = "ReplacementNotCheaper"
-	KindMinValues             Kind = "MinValuesNotMet"
-	KindSpotToSpotDisabled    Kind = "SpotToSpotDisabled"
-	KindSpotToSpotTooFewTypes Kind = "SpotToSpotTooFewTypes"
-	KindBalancedRejected      Kind = "BalancedScoreTooLow"
-	KindConsolidationDeferred Kind = "ConsolidationDeferred"
-	KindConsolidationTimeout  Kind = "ConsolidationTimedOut"
 )
 
 // ConsolidationOptions configure the consolidation methods. The zero value
@@ -92,104 +73,6 @@ func (o ConsolidationOptions) timedOut(ctype string) {
 	if o.OnTimeout != nil {
 		o.OnTimeout(ctype)
 	}
-}
-
-// ConsolidationDetail holds a consolidation verdict's figures.
-type ConsolidationDetail struct {
-	// Price is what the candidates cost now ($/h), ReplacementPrice the
-	// cheapest replacement the simulation found (worst launch price).
-	Price, ReplacementPrice float64
-	// Replacements counts the NodeClaims the simulation wanted.
-	Replacements int
-	// Options counts the cheaper instance types left (spot-to-spot).
-	Options int
-	// Refusals say why the first pod of Pods fits nowhere (the solver's
-	// typed placement errors).
-	Refusals []scheduling.PlacementError
-	// Destination is a node the simulation put the first pod on that it
-	// may not use, and DestinationReason why (uninitialized, or within its
-	// own consolidateAfter window).
-	Destination, DestinationReason string
-	// Score is a Balanced rejection's score.
-	Score *BalancedScore
-	// Label is the missing label (MissingLabel), InstanceType the
-	// candidate's type, Err a filtering error.
-	Label, InstanceType, Err string
-	// Payback is the forecast of a move the repacking planner's payback
-	// gate refused: the saving over the horizon and the disruption cost.
-	Payback *Payback
-}
-
-// Destination reasons.
-const (
-	DestinationUninitialized   = "uninitialized"
-	DestinationConsolidateWait = "consolidateAfter"
-)
-
-func consolidationMessage(v Verdict) (string, bool) {
-	d := v.Consolidation
-	if d == nil {
-		d = &ConsolidationDetail{}
-	}
-	switch v.Kind {
-	case KindInstanceTypeNotFound:
-		return fmt.Sprintf("Instance Type %q not found", d.InstanceType), true
-	case KindMissingLabel:
-		return fmt.Sprintf("Node does not have label %q", d.Label), true
-	case KindOfferingNotFound:
-		return fmt.Sprintf("Unable to determine the price of instance type %q: %s", d.InstanceType, d.Err), true
-	case KindPolicyWhenEmpty:
-		return fmt.Sprintf("NodePool %q has consolidationPolicy %s", v.NodePool, v1.ConsolidationPolicyWhenEmpty), true
-	case KindPodsDoNotFit:
-		return podsDoNotFitMessage(v, d), true
-	case KindMultipleReplacements:
-		return fmt.Sprintf("Can't remove without creating %d candidates", d.Replacements), true
-	case KindNotCheaper:
-		if d.ReplacementPrice > 0 && !math.IsInf(d.ReplacementPrice, 1) {
-			return fmt.Sprintf("Can't replace with a cheaper node (current price $%.4f/h, cheapest replacement $%.4f/h)", d.Price, d.ReplacementPrice), true
-		}
-		return fmt.Sprintf("Can't replace with a cheaper node (current price $%.4f/h)", d.Price), true
-	case KindMinValues:
-		return "Filtering by price: " + d.Err, true
-	case KindSpotToSpotDisabled:
-		return "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node", true
-	case KindSpotToSpotTooFewTypes:
-		return fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d",
-			MinSpotToSpotInstanceTypes, d.Options), true
-	case KindBalancedRejected:
-		if d.Score != nil {
-			return d.Score.Message(), true
-		}
-		return "Balanced consolidation score below threshold", true
-	case KindConsolidationDeferred:
-		return "Another consolidation command goes first", true
-	case KindConsolidationTimeout:
-		return "Consolidation timed out before evaluating this node", true
-	}
-	return "", false
-}
-
-func podsDoNotFitMessage(v Verdict, d *ConsolidationDetail) string {
-	if len(v.Pods) == 0 {
-		return "Pods cannot be rescheduled"
-	}
-	first := v.Pods[0]
-	var why string
-	switch {
-	case d.Destination != "" && d.DestinationReason == DestinationUninitialized:
-		why = fmt.Sprintf("it would only fit on node %q, which is not initialized", d.Destination)
-	case d.Destination != "" && d.DestinationReason == DestinationConsolidateWait:
-		why = fmt.Sprintf("it would only fit on node %q, which is within its consolidateAfter window", d.Destination)
-	case len(d.Refusals) > 0:
-		why = scheduling.Placement{Errors: d.Refusals}.Why()
-	default:
-		why = "no node or NodePool can take it"
-	}
-	msg := fmt.Sprintf("Pod %q cannot be rescheduled: %s", first, why)
-	if n := len(v.Pods) - 1; n > 0 {
-		msg += fmt.Sprintf(" (and %d other pod(s))", n)
-	}
-	return msg
 }
 
 // consolidationPrecondition is the precondition both consolidation methods share
@@ -248,200 +131,6 @@ func consolidationPrecondition(snap *Snapshot, c *Candidate) (bool, *Verdict) {
 	return true, nil
 }
 
-func instanceType(snap *Snapshot, pool, name string) *scheduling.InstanceType {
-	if name == "" {
-		return nil
-	}
-	for _, it := range snap.InstanceTypes[pool] {
-		if it.Name == name {
-			return it
-		}
-	}
-	return nil
-}
-
-// nodePrice is what the node costs: the cheapest offering of its instance
-// type compatible with its labels (zone, capacity type, reservation).
-func nodePrice(snap *Snapshot, n *Node) (float64, error) {
-	if n.Node == nil {
-		return 0, fmt.Errorf("no node")
-	}
-	labels := n.Node.Labels
-	it := instanceType(snap, n.NodePool, labels[corev1.LabelInstanceTypeStable])
-	if it == nil {
-		return 0, fmt.Errorf("instance type %q not found", labels[corev1.LabelInstanceTypeStable])
-	}
-	reqs := scheduling.RequirementsFromLabels(labels)
-	price, found := math.Inf(1), false
-	for i := range it.Offerings {
-		o := &it.Offerings[i]
-		if cloudprovider.OfferingCompatible(o, reqs) && o.Price < price {
-			price, found = o.Price, true
-		}
-	}
-	if !found {
-		return 0, fmt.Errorf("no offering for zone %q and capacity type %q", labels[corev1.LabelTopologyZone], labels[v1.CapacityTypeLabelKey])
-	}
-	return price, nil
-}
-
-// candidatesPrice sums the candidates' prices.
-func candidatesPrice(snap *Snapshot, cs []*Candidate) (float64, error) {
-	total := 0.0
-	for _, c := range cs {
-		p, err := nodePrice(snap, c.Node)
-		if err != nil {
-			return 0, fmt.Errorf("getting offering price from candidate node %s: %w", c.Name(), err)
-		}
-		total += p
-	}
-	return total, nil
-}
-
-// WorstLaunchPrice is the most a NodeClaim of this type with reqs may cost
-// at launch: among its available offerings compatible with reqs, those of
-// the capacity type a launch prefers (reserved, then spot, then
-// on-demand), the most expensive. +Inf when none is available.
-func WorstLaunchPrice(it *scheduling.InstanceType, reqs scheduling.Requirements) float64 {
-	for _, ct := range []string{v1.CapacityTypeReserved, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand} {
-		if !reqs.Get(v1.CapacityTypeLabelKey).Has(ct) {
-			continue
-		}
-		worst, found := 0.0, false
-		for i := range it.Offerings {
-			o := &it.Offerings[i]
-			if o.Available && o.CapacityType == ct && cloudprovider.OfferingCompatible(o, reqs) {
-				worst, found = math.Max(worst, o.Price), true
-			}
-		}
-		if found {
-			return worst
-		}
-	}
-	return math.Inf(1)
-}
-
-// cheapestPrice is the cheapest available offering compatible with reqs.
-func cheapestPrice(it *scheduling.InstanceType, reqs scheduling.Requirements) float64 {
-	best := math.Inf(1)
-	for i := range it.Offerings {
-		o := &it.Offerings[i]
-		if o.Available && cloudprovider.OfferingCompatible(o, reqs) && o.Price < best {
-			best = o.Price
-		}
-	}
-	return best
-}
-
-// byPrice orders types cheapest first (cheapest compatible offering), then
-// by name.
-func byPrice(its []*scheduling.InstanceType, reqs scheduling.Requirements) {
-	sort.SliceStable(its, func(i, j int) bool {
-		pi, pj := cheapestPrice(its[i], reqs), cheapestPrice(its[j], reqs)
-		if pi != pj {
-			return pi < pj
-		}
-		return its[i].Name < its[j].Name
-	})
-}
-
-// cheaperThan keeps the types whose worst launch price is below max, and
-// checks that they still satisfy the requirements' minValues.
-func cheaperThan(its []*scheduling.InstanceType, reqs scheduling.Requirements, max float64) ([]*scheduling.InstanceType, error) {
-	var out []*scheduling.InstanceType
-	for _, it := range its {
-		if WorstLaunchPrice(it, reqs) < max {
-			out = append(out, it)
-		}
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	if err := satisfiesMinValues(out, reqs); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// satisfiesMinValues checks every requirement with minValues against the
-// distinct values the types offer for its key.
-func satisfiesMinValues(its []*scheduling.InstanceType, reqs scheduling.Requirements) error {
-	for _, key := range reqs.Keys() {
-		r := reqs[key]
-		if r.MinValues <= 0 {
-			continue
-		}
-		if n := distinctValues(its, r); n < r.MinValues {
-			return fmt.Errorf("minValues requirement is not met for label(s) %s (needs %d, has %d)", key, r.MinValues, n)
-		}
-	}
-	return nil
-}
-
-func distinctValues(its []*scheduling.InstanceType, r scheduling.Requirement) int {
-	seen := map[string]bool{}
-	for _, it := range its {
-		var vals []string
-		if r.Key == corev1.LabelInstanceTypeStable {
-			vals = []string{it.Name}
-		} else {
-			vals = it.Requirements.Get(r.Key).Values()
-		}
-		for _, val := range vals {
-			if r.Has(val) {
-				seen[val] = true
-			}
-		}
-	}
-	return len(seen)
-}
-
-// minValuesPrefix is the shortest prefix of its (at least n long) that
-// satisfies reqs' minValues.
-func minValuesPrefix(its []*scheduling.InstanceType, reqs scheduling.Requirements, n int) []*scheduling.InstanceType {
-	for k := min(n, len(its)); k <= len(its); k++ {
-		if satisfiesMinValues(its[:k], reqs) == nil {
-			return its[:k]
-		}
-	}
-	return its
-}
-
-// copyReplacement copies a simulated NodeClaim so that filtering its types
-// or narrowing its requirements leaves the simulation's answer alone.
-func copyReplacement(nc *scheduling.NewNodeClaim) *scheduling.NewNodeClaim {
-	out := *nc
-	out.Requirements = nc.Requirements.Copy()
-	out.InstanceTypes = append([]*scheduling.InstanceType(nil), nc.InstanceTypes...)
-	return &out
-}
-
-// setInstanceTypes narrows a replacement to its, keeping the
-// instance-type requirement in step.
-func setInstanceTypes(nc *scheduling.NewNodeClaim, its []*scheduling.InstanceType) {
-	nc.InstanceTypes = its
-	names := make([]string, 0, len(its))
-	for _, it := range its {
-		names = append(names, it.Name)
-	}
-	r := nc.Requirements.Get(corev1.LabelInstanceTypeStable)
-	narrowed := scheduling.NewRequirement(corev1.LabelInstanceTypeStable, scheduling.OpIn, names...)
-	narrowed.MinValues = r.MinValues
-	nc.Requirements[corev1.LabelInstanceTypeStable] = narrowed
-	if len(its) > 0 {
-		nc.Price = cheapestPrice(its[0], nc.Requirements)
-	}
-}
-
-// replacementPrice is the cheapest worst launch price among the types.
-func replacementPrice(nc *scheduling.NewNodeClaim) float64 {
-	best := math.Inf(1)
-	for _, it := range nc.InstanceTypes {
-		best = math.Min(best, WorstLaunchPrice(it, nc.Requirements))
-	}
-	return best
-}
-
 // consolidation is the work one method does in one pass.
 type consolidation struct {
 	env     *Env
@@ -472,12 +161,12 @@ func (k *consolidation) compute(cs []*Candidate) (*Command, *Verdict, error) {
 		v.Detail = "no scheduling simulator"
 		return nil, &v, nil
 	}
-	sim, err := simulateExcluding(k.env.Simulator, cs, k.window)
+	sim, err := k.env.Simulator.Simulate(cs, SimulationOptions{Exclude: k.window})
 	if err != nil {
 		return nil, nil, err
 	}
 	unschedulable := append([]string(nil), sim.Unschedulable...)
-	unschedulable = append(unschedulable, placedOn(sim, cs, k.window)...)
+	unschedulable = append(unschedulable, PlacedOn(sim, cs, k.window)...)
 	if len(unschedulable) > 0 {
 		sort.Strings(unschedulable)
 		v := first.verdict(KindPodsDoNotFit, v1.DisruptionReasonUnderutilized)
@@ -528,7 +217,7 @@ func (k *consolidation) compute(cs []*Candidate) (*Command, *Verdict, error) {
 			return refuse(KindNotCheaper, &ConsolidationDetail{Price: price, ReplacementPrice: simPrice})
 		}
 	}
-	setInstanceTypes(r, its)
+	r.Narrow(its)
 	return k.score(&Command{Candidates: cs, Replacements: []*scheduling.NewNodeClaim{r}, Simulation: sim}, price, replacementPrice(r))
 }
 
@@ -577,7 +266,7 @@ func (k *consolidation) spotToSpot(cs []*Candidate, sim *Simulation, r *scheduli
 	r.Requirements.Add(scheduling.NewRequirement(v1.CapacityTypeLabelKey, scheduling.OpIn, v1.CapacityTypeSpot))
 	var spot []*scheduling.InstanceType
 	for _, it := range r.InstanceTypes {
-		if !math.IsInf(cheapestPrice(it, r.Requirements), 1) {
+		if !math.IsInf(it.CheapestPrice(r.Requirements), 1) {
 			spot = append(spot, it)
 		}
 	}
@@ -594,16 +283,8 @@ func (k *consolidation) spotToSpot(cs []*Candidate, sim *Simulation, r *scheduli
 		}
 		its = minValuesPrefix(its, r.Requirements, MinSpotToSpotInstanceTypes)
 	}
-	setInstanceTypes(r, its)
+	r.Narrow(its)
 	return k.score(&Command{Candidates: cs, Replacements: []*scheduling.NewNodeClaim{r}, Simulation: sim}, price, replacementPrice(r))
-}
-
-func replacementPriceOf(its []*scheduling.InstanceType, reqs scheduling.Requirements) float64 {
-	best := math.Inf(1)
-	for _, it := range its {
-		best = math.Min(best, WorstLaunchPrice(it, reqs))
-	}
-	return best
 }
 
 // score applies the Balanced policy to a move of the candidates' pools
@@ -616,7 +297,7 @@ func (k *consolidation) score(cmd *Command, price, replacement float64) (*Comman
 		k.balance = newBalancedTotals(k.env.Snapshot)
 	}
 	s := k.balance.score(cmd.Candidates, price-replacement)
-	cmd.Score = s
+	cmd.Detail = s
 	if !s.Approved {
 		v := cmd.Candidates[0].verdict(KindBalancedRejected, v1.DisruptionReasonUnderutilized)
 		v.Consolidation = &ConsolidationDetail{Price: price, ReplacementPrice: replacement, Score: s}
@@ -649,24 +330,10 @@ func (k *consolidation) whyUnplaced(sim *Simulation, pod string) *ConsolidationD
 	return d
 }
 
-// ExcludingSimulator is a Simulator that can keep the candidates' pods
-// off some nodes (consolidation's destinations still inside their own
-// consolidateAfter window) while other pods may still use them.
-type ExcludingSimulator interface {
-	Simulator
-	SimulateExcluding(candidates []*Candidate, excluded map[string]bool) (*Simulation, error)
-}
-
-func simulateExcluding(sim Simulator, cs []*Candidate, excluded map[string]bool) (*Simulation, error) {
-	if es, ok := sim.(ExcludingSimulator); ok && len(excluded) > 0 {
-		return es.SimulateExcluding(cs, excluded)
-	}
-	return sim.Simulate(cs)
-}
-
-// placedOn names the candidates' pods the simulation put on excluded
-// nodes (a simulator that cannot exclude is checked after the fact).
-func placedOn(sim *Simulation, cs []*Candidate, excluded map[string]bool) []string {
+// PlacedOn names the candidates' pods the simulation put on excluded
+// nodes, so that a simulator that cannot exclude is checked after the
+// fact.
+func PlacedOn(sim *Simulation, cs []*Candidate, excluded map[string]bool) []string {
 	if sim.Result == nil || len(excluded) == 0 {
 		return nil
 	}

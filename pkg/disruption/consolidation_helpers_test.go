@@ -121,7 +121,7 @@ func cpuPod(name, cpu string, opts ...podOpt) *corev1.Pod {
 
 // cSnap is a snapshot where every pool has the given instance types.
 func cSnap(its []*scheduling.InstanceType, pools []*v1.NodePool, nodes []*Node) *Snapshot {
-	s := snapshot(pools, nodes)
+	s := testSnapshot(pools, nodes)
 	s.InstanceTypes = map[string][]*scheduling.InstanceType{}
 	for _, np := range pools {
 		s.InstanceTypes[np.Name] = its
@@ -131,7 +131,7 @@ func cSnap(its []*scheduling.InstanceType, pools []*v1.NodePool, nodes []*Node) 
 
 func decide(t *testing.T, snap *Snapshot, methods ...Method) *Decision {
 	t.Helper()
-	d, err := Disrupt(snap, methods, SolverSimulator{Snapshot: snap})
+	d, err := Disrupt(snap, methods, SolverSimulator{View: snap.View()})
 	require.NoError(t, err)
 	return d
 }

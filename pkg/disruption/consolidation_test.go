@@ -332,7 +332,7 @@ func TestBalanced(t *testing.T) {
 		d := decide(t, snap, DefaultMethods()...)
 		require.Len(t, d.Commands, 1)
 		assert.Equal(t, []string{"cand"}, names(d.Commands[0].Candidates))
-		assert.Nil(t, d.Commands[0].Score)
+		assert.Nil(t, d.Commands[0].BalancedScore())
 	})
 	t.Run("Balanced refuses it with the figures", func(t *testing.T) {
 		snap, _ := marginal(v1.ConsolidationPolicyBalanced)
@@ -352,7 +352,7 @@ func TestBalanced(t *testing.T) {
 		nodes := []*Node{cNode("a", "p", m16, od, withPods(cpuPod("x", "1")))}
 		d := decide(t, cSnap(its, []*v1.NodePool{cPool("p", policy(v1.ConsolidationPolicyBalanced))}, nodes), single())
 		require.Len(t, d.Commands, 1)
-		s := d.Commands[0].Score
+		s := d.Commands[0].BalancedScore()
 		require.NotNil(t, s)
 		assert.True(t, s.Approved)
 		// $0.80 -> $0.10 saves 87.5% of the pool for all of its disruption.
@@ -406,8 +406,10 @@ func TestConsolidationSimulationRules(t *testing.T) {
 			cNode("b", "p", m8, od, recently, withPods(cpuPod("y", "6"))),
 		}
 		snap := cSnap(its, []*v1.NodePool{cPool("p", after)}, nodes)
-		plain := SolverSimulator{Snapshot: snap}
-		d, err := Disrupt(snap, []Method{single()}, SimulatorFunc(plain.Simulate))
+		plain := SolverSimulator{View: snap.View()}
+		d, err := Disrupt(snap, []Method{single()}, SimulatorFunc(func(cs []*Candidate, _ SimulationOptions) (*Simulation, error) {
+			return plain.Simulate(cs, SimulationOptions{})
+		}))
 		require.NoError(t, err)
 		for _, cmd := range d.Commands {
 			assert.NotContains(t, names(cmd.Candidates), "a")
@@ -449,7 +451,8 @@ func TestConsolidationExplainsEveryCandidate(t *testing.T) {
 		cNode("well-packed", "p", typeNamed(its, "m.2x"), od, withPods(cpuPod("x", "1800m"))),
 		cNode("well-packed2", "p", typeNamed(its, "m.2x"), od, withPods(cpuPod("y", "1800m"))),
 	}
-	ex, err := Explain(cSnap(its, []*v1.NodePool{cPool("p")}, nodes), SolverSimulator{Snapshot: cSnap(its, []*v1.NodePool{cPool("p")}, nodes)})
+	snap := cSnap(its, []*v1.NodePool{cPool("p")}, nodes)
+	ex, err := Explain(snap, SolverSimulator{View: snap.View()})
 	require.NoError(t, err)
 	require.Len(t, ex, 2)
 	for _, e := range ex {
@@ -499,7 +502,7 @@ func TestConsolidationValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fresh, err := ValidateCandidates(tt.fresh, cmd)
 			if err == nil {
-				err = ValidateCommand(tt.fresh, cmd, fresh, SolverSimulator{Snapshot: tt.fresh})
+				err = ValidateCommand(tt.fresh, cmd, fresh, SolverSimulator{View: tt.fresh.View()})
 			}
 			if tt.valid {
 				require.NoError(t, err)
@@ -522,12 +525,12 @@ func TestConsolidationValidation(t *testing.T) {
 		ok := single16(cpuPod("x", "1"))
 		fresh, err := ValidateCandidates(ok, cmd)
 		require.NoError(t, err)
-		assert.NoError(t, ValidateCommand(ok, cmd, fresh, SolverSimulator{Snapshot: ok}))
+		assert.NoError(t, ValidateCommand(ok, cmd, fresh, SolverSimulator{View: ok.View()}))
 		// The pod grew: an m.2x no longer fits it.
 		grown := single16(cpuPod("x", "3"))
 		fresh, err = ValidateCandidates(grown, cmd)
 		require.NoError(t, err)
-		err = ValidateCommand(grown, cmd, fresh, SolverSimulator{Snapshot: grown})
+		err = ValidateCommand(grown, cmd, fresh, SolverSimulator{View: grown.View()})
 		assert.True(t, IsValidationError(err), err)
 	})
 }

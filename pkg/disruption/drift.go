@@ -69,7 +69,7 @@ func (d Drift) ComputeCommands(env *Env, budgets map[string]*BudgetStatus, cs []
 			verdicts = append(verdicts, v)
 			continue
 		}
-		sim, err := env.Simulator.Simulate([]*Candidate{c})
+		sim, err := env.Simulator.Simulate([]*Candidate{c}, SimulationOptions{})
 		if err != nil {
 			return nil, verdicts, fmt.Errorf("simulating drift of %s: %w", c.Name(), err)
 		}

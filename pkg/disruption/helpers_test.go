@@ -27,6 +27,9 @@ func pool(name string, opts ...func(*v1.NodePool)) *v1.NodePool {
 				Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
 			}},
 		},
+		// Ready, as the NodePool controllers leave a valid pool whose
+		// NodeClass is ready: only Ready pools are launched into.
+		Status: v1.NodePoolStatus{Conditions: []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: v1.ConditionTypeReady}}},
 	}
 	for _, o := range opts {
 		o(np)
@@ -136,7 +139,7 @@ func pdb(name string, allowed int32, matchApp string) *policyv1.PodDisruptionBud
 	}
 }
 
-func snapshot(pools []*v1.NodePool, nodes []*Node, pdbs ...*policyv1.PodDisruptionBudget) *Snapshot {
+func testSnapshot(pools []*v1.NodePool, nodes []*Node, pdbs ...*policyv1.PodDisruptionBudget) *Snapshot {
 	s := &Snapshot{Now: now, Nodes: nodes, NodePools: map[string]*v1.NodePool{}, PDBs: pdbs}
 	for _, np := range pools {
 		s.NodePools[np.Name] = np

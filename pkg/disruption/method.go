@@ -32,14 +32,30 @@ type Method interface {
 // reschedulable pods (with the cluster's pending pods) on the rest of the
 // cluster and on new NodeClaims.
 type Simulator interface {
-	Simulate(candidates []*Candidate) (*Simulation, error)
+	Simulate(candidates []*Candidate, opts SimulationOptions) (*Simulation, error)
+}
+
+// SimulationOptions narrow a simulation.
+type SimulationOptions struct {
+	// Exclude names nodes the candidates' pods may not move to (other pods
+	// may): consolidation's destinations still inside their own
+	// consolidateAfter window.
+	Exclude map[string]bool
+	// Types limits new NodeClaims to these instance types per NodePool (a
+	// pool it does not name launches nothing); nil leaves every type. Plan
+	// validation checks a split against machines of the sizes it launches,
+	// not against the one larger machine the plain solver would pack the
+	// pods onto.
+	Types map[string]map[string]bool
 }
 
 // SimulatorFunc adapts a function to Simulator.
-type SimulatorFunc func(candidates []*Candidate) (*Simulation, error)
+type SimulatorFunc func(candidates []*Candidate, opts SimulationOptions) (*Simulation, error)
 
 // Simulate implements Simulator.
-func (f SimulatorFunc) Simulate(c []*Candidate) (*Simulation, error) { return f(c) }
+func (f SimulatorFunc) Simulate(c []*Candidate, opts SimulationOptions) (*Simulation, error) {
+	return f(c, opts)
+}
 
 // Simulation is a Simulator's answer.
 type Simulation struct {
@@ -67,12 +83,26 @@ type Command struct {
 	Replacements []*scheduling.NewNodeClaim
 	// Simulation backs Replacements, when a simulation was run.
 	Simulation *Simulation
-	// Score is the Balanced policy's score of a consolidation move (nil
-	// when the pool does not use Balanced).
-	Score *BalancedScore
-	// Payback is the repacking planner's forecast for the move (nil for
-	// upstream's methods).
-	Payback *Payback
+	// Detail is the method's own account of the command, typed by the
+	// strategy that made it: *BalancedScore for a move upstream's
+	// consolidation scored under the Balanced policy, *Payback for a move
+	// of the repacking planner; nil when there is none.
+	Detail any
+	// LaunchTaint: the replacements carry LaunchTaint until the command
+	// deletes its candidates.
+	LaunchTaint bool
+}
+
+// BalancedScore is the Balanced score of the move, or nil.
+func (c *Command) BalancedScore() *BalancedScore {
+	s, _ := c.Detail.(*BalancedScore)
+	return s
+}
+
+// Payback is the planner's forecast of the move, or nil.
+func (c *Command) Payback() *Payback {
+	p, _ := c.Detail.(*Payback)
+	return p
 }
 
 // Payback is what a consolidation move is predicted to save and to cost:
@@ -102,28 +132,10 @@ func (c *Command) Decision() string {
 	return "delete"
 }
 
-// PendingReader is a Method that reads Snapshot.Pending (the repacking
-// planner). Upstream's methods simulate with the snapshot builder, which
-// finds pending pods itself, so a caller running only them need not list
-// every pod for each pass.
-type PendingReader interface {
-	ReadsPending() bool
-}
-
-// ReadsPending reports whether one of methods reads Snapshot.Pending.
-func ReadsPending(methods []Method) bool {
-	for _, m := range methods {
-		if r, ok := m.(PendingReader); ok && r.ReadsPending() {
-			return true
-		}
-	}
-	return false
-}
-
 // DefaultMethods are upstream's methods in upstream's order, consolidation
 // last with its default options (no timeouts, SpotToSpotConsolidation off).
 func DefaultMethods() []Method {
-	return append([]Method{Emptiness{}, StaticDrift{}, Drift{}}, ConsolidationMethods(ConsolidationOptions{})...)
+	return MethodsOf(NewUpstream(ConsolidationOptions{}))
 }
 
 // MethodRun is what one method saw in a pass.
@@ -142,6 +154,9 @@ type Decision struct {
 	// Method is the method that acted, nil when none did.
 	Method   Method
 	Commands []*Command
+	// Groups are Commands by the method that made them, in order: the
+	// method that acted, then any Follower of it that found commands too.
+	Groups []Group
 	// Runs lists the methods evaluated, in order.
 	Runs []MethodRun
 	// Explanations cover every node the pass looked at and did not put in
@@ -151,6 +166,12 @@ type Decision struct {
 	Warnings []Verdict
 	// Budgets by reason and NodePool.
 	Budgets map[v1.DisruptionReason]map[string]*BudgetStatus
+}
+
+// Group is one method's commands in a pass.
+type Group struct {
+	Method   Method
+	Commands []*Command
 }
 
 // Disrupt runs one pass: discover candidates, then each method in order
@@ -215,7 +236,7 @@ func DisruptWith(snap *Snapshot, methods []Method, sim Simulator, hooks Hooks) (
 		var err error
 		if len(eligible) > 0 {
 			var vs []Verdict
-			cmds, vs, err = m.ComputeCommands(&Env{Snapshot: snap, Simulator: sim}, cloneBudgets(budgets), eligible)
+			cmds, vs, err = m.ComputeCommands(&Env{Snapshot: snap, Simulator: sim}, CloneBudgets(budgets), eligible)
 			for _, v := range vs {
 				verdicts[v.Node] = appendOnce(verdicts[v.Node], v)
 			}
@@ -236,6 +257,7 @@ func DisruptWith(snap *Snapshot, methods []Method, sim Simulator, hooks Hooks) (
 			continue
 		}
 		d.Method, d.Commands = m, cmds
+		d.Groups = append(d.Groups, Group{Method: m, Commands: cmds})
 		for _, f := range methods[i+1:] {
 			if fl, ok := f.(Follower); !ok || !fl.Follows(m) {
 				continue
@@ -246,6 +268,9 @@ func DisruptWith(snap *Snapshot, methods []Method, sim Simulator, hooks Hooks) (
 				return d, err
 			}
 			d.Commands = append(d.Commands, more...)
+			if len(more) > 0 {
+				d.Groups = append(d.Groups, Group{Method: f, Commands: more})
+			}
 		}
 		break
 	}
@@ -308,7 +333,9 @@ func appendOnce(vs []Verdict, v Verdict) []Verdict {
 	return append(vs, v)
 }
 
-func cloneBudgets(in map[string]*BudgetStatus) map[string]*BudgetStatus {
+// CloneBudgets copies one reason's budgets, so that a trial can take from
+// them without touching the originals.
+func CloneBudgets(in map[string]*BudgetStatus) map[string]*BudgetStatus {
 	out := make(map[string]*BudgetStatus, len(in))
 	for k, v := range in {
 		c := *v

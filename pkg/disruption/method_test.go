@@ -13,7 +13,7 @@ import (
 
 // fits is a simulator under which every pod fits existing capacity.
 func fits() Simulator {
-	return SimulatorFunc(func([]*Candidate) (*Simulation, error) { return &Simulation{}, nil })
+	return SimulatorFunc(func([]*Candidate, SimulationOptions) (*Simulation, error) { return &Simulation{}, nil })
 }
 
 // recordingSim records what it was asked and answers from a table.
@@ -22,7 +22,7 @@ type recordingSim struct {
 	answers map[string]*Simulation
 }
 
-func (r *recordingSim) Simulate(cs []*Candidate) (*Simulation, error) {
+func (r *recordingSim) Simulate(cs []*Candidate, _ SimulationOptions) (*Simulation, error) {
 	r.asked = append(r.asked, names(cs))
 	if a, ok := r.answers[cs[0].Name()]; ok {
 		return a, nil
@@ -106,7 +106,7 @@ func TestEmptiness(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := Disrupt(snapshot(tt.pools, tt.nodes), []Method{Emptiness{}}, nil)
+			d, err := Disrupt(testSnapshot(tt.pools, tt.nodes), []Method{Emptiness{}}, nil)
 			require.NoError(t, err)
 			if tt.want == nil {
 				assert.Empty(t, d.Commands)
@@ -136,7 +136,7 @@ func TestEmptinessVerdictDetails(t *testing.T) {
 	})
 	waiting := node("waiting", "p", cond(v1.ConditionTypeInitialized, now.Add(-time.Hour)))
 	waiting.NodeClaim.Status.LastPodEventTime.Time = now.Add(-2 * time.Minute)
-	d, err := Disrupt(snapshot([]*v1.NodePool{np}, []*Node{waiting, node("blocked", "p", consolidatable)}), []Method{Emptiness{}}, nil)
+	d, err := Disrupt(testSnapshot([]*v1.NodePool{np}, []*Node{waiting, node("blocked", "p", consolidatable)}), []Method{Emptiness{}}, nil)
 	require.NoError(t, err)
 
 	v := explanationOf(d, "waiting").Verdicts[0]
@@ -160,7 +160,7 @@ func TestDrift(t *testing.T) {
 			node("e2", "p", drifted(older)),
 			node("e3", "p", drifted(older)),
 		}
-		d, err := Disrupt(snapshot([]*v1.NodePool{pool("p", budgets(budget("2")))}, nodes), []Method{Drift{}}, sim)
+		d, err := Disrupt(testSnapshot([]*v1.NodePool{pool("p", budgets(budget("2")))}, nodes), []Method{Drift{}}, sim)
 		require.NoError(t, err)
 		require.Len(t, d.Commands, 1)
 		assert.Equal(t, []string{"e2", "e3"}, names(d.Commands[0].Candidates), "longest drifted first, then by name")
@@ -176,7 +176,7 @@ func TestDrift(t *testing.T) {
 			node("a", "p", drifted(older), withPods(pod("x"))),
 			node("c", "p", withPods(pod("z"))),
 		}
-		d, err := Disrupt(snapshot([]*v1.NodePool{pool("p", budgets(budget("100%")))}, nodes), []Method{Drift{}}, sim)
+		d, err := Disrupt(testSnapshot([]*v1.NodePool{pool("p", budgets(budget("100%")))}, nodes), []Method{Drift{}}, sim)
 		require.NoError(t, err)
 		require.Len(t, d.Commands, 1)
 		cmd := d.Commands[0]
@@ -193,7 +193,7 @@ func TestDrift(t *testing.T) {
 			node("a", "p", drifted(older), withPods(pod("x"))),
 			node("b", "p", drifted(old), withPods(pod("y"))),
 		}
-		d, err := Disrupt(snapshot([]*v1.NodePool{pool("p", budgets(budget("100%")))}, nodes), []Method{Drift{}}, sim)
+		d, err := Disrupt(testSnapshot([]*v1.NodePool{pool("p", budgets(budget("100%")))}, nodes), []Method{Drift{}}, sim)
 		require.NoError(t, err)
 		require.Len(t, d.Commands, 1)
 		assert.Equal(t, []string{"b"}, names(d.Commands[0].Candidates))
@@ -206,13 +206,13 @@ func TestDrift(t *testing.T) {
 	t.Run("budget 0 blocks drift but not emptiness, when scoped", func(t *testing.T) {
 		np := pool("p", budgets(forReasons(budget("0"), v1.DisruptionReasonDrifted), budget("100%")))
 		nodes := []*Node{node("a", "p", drifted(old), withPods(pod("x")))}
-		d, err := Disrupt(snapshot([]*v1.NodePool{np}, nodes), []Method{Drift{}}, fits())
+		d, err := Disrupt(testSnapshot([]*v1.NodePool{np}, nodes), []Method{Drift{}}, fits())
 		require.NoError(t, err)
 		assert.Empty(t, d.Commands)
 		assert.Equal(t, KindBudgetExhausted, explanationOf(d, "a").Verdicts[0].Kind)
 	})
 	t.Run("static pools are left to StaticDrift", func(t *testing.T) {
-		d, err := Disrupt(snapshot([]*v1.NodePool{pool("s", replicas(1))}, []*Node{node("a", "s", drifted(old))}), []Method{Drift{}}, fits())
+		d, err := Disrupt(testSnapshot([]*v1.NodePool{pool("s", replicas(1))}, []*Node{node("a", "s", drifted(old))}), []Method{Drift{}}, fits())
 		require.NoError(t, err)
 		assert.Empty(t, d.Commands)
 	})
@@ -234,7 +234,7 @@ func TestStaticDrift(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			nodes := nodesOf("s", tt.n, drifted(old), withPods(pod("x")))
-			d, err := Disrupt(snapshot([]*v1.NodePool{tt.pool}, nodes), DefaultMethods(), nil)
+			d, err := Disrupt(testSnapshot([]*v1.NodePool{tt.pool}, nodes), DefaultMethods(), nil)
 			require.NoError(t, err)
 			require.Len(t, d.Commands, tt.want)
 			for _, cmd := range d.Commands {
@@ -255,7 +255,7 @@ func TestMethodOrder(t *testing.T) {
 	old := now.Add(-time.Hour)
 	np := pool("p", budgets(budget("100%")))
 	nodes := []*Node{node("empty", "p", consolidatable), node("drifted", "p", drifted(old), withPods(pod("x")))}
-	d, err := Disrupt(snapshot([]*v1.NodePool{np}, nodes), DefaultMethods(), fits())
+	d, err := Disrupt(testSnapshot([]*v1.NodePool{np}, nodes), DefaultMethods(), fits())
 	require.NoError(t, err)
 	require.IsType(t, Emptiness{}, d.Method, "emptiness acts before drift")
 	assert.Equal(t, []string{"empty"}, names(d.Commands[0].Candidates))
@@ -263,7 +263,7 @@ func TestMethodOrder(t *testing.T) {
 	assert.Equal(t, 1, d.Runs[0].Eligible)
 
 	nodes[0].NodeClaim.Status.Conditions = nil
-	d, err = Disrupt(snapshot([]*v1.NodePool{np}, nodes), DefaultMethods(), fits())
+	d, err = Disrupt(testSnapshot([]*v1.NodePool{np}, nodes), DefaultMethods(), fits())
 	require.NoError(t, err)
 	require.IsType(t, Drift{}, d.Method)
 	assert.Len(t, d.Runs, 3)
@@ -275,7 +275,7 @@ func TestExplainCoversEveryNode(t *testing.T) {
 		node("protected", "p", withPods(pod("y", annotated("true")))),
 		&Node{Node: node("unmanaged", "").Node},
 	}
-	ex, err := Explain(snapshot([]*v1.NodePool{pool("p")}, nodes), nil)
+	ex, err := Explain(testSnapshot([]*v1.NodePool{pool("p")}, nodes), nil)
 	require.NoError(t, err)
 	require.Len(t, ex, 3)
 	byName := map[string]Explanation{}

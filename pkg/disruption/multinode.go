@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -62,7 +61,7 @@ func (m MultiNodeConsolidation) ComputeCommands(env *Env, budgets map[string]*Bu
 			its = withoutCandidateOfferings(its, cmd.Replacements[0].Requirements, prefix)
 			ok = len(its) > 0
 			if ok {
-				setInstanceTypes(cmd.Replacements[0], its)
+				cmd.Replacements[0].Narrow(its)
 			}
 		}
 		if ok {
@@ -117,13 +116,7 @@ func filterOutSameInstanceType(snap *Snapshot, r *scheduling.NewNodeClaim, cs []
 		if it == nil {
 			continue
 		}
-		reqs := scheduling.RequirementsFromLabels(labels)
-		price, found := math.Inf(1), false
-		for i := range it.Offerings {
-			if o := &it.Offerings[i]; cloudprovider.OfferingCompatible(o, reqs) && o.Price < price {
-				price, found = o.Price, true
-			}
-		}
+		price, found := it.PriceFor(labels)
 		if !found {
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
@@ -18,55 +20,14 @@ func terminal(p *corev1.Pod) bool {
 // node with do-not-disrupt, and only they need a new home.
 func active(p *corev1.Pod) bool { return !terminal(p) && p.DeletionTimestamp.IsZero() }
 
-func ownedBy(p *corev1.Pod, kind string) bool {
-	for _, o := range p.OwnerReferences {
-		if o.Kind == kind {
-			return true
-		}
-	}
-	return false
-}
-
-func static(p *corev1.Pod) bool {
-	if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
-		return true
-	}
-	return ownedBy(p, "Node")
-}
-
-// toleratesDisrupted: such pods are meant to stay until the node goes, so
-// drain leaves them and they need no new home.
-func toleratesDisrupted(p *corev1.Pod) bool {
-	t := v1.DisruptedNoScheduleTaint
-	for _, tol := range p.Spec.Tolerations {
-		if tol.Effect != "" && tol.Effect != t.Effect {
-			continue
-		}
-		if tol.Key != "" && tol.Key != t.Key {
-			continue
-		}
-		switch tol.Operator {
-		case corev1.TolerationOpExists:
-			return true
-		case "", corev1.TolerationOpEqual:
-			if tol.Key != "" && tol.Value == t.Value {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // Reschedulable reports whether the pod must find another node when its
-// node goes: active, not a DaemonSet or static pod, and not tolerating the
-// disrupted taint.
-func Reschedulable(p *corev1.Pod) bool {
-	return active(p) && !ownedBy(p, "DaemonSet") && !static(p) && !toleratesDisrupted(p)
-}
+// node goes: the snapshot builder's rule (snapshot.Reschedulable), so that
+// what a decision counts as evicted is what a simulation moves.
+func Reschedulable(p *corev1.Pod) bool { return snapshot.Reschedulable(p) }
 
 // evictable pods are the ones drain would evict, so only their PDBs count.
 func evictable(p *corev1.Pod) bool {
-	return active(p) && !static(p) && !toleratesDisrupted(p)
+	return active(p) && !scheduling.IsStaticPod(p) && !scheduling.Tolerates(p.Spec.Tolerations, &v1.DisruptedNoScheduleTaint)
 }
 
 // doNotDisrupt reads the pod's karpenter.sh/do-not-disrupt annotation:

@@ -3,6 +3,7 @@ package disruption
 import (
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 
@@ -29,6 +30,10 @@ type Snapshot struct {
 	// simulations place them beside the candidates' pods. They may be the
 	// controller's cached objects: read them, copy before changing one.
 	Pending []*corev1.Pod
+	// DaemonSets are the cluster's, for a simulation over the snapshot to
+	// count their pods on new NodeClaims (offline planning; the controller
+	// simulates over cluster state).
+	DaemonSets []*appsv1.DaemonSet
 }
 
 // Node is one machine: a NodeClaim and its Node (either may be nil), the

@@ -7,34 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// tolerates reports whether the tolerations cover the taint.
-func tolerates(tols []corev1.Toleration, t *corev1.Taint) bool {
-	for i := range tols {
-		tol := &tols[i]
-		if tol.Effect != "" && tol.Effect != t.Effect {
-			continue
-		}
-		if tol.Key == "" {
-			if tol.Operator == corev1.TolerationOpExists {
-				return true
-			}
-			continue
-		}
-		if tol.Key != t.Key {
-			continue
-		}
-		switch tol.Operator {
-		case corev1.TolerationOpExists:
-			return true
-		case "", corev1.TolerationOpEqual:
-			if tol.Value == t.Value {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // untolerated returns the first taint that blocks the pod, or nil. With
 // preferNoSchedule the soft PreferNoSchedule taints are treated as hard, the
 // way Karpenter does until the preference is relaxed.
@@ -47,7 +19,7 @@ func untolerated(tols []corev1.Toleration, taints []corev1.Taint, preferNoSchedu
 		if skip != nil && skip(t) {
 			continue
 		}
-		if !tolerates(tols, t) {
+		if !Tolerates(tols, t) {
 			return t
 		}
 	}

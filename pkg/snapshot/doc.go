@@ -4,12 +4,11 @@
 // in-flight NodeClaims they may go to, the Ready dynamic NodePools with their
 // instance types and limit headroom, DaemonSets, namespaces and volumes.
 //
-// Provisioning, disruption and consolidation all build their snapshots here,
-// so none of them imports another controller or keeps its own copy. A
-// Request adds what to simulate on top (nodes to take away, extra pods).
-//
-// The Builder depends only on the interfaces it declares: a client.Reader for
-// API objects, the cloud provider's GetInstanceTypes, and a small
-// cluster-state interface. The controller passes its cache and pkg/state; a
-// CLI can pass a direct client and an implementation that lists the API.
+// Build is the one function that does it. Provisioning, both consolidation
+// strategies, drift, the disruption simulator and the CLI call it with the
+// View they have: the controller's cluster state over its informer cache
+// and cloud provider (Live), the CLI's listed objects (Live over them), or
+// a disruption.Snapshot for offline planning. A Request adds what to
+// simulate on top: nodes to take away, destinations the moved pods may not
+// use, instance types to restrict new NodeClaims to, extra pods.
 package snapshot

@@ -7,10 +7,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ExpectedPodAnnotation marks the pods a round plans for that do not exist
@@ -57,7 +55,7 @@ func Anticipatable(pod *corev1.Pod) (types.UID, bool) {
 // A ReplicaSet that reports ReplicaFailure (quota, a rejecting webhook) is
 // left alone: its pods may never come. Pods that never come cost nothing
 // more than capacity consolidation later removes.
-func ExpectedPods(ctx context.Context, kube client.Reader, all *corev1.PodList, pending []*corev1.Pod) ([]*corev1.Pod, error) {
+func ExpectedPods(ctx context.Context, view View, all []*corev1.Pod, pending []*corev1.Pod) ([]*corev1.Pod, error) {
 	// One pending pod per ReplicaSet serves as the model for its siblings:
 	// the last by name, so that the copies (named after it) sort after
 	// every real sibling. The solver breaks ties by name, so when a limit
@@ -75,8 +73,7 @@ func ExpectedPods(ctx context.Context, kube client.Reader, all *corev1.PodList, 
 		return nil, nil
 	}
 	live := map[types.UID]int32{}
-	for i := range all.Items {
-		pod := &all.Items[i]
+	for _, pod := range all {
 		ref := metav1.GetControllerOf(pod)
 		if ref == nil || models[ref.UID] == nil {
 			continue
@@ -96,14 +93,11 @@ func ExpectedPods(ctx context.Context, kube client.Reader, all *corev1.PodList, 
 	for _, uid := range uids {
 		model := models[uid]
 		ref := metav1.GetControllerOf(model)
-		rs := &appsv1.ReplicaSet{}
-		if err := kube.Get(ctx, client.ObjectKey{Namespace: model.Namespace, Name: ref.Name}, rs); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, fmt.Errorf("getting replicaset %s/%s: %w", model.Namespace, ref.Name, err)
+		rs, err := view.ReplicaSet(ctx, model.Namespace, ref.Name)
+		if err != nil {
+			return nil, err
 		}
-		if rs.UID != uid || !rs.DeletionTimestamp.IsZero() || rs.Spec.Replicas == nil || replicaFailure(rs) {
+		if rs == nil || rs.UID != uid || !rs.DeletionTimestamp.IsZero() || rs.Spec.Replicas == nil || replicaFailure(rs) {
 			continue
 		}
 		for i := live[uid]; i < *rs.Spec.Replicas; i++ {

@@ -2,7 +2,7 @@ package snapshot
 
 import (
 	"context"
-	"fmt"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -18,32 +17,25 @@ import (
 // solver, heaviest first, each with its instance types and limit headroom.
 // A pool whose requirements do not parse or whose instance types cannot be
 // resolved is logged and left out, so one bad pool does not stop the rest.
-func (b *Builder) nodePools(ctx context.Context) ([]*scheduling.NodePool, map[string]*v1.NodePool, error) {
-	list := &v1.NodePoolList{}
-	if err := b.kube.List(ctx, list); err != nil {
-		return nil, nil, fmt.Errorf("listing nodepools: %w", err)
+func nodePools(ctx context.Context, view View) ([]*scheduling.NodePool, map[string]*v1.NodePool, error) {
+	list, err := view.NodePools(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
-	sortPools(list.Items)
+	list = append([]*v1.NodePool(nil), list...)
+	sortPools(list)
 	var out []*scheduling.NodePool
 	byName := map[string]*v1.NodePool{}
-	for i := range list.Items {
-		np := &list.Items[i]
-		if !np.DeletionTimestamp.IsZero() || np.IsStatic() || !nodepool.IsReady(np) {
-			continue
-		}
-		logger := log.FromContext(ctx).WithValues("NodePool", klog.KObj(np))
-		reqs, err := Requirements(np.Spec.Template.Spec.Requirements)
-		if err != nil {
-			logger.Error(err, "skipping, invalid requirements")
-			continue
-		}
-		its, err := b.cloud.GetInstanceTypes(ctx, np)
-		if err != nil {
-			logger.Error(err, "skipping, unable to resolve instance types")
-			continue
-		}
-		if len(its) == 0 {
-			logger.Info("skipping, no resolved instance types found")
+	for _, np := range list {
+		reqs, its, skip := resolve(ctx, view, np)
+		if skip != nil {
+			logger := log.FromContext(ctx).WithValues("NodePool", klog.KObj(np))
+			switch {
+			case skip.err != nil:
+				logger.Error(skip.err, skip.log)
+			case skip.log != "":
+				logger.Info(skip.log)
+			}
 			continue
 		}
 		labels := np.Spec.Template.LabelMap()
@@ -54,6 +46,10 @@ func (b *Builder) nodePools(ctx context.Context) ([]*scheduling.NodePool, map[st
 		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil {
 			labels[v1.NodeClassLabelKey(ref.GroupKind())] = ref.Name
 		}
+		var remaining corev1.ResourceList
+		if np.Spec.Limits != nil {
+			remaining = Remaining(np.Spec.Limits, view.NodePoolResources(np.Name))
+		}
 		out = append(out, &scheduling.NodePool{
 			Name:          np.Name,
 			Weight:        weight(np),
@@ -61,13 +57,56 @@ func (b *Builder) nodePools(ctx context.Context) ([]*scheduling.NodePool, map[st
 			Labels:        labels,
 			Taints:        np.Spec.Template.Spec.Taints,
 			StartupTaints: np.Spec.Template.Spec.StartupTaints,
-			Remaining:     Remaining(np.Spec.Limits, b.cluster.NodePoolResources(np.Name)),
+			Remaining:     remaining,
 			Limits:        corev1.ResourceList(np.Spec.Limits),
 			InstanceTypes: its,
 		})
 		byName[np.Name] = np
 	}
 	return out, byName, nil
+}
+
+// skipped is why Build leaves a pool out: the reason a user reads, and the
+// log line it is worth (none for a pool being deleted, static or not
+// Ready, which is left out by design).
+type skipped struct {
+	reason string
+	log    string
+	err    error
+}
+
+// resolve parses a pool's requirements and resolves its instance types, or
+// says why Build leaves it out of planning.
+func resolve(ctx context.Context, view View, np *v1.NodePool) (scheduling.Requirements, []*scheduling.InstanceType, *skipped) {
+	switch {
+	case !np.DeletionTimestamp.IsZero():
+		return nil, nil, &skipped{reason: "nodepool is being deleted"}
+	case np.IsStatic():
+		return nil, nil, &skipped{reason: "static nodepool (fixed replicas, does not provision for pending pods)"}
+	case !np.IsReady():
+		return nil, nil, &skipped{reason: "nodepool is not Ready"}
+	}
+	reqs, err := Requirements(np.Spec.Template.Spec.Requirements)
+	if err != nil {
+		return nil, nil, &skipped{reason: "invalid requirements: " + err.Error(), log: "skipping, invalid requirements", err: err}
+	}
+	its, err := view.GetInstanceTypes(ctx, np)
+	if err != nil {
+		return nil, nil, &skipped{reason: err.Error(), log: "skipping, unable to resolve instance types", err: err}
+	}
+	if len(its) == 0 {
+		return nil, nil, &skipped{reason: "no resolved instance types", log: "skipping, no resolved instance types found"}
+	}
+	return reqs, its, nil
+}
+
+// SkipReason says why Build leaves np out of planning ("" when it does
+// not), for an answer to "why is this pool not used".
+func SkipReason(ctx context.Context, view View, np *v1.NodePool) string {
+	if _, _, skip := resolve(ctx, view, np); skip != nil {
+		return skip.reason
+	}
+	return ""
 }
 
 // Requirements parses a NodePool's requirements for the solver.
@@ -96,5 +135,30 @@ func Remaining(limits v1.Limits, usage corev1.ResourceList) corev1.ResourceList 
 		}
 		out[name] = left
 	}
+	return out
+}
+
+// RestrictPools copies the solver pools keeping only the named instance
+// types of each (a pool types does not name is dropped, and so is one left
+// without types), heaviest first.
+func RestrictPools(pools []*scheduling.NodePool, types map[string]map[string]bool) []*scheduling.NodePool {
+	var out []*scheduling.NodePool
+	for _, sp := range pools {
+		allowed := types[sp.Name]
+		if len(allowed) == 0 {
+			continue
+		}
+		cp := *sp
+		cp.InstanceTypes = nil
+		for _, it := range sp.InstanceTypes {
+			if allowed[it.Name] {
+				cp.InstanceTypes = append(cp.InstanceTypes, it)
+			}
+		}
+		if len(cp.InstanceTypes) > 0 {
+			out = append(out, &cp)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Weight > out[j].Weight })
 	return out
 }

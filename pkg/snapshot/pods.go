@@ -6,10 +6,9 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/validation"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // IsProvisionable reports whether pod may need capacity from Karpenter: it
@@ -31,7 +30,7 @@ func IsProvisionable(pod *corev1.Pod) bool {
 		pod.DeletionTimestamp.IsZero() &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed &&
 		(FailedToSchedule(pod) || awaitingScheduler(pod)) &&
-		!ownedBy(pod, "DaemonSet") && !ownedBy(pod, "Node")
+		!scheduling.IsOwnedBy(pod, "DaemonSet") && !scheduling.IsStaticPod(pod)
 }
 
 // FailedToSchedule reports whether the kube-scheduler marked pod
@@ -63,20 +62,10 @@ func awaitingScheduler(pod *corev1.Pod) bool {
 	return true
 }
 
-func ownedBy(pod *corev1.Pod, kind string) bool {
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == kind {
-			return true
-		}
-	}
-	return false
-}
-
-// PendingPods selects the provisionable pods of list that pass validation,
+// PendingPods selects the provisionable pods of all that pass validation,
 // and returns the others that failed it with the reason.
-func PendingPods(list *corev1.PodList) (pods []*corev1.Pod, ignored []IgnoredPod) {
-	for i := range list.Items {
-		pod := &list.Items[i]
+func PendingPods(all []*corev1.Pod) (pods []*corev1.Pod, ignored []IgnoredPod) {
+	for _, pod := range all {
 		if !IsProvisionable(pod) {
 			continue
 		}
@@ -99,9 +88,9 @@ var ErrNotManaged = errors.New("pod opted out of karpenter: it requires karpente
 func ValidatePod(pod *corev1.Pod) error {
 	var errs []error
 	for k, v := range pod.Spec.NodeSelector {
-		errs = append(errs, validation.ValidateRequirement(v1.NodeSelectorRequirementWithMinValues{
+		errs = append(errs, v1.NodeSelectorRequirementWithMinValues{
 			Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{v},
-		}))
+		}.Validate())
 	}
 	if aff := pod.Spec.Affinity; aff != nil && aff.NodeAffinity != nil {
 		if req := aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
@@ -127,9 +116,9 @@ func validateTerm(term corev1.NodeSelectorTerm) error {
 		errs = append(errs, fmt.Errorf("node selector term with matchFields is not supported"))
 	}
 	for _, e := range term.MatchExpressions {
-		errs = append(errs, validation.ValidateRequirement(v1.NodeSelectorRequirementWithMinValues{
+		errs = append(errs, v1.NodeSelectorRequirementWithMinValues{
 			Key: e.Key, Operator: e.Operator, Values: e.Values,
-		}))
+		}.Validate())
 	}
 	return errors.Join(errs...)
 }
@@ -139,17 +128,16 @@ func validateTerm(term corev1.NodeSelectorTerm) error {
 // terminating and terminal pods need none, and pods tolerating the
 // disrupted taint are not drained.
 func Reschedulable(pod *corev1.Pod) bool {
-	return !ownedBy(pod, "DaemonSet") && !ownedBy(pod, "Node") && pod.DeletionTimestamp.IsZero() &&
+	return !scheduling.IsOwnedBy(pod, "DaemonSet") && !scheduling.IsStaticPod(pod) && pod.DeletionTimestamp.IsZero() &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed &&
-		!toleratesDisrupted(pod)
+		!scheduling.Tolerates(pod.Spec.Tolerations, &v1.DisruptedNoScheduleTaint)
 }
 
-// reschedulablePods returns copies, unbound and sorted by UID, of the
+// reschedulablePods returns copies, unbound and sorted by UID (then name), of the
 // reschedulable pods on leaving nodes, and the subset that was on a node in
 // remove.
-func reschedulablePods(all *corev1.PodList, leaving, remove map[string]bool) (moving, moved []*corev1.Pod) {
-	for i := range all.Items {
-		pod := &all.Items[i]
+func reschedulablePods(all []*corev1.Pod, leaving, remove map[string]bool) (moving, moved []*corev1.Pod) {
+	for _, pod := range all {
 		if !leaving[pod.Spec.NodeName] || !Reschedulable(pod) {
 			continue
 		}
@@ -161,27 +149,14 @@ func reschedulablePods(all *corev1.PodList, leaving, remove map[string]bool) (mo
 		}
 	}
 	byUID := func(pods []*corev1.Pod) {
-		sort.Slice(pods, func(i, j int) bool { return pods[i].UID < pods[j].UID })
+		sort.Slice(pods, func(i, j int) bool {
+			if pods[i].UID != pods[j].UID {
+				return pods[i].UID < pods[j].UID
+			}
+			return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
+		})
 	}
 	byUID(moving)
 	byUID(moved)
 	return moving, moved
-}
-
-func hasDisruptedTaint(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
-			return true
-		}
-	}
-	return false
-}
-
-func toleratesDisrupted(pod *corev1.Pod) bool {
-	for _, tol := range pod.Spec.Tolerations {
-		if tol.ToleratesTaint(klog.Background(), &v1.DisruptedNoScheduleTaint, false) {
-			return true
-		}
-	}
-	return false
 }

@@ -3,36 +3,13 @@ package snapshot
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
-
-// Cluster is what the builder needs of the cluster state.
-type Cluster interface {
-	// Synced reports whether the state holds every Node and NodeClaim the
-	// API server has; a snapshot of a partial picture would plan capacity
-	// that already exists.
-	Synced(ctx context.Context) bool
-	// SchedulingNodes snapshots the nodes and in-flight NodeClaims pods can
-	// still go to (not being deleted), with their bound pods.
-	SchedulingNodes() []*scheduling.ExistingNode
-	// NodePoolResources is what the pool has provisioned: the capacity of
-	// its nodes and in-flight NodeClaims plus the "nodes" pseudo-resource.
-	NodePoolResources(nodePool string) corev1.ResourceList
-}
-
-// InstanceTypes resolves a NodePool's instance types; the cloud provider
-// implements it.
-type InstanceTypes interface {
-	GetInstanceTypes(ctx context.Context, nodePool *v1.NodePool) ([]*scheduling.InstanceType, error)
-}
 
 // UnavailableOfferings is the insufficient-capacity cache: offerings that
 // recently failed to launch are left out of planning.
@@ -40,7 +17,7 @@ type UnavailableOfferings interface {
 	Keys() []scheduling.OfferingKey
 }
 
-// Options configure every snapshot a Builder makes.
+// Options say how every snapshot of a caller is built.
 type Options struct {
 	// Solver is copied into Input.Options.
 	Solver scheduling.Options
@@ -55,33 +32,32 @@ type Options struct {
 	WellKnownLabels []string
 	// IgnoreTaints are taints the plan disregards on nodes and in-flight
 	// NodeClaims: soft taints that only steer the kube-scheduler among
-	// nodes that all may take a pod (the planner's repack.LaunchTaint on
-	// the NodeClaims its command launched for the pods it evicts). A plan
-	// that honoured them would launch new capacity for those very pods.
+	// nodes that all may take a pod (disruption.LaunchTaint on the
+	// NodeClaims a consolidation command launched for the pods it evicts).
+	// A plan that honoured them would launch new capacity for those very
+	// pods.
 	IgnoreTaints []corev1.Taint
 }
 
-// Builder makes snapshots. It is safe for concurrent use.
-type Builder struct {
-	kube    client.Reader
-	cloud   InstanceTypes
-	cluster Cluster
-	opts    Options
-}
-
-// New returns a builder. kube may be the manager's cache.
-func New(kube client.Reader, cloud InstanceTypes, cluster Cluster, opts Options) *Builder {
-	return &Builder{kube: kube, cloud: cloud, cluster: cluster, opts: opts}
-}
-
-// Request says what to simulate on top of the cluster as it is.
+// Request says what to build: the caller's Options, and what to simulate
+// on top of the cluster as it is.
 type Request struct {
+	Options
 	// Remove names nodes (Node names, or NodeClaim names for unregistered
 	// ones) to simulate away: they are left out of Input.Nodes and their
 	// reschedulable pods (not DaemonSet, not static/mirror, not terminal,
 	// not tolerating karpenter.sh/disrupted:NoSchedule) are added to
 	// Input.Pods with spec.nodeName cleared.
 	Remove map[string]bool
+	// Exclude names nodes (or NodeClaims) the removed nodes' pods may not
+	// move to, while every other pod still may: consolidation keeps moved
+	// pods off destinations inside their own consolidateAfter window. The
+	// nodes get ExcludedDestinationTaint, which only the moved pods do not
+	// tolerate.
+	Exclude map[string]bool
+	// Types limits new NodeClaims to these instance types per NodePool (a
+	// pool it does not name launches nothing); nil leaves every type.
+	Types map[string]map[string]bool
 	// ExtraPods are added to Input.Pods as they are.
 	ExtraPods []*corev1.Pod
 	// NoPending leaves the cluster's pending pods (and their expected
@@ -92,6 +68,10 @@ type Request struct {
 	// a nil Input and only Ignored set.
 	SkipIfNoPods bool
 }
+
+// ExcludedDestinationTaint is the taint Build puts on Request.Exclude's
+// nodes; every pod but the moved ones tolerates it.
+var ExcludedDestinationTaint = corev1.Taint{Key: "karpenter-go.io/consolidate-after-window", Effect: corev1.TaintEffectNoSchedule}
 
 // Snapshot is one solver Input and what callers need to act on its Result.
 type Snapshot struct {
@@ -113,30 +93,32 @@ type IgnoredPod struct {
 	Err error
 }
 
-// ErrNotSynced is returned while the cluster state is not synced.
+// ErrNotSynced is returned while the view is not synced.
 var ErrNotSynced = errors.New("cluster state is not synced")
 
-// Build snapshots the cluster for req.
+// Build is the one way the solver's input is made: provisioning, both
+// consolidation strategies, drift, the disruption simulator and the CLI
+// all call it, with the view they have.
 //
 // Nodes are read before pods: a pod that binds in between is then seen on
 // its node or as pending, never as neither, and a node that appears in
 // between is not counted. Either way a plan errs on the side of launching
 // nothing extra.
-func (b *Builder) Build(ctx context.Context, req Request) (*Snapshot, error) {
-	if !b.cluster.Synced(ctx) {
+func Build(ctx context.Context, view View, req Request) (*Snapshot, error) {
+	if !view.Synced(ctx) {
 		return nil, ErrNotSynced
 	}
-	nodes := withoutTaints(b.cluster.SchedulingNodes(), b.opts.IgnoreTaints)
-	all := &corev1.PodList{}
-	if err := b.kube.List(ctx, all); err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+	nodes := withoutTaints(view.SchedulingNodes(), req.IgnoreTaints)
+	all, err := view.Pods(ctx)
+	if err != nil {
+		return nil, err
 	}
 	snap := &Snapshot{}
 	var pods []*corev1.Pod
 	if !req.NoPending {
 		pods, snap.Ignored = PendingPods(all)
-		if b.opts.AnticipateReplicaSets {
-			expected, err := ExpectedPods(ctx, b.kube, all, pods)
+		if req.AnticipateReplicaSets {
+			expected, err := ExpectedPods(ctx, view, all, pods)
 			if err != nil {
 				return nil, err
 			}
@@ -144,7 +126,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Snapshot, error) {
 			pods = append(pods, expected...)
 		}
 	}
-	leaving, err := b.leavingNodes(ctx)
+	leaving, err := view.LeavingNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -168,9 +150,15 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Snapshot, error) {
 	if req.SkipIfNoPods && len(pods) == 0 {
 		return &Snapshot{Ignored: snap.Ignored}, nil
 	}
-	in, pools, err := b.input(ctx, pods, nodes)
+	in, pools, err := input(ctx, view, req.Options, pods, nodes)
 	if err != nil {
 		return nil, err
+	}
+	if req.Types != nil {
+		in.NodePools = RestrictPools(in.NodePools, req.Types)
+	}
+	if len(req.Exclude) > 0 {
+		exclude(in, snap.Moved, req.Exclude)
 	}
 	snap.Input, snap.NodePools = in, pools
 	snap.ClaimOf = make(map[string]string, len(nodes))
@@ -182,27 +170,9 @@ func (b *Builder) Build(ctx context.Context, req Request) (*Snapshot, error) {
 	return snap, nil
 }
 
-// leavingNodes names the Karpenter nodes that are being deleted or carry
-// the disrupted taint: their pods must be planned for elsewhere before they
-// are evicted.
-func (b *Builder) leavingNodes(ctx context.Context) (map[string]bool, error) {
-	nodes := &corev1.NodeList{}
-	if err := b.kube.List(ctx, nodes, client.HasLabels{v1.NodePoolLabelKey}); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	leaving := map[string]bool{}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if !n.DeletionTimestamp.IsZero() || hasDisruptedTaint(n) {
-			leaving[n.Name] = true
-		}
-	}
-	return leaving, nil
-}
-
 // input assembles the solver's snapshot around pods and nodes.
-func (b *Builder) input(ctx context.Context, pods []*corev1.Pod, nodes []*scheduling.ExistingNode) (*scheduling.Input, map[string]*v1.NodePool, error) {
-	pools, byName, err := b.nodePools(ctx)
+func input(ctx context.Context, view View, opts Options, pods []*corev1.Pod, nodes []*scheduling.ExistingNode) (*scheduling.Input, map[string]*v1.NodePool, error) {
+	pools, byName, err := nodePools(ctx, view)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -210,33 +180,74 @@ func (b *Builder) input(ctx context.Context, pods []*corev1.Pod, nodes []*schedu
 		Pods:      pods,
 		Nodes:     nodes,
 		NodePools: pools,
-		Options:   b.opts.Solver,
+		Options:   opts.Solver,
 		// Shared by every Input; the solver only reads it.
-		WellKnownLabels: b.opts.WellKnownLabels,
+		WellKnownLabels: opts.WellKnownLabels,
 	}
-	if b.opts.Unavailable != nil {
-		in.Unavailable = b.opts.Unavailable.Keys()
+	if opts.Unavailable != nil {
+		in.Unavailable = opts.Unavailable.Keys()
 	}
-	dsList := &appsv1.DaemonSetList{}
-	if err := b.kube.List(ctx, dsList); err != nil {
-		return nil, nil, fmt.Errorf("listing daemonsets: %w", err)
+	if in.DaemonSets, err = view.DaemonSets(ctx); err != nil {
+		return nil, nil, err
 	}
-	for i := range dsList.Items {
-		in.DaemonSets = append(in.DaemonSets, &dsList.Items[i])
-	}
-	nsList := &corev1.NamespaceList{}
-	if err := b.kube.List(ctx, nsList); err != nil {
-		return nil, nil, fmt.Errorf("listing namespaces: %w", err)
-	}
-	for i := range nsList.Items {
-		in.Namespaces = append(in.Namespaces, &nsList.Items[i])
+	if in.Namespaces, err = view.Namespaces(ctx); err != nil {
+		return nil, nil, err
 	}
 	if usesVolumes(pods) {
-		if err := b.addVolumes(ctx, in); err != nil {
+		vols, err := view.Volumes(ctx)
+		if err != nil {
 			return nil, nil, err
 		}
+		in.PersistentVolumeClaims, in.PersistentVolumes, in.StorageClasses = vols.Claims, vols.Volumes, vols.StorageClasses
 	}
 	return in, byName, nil
+}
+
+// exclude puts ExcludedDestinationTaint on the excluded nodes and lets
+// every pod but the moved ones tolerate it, copying what it changes.
+func exclude(in *scheduling.Input, moved []*corev1.Pod, excluded map[string]bool) {
+	taint := ExcludedDestinationTaint
+	nodes := make([]*scheduling.ExistingNode, len(in.Nodes))
+	for i, n := range in.Nodes {
+		if !excluded[n.Name] && (n.NodeClaim == "" || !excluded[n.NodeClaim]) {
+			nodes[i] = n
+			continue
+		}
+		cp := *n
+		cp.Taints = append(append([]corev1.Taint(nil), n.Taints...), taint)
+		nodes[i] = &cp
+	}
+	in.Nodes = nodes
+	// Pods are told apart by UID and name: a pod not yet created (an
+	// expected pod, a test's) may have no UID.
+	key := func(p *corev1.Pod) string { return string(p.UID) + "|" + p.Namespace + "/" + p.Name }
+	isMoved := make(map[string]bool, len(moved))
+	for _, p := range moved {
+		isMoved[key(p)] = true
+	}
+	pods := make([]*corev1.Pod, len(in.Pods))
+	for i, p := range in.Pods {
+		if isMoved[key(p)] {
+			pods[i] = p
+			continue
+		}
+		cp := *p
+		cp.Spec.Tolerations = append(append([]corev1.Toleration(nil), p.Spec.Tolerations...),
+			corev1.Toleration{Key: taint.Key, Operator: corev1.TolerationOpExists, Effect: taint.Effect})
+		pods[i] = &cp
+	}
+	in.Pods = pods
+}
+
+func usesVolumes(pods []*corev1.Pod) bool {
+	for _, pod := range pods {
+		for _, v := range pod.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func weight(np *v1.NodePool) int32 {
@@ -246,9 +257,9 @@ func weight(np *v1.NodePool) int32 {
 	return *np.Spec.Weight
 }
 
-func sortPools(items []v1.NodePool) {
+func sortPools(items []*v1.NodePool) {
 	sort.Slice(items, func(i, j int) bool {
-		wi, wj := weight(&items[i]), weight(&items[j])
+		wi, wj := weight(items[i]), weight(items[j])
 		if wi != wj {
 			return wi > wj
 		}

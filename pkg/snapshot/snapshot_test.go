@@ -180,8 +180,8 @@ func TestBuildRemoveMovesReschedulablePods(t *testing.T) {
 	pod(t, "evictee", "draining", nil)
 	pod(t, "pending", "", nil)
 
-	b := snapshot.New(cp.Client, fakeCloud{}, cluster, snapshot.Options{})
-	snap, err := b.Build(ctx, snapshot.Request{Remove: map[string]bool{"candidate": true, "unregistered": true}})
+	view := snapshot.Live{Reader: cp.Client, Cloud: fakeCloud{}, Cluster: cluster}
+	snap, err := snapshot.Build(ctx, view, snapshot.Request{Remove: map[string]bool{"candidate": true, "unregistered": true}})
 	require.NoError(t, err)
 
 	assert.Equal(t, []string{"keeper"}, nodeNames(snap.Input.Nodes), "removed and disrupted nodes are left out")
@@ -200,7 +200,7 @@ func TestBuildRemoveMovesReschedulablePods(t *testing.T) {
 	assert.Equal(t, "candidate", web.Spec.NodeName)
 
 	// Without Remove, only the disrupted node's pods move, and Moved is empty.
-	snap, err = b.Build(ctx, snapshot.Request{})
+	snap, err = snapshot.Build(ctx, view, snapshot.Request{})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"candidate", "keeper", "unregistered"}, nodeNames(snap.Input.Nodes))
 	assert.ElementsMatch(t, []string{"pending", "evictee"}, names(snap.Input.Pods))
@@ -208,7 +208,7 @@ func TestBuildRemoveMovesReschedulablePods(t *testing.T) {
 
 	// NoPending leaves pending pods out; ExtraPods go in as they are.
 	extra := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "extra", Namespace: "default", UID: "extra-uid"}}
-	snap, err = b.Build(ctx, snapshot.Request{NoPending: true, ExtraPods: []*corev1.Pod{extra},
+	snap, err = snapshot.Build(ctx, view, snapshot.Request{NoPending: true, ExtraPods: []*corev1.Pod{extra},
 		Remove: map[string]bool{"candidate": true}})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"web", "api", "evictee", "extra"}, names(snap.Input.Pods))
@@ -231,8 +231,8 @@ func TestBuildNodePools(t *testing.T) {
 	require.NoError(t, cp.Client.Delete(ctx, deleting))
 	pod(t, "pending", "", nil)
 
-	b := snapshot.New(cp.Client, fakeCloud{}, &fakeCluster{}, snapshot.Options{})
-	snap, err := b.Build(ctx, snapshot.Request{})
+	view := snapshot.Live{Reader: cp.Client, Cloud: fakeCloud{}, Cluster: &fakeCluster{}}
+	snap, err := snapshot.Build(ctx, view, snapshot.Request{})
 	require.NoError(t, err)
 	got := []string{}
 	for _, np := range snap.Input.NodePools {
@@ -262,7 +262,7 @@ func TestBuildLimitHeadroom(t *testing.T) {
 	}}
 
 	opts := snapshot.Options{WellKnownLabels: []string{"example.com/instance-family"}}
-	snap, err := snapshot.New(cp.Client, fakeCloud{}, cluster, opts).Build(ctx, snapshot.Request{})
+	snap, err := snapshot.Build(ctx, snapshot.Live{Reader: cp.Client, Cloud: fakeCloud{}, Cluster: cluster}, snapshot.Request{Options: opts})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"example.com/instance-family"}, snap.Input.WellKnownLabels, "the provider's keys reach the solver")
 	remaining := map[string]corev1.ResourceList{}
@@ -287,7 +287,7 @@ func TestBuildLimitHeadroom(t *testing.T) {
 }
 
 func TestBuildWaitsForSync(t *testing.T) {
-	_, err := snapshot.New(cp.Client, fakeCloud{}, &fakeCluster{unsynced: true}, snapshot.Options{}).Build(context.Background(), snapshot.Request{})
+	_, err := snapshot.Build(context.Background(), snapshot.Live{Reader: cp.Client, Cloud: fakeCloud{}, Cluster: &fakeCluster{unsynced: true}}, snapshot.Request{})
 	assert.ErrorIs(t, err, snapshot.ErrNotSynced)
 }
 
@@ -297,7 +297,7 @@ func TestBuildSkipIfNoPods(t *testing.T) {
 	nodePool(t, "general", true, nil)
 	pod(t, "restricted", "", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"karpenter.sh/custom": "x"} })
 
-	snap, err := snapshot.New(cp.Client, fakeCloud{}, &fakeCluster{}, snapshot.Options{}).Build(ctx, snapshot.Request{SkipIfNoPods: true})
+	snap, err := snapshot.Build(ctx, snapshot.Live{Reader: cp.Client, Cloud: fakeCloud{}, Cluster: &fakeCluster{}}, snapshot.Request{SkipIfNoPods: true})
 	require.NoError(t, err)
 	assert.Nil(t, snap.Input, "no pod to plan")
 	require.Len(t, snap.Ignored, 1, "the invalid pod is reported, not planned")
@@ -318,7 +318,7 @@ func TestBuildIgnoreTaints(t *testing.T) {
 	keep := corev1.Taint{Key: "example.com/keep", Effect: corev1.TaintEffectNoSchedule}
 	cluster := &fakeCluster{nodes: []*scheduling.ExistingNode{node(t, "steered", steer, keep), node(t, "plain")}}
 
-	snap, err := snapshot.New(cp.Client, fakeCloud{}, cluster, snapshot.Options{IgnoreTaints: []corev1.Taint{steer}}).Build(ctx, snapshot.Request{})
+	snap, err := snapshot.Build(ctx, snapshot.Live{Reader: cp.Client, Cloud: fakeCloud{}, Cluster: cluster}, snapshot.Request{Options: snapshot.Options{IgnoreTaints: []corev1.Taint{steer}}})
 	require.NoError(t, err)
 	taints := map[string][]corev1.Taint{}
 	for _, n := range snap.Input.Nodes {
@@ -328,11 +328,23 @@ func TestBuildIgnoreTaints(t *testing.T) {
 	assert.Empty(t, taints["plain"])
 	assert.Equal(t, []corev1.Taint{steer, keep}, cluster.nodes[0].Taints, "the cluster's node is not changed")
 
-	snap, err = snapshot.New(cp.Client, fakeCloud{}, cluster, snapshot.Options{}).Build(ctx, snapshot.Request{})
+	snap, err = snapshot.Build(ctx, snapshot.Live{Reader: cp.Client, Cloud: fakeCloud{}, Cluster: cluster}, snapshot.Request{})
 	require.NoError(t, err)
 	for _, n := range snap.Input.Nodes {
 		if n.Name == "steered" {
 			assert.Len(t, n.Taints, 2, "without the option every taint stays")
 		}
 	}
+}
+
+func TestRestrictPools(t *testing.T) {
+	its := []*scheduling.InstanceType{{Name: "m.2x"}, {Name: "m.4x"}, {Name: "m.8x"}, {Name: "m.16x"}}
+	pools := []*scheduling.NodePool{{Name: "p", InstanceTypes: its}, {Name: "q", Weight: 5, InstanceTypes: its}}
+	out := snapshot.RestrictPools(pools, map[string]map[string]bool{"p": {"m.4x": true, "m.8x": true}, "q": {"none": true}})
+	require.Len(t, out, 1)
+	assert.Equal(t, "p", out[0].Name)
+	assert.Len(t, out[0].InstanceTypes, 2)
+	assert.Equal(t, "m.4x", out[0].InstanceTypes[0].Name)
+	assert.Len(t, pools[0].InstanceTypes, 4, "the input is left alone")
+	assert.Empty(t, snapshot.RestrictPools(pools, nil))
 }

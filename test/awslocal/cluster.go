@@ -28,6 +28,9 @@ type ClusterOptions struct {
 	// Zones get one discovery-tagged subnet each; empty means us-east-1a,
 	// us-east-1b and us-east-1c.
 	Zones []string
+	// KubernetesVersion is the EKS record's version ("1.34"); empty leaves
+	// moto's default.
+	KubernetesVersion string
 }
 
 // Cluster is what SeedCluster created.
@@ -88,6 +91,9 @@ func (l *Local) SeedCluster(ctx context.Context, o ClusterOptions) (Cluster, err
 	}
 	in := &eks.CreateClusterInput{Name: aws.String(o.Name), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks-" + o.Name),
 		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: c.SubnetIDs, SecurityGroupIds: c.SecurityGroupIDs}}
+	if o.KubernetesVersion != "" {
+		in.Version = aws.String(o.KubernetesVersion)
+	}
 	if o.ServiceCIDR != "" {
 		in.KubernetesNetworkConfig = &ekstypes.KubernetesNetworkConfigRequest{ServiceIpv4Cidr: aws.String(o.ServiceCIDR)}
 	}

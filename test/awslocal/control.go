@@ -124,7 +124,7 @@ func (f *front) control(w http.ResponseWriter, r *http.Request) {
 		}
 		reply(w, http.StatusCreated, map[string]string{"messageId": id})
 	default:
-		if f.controlEC2(w, r, route) {
+		if f.controlEC2(w, r, route) || f.controlARC(w, r, route) {
 			return
 		}
 		reply(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no control %s %s", r.Method, r.URL.Path)})

@@ -247,6 +247,9 @@ type launchTemplate struct {
 	ReservationPref   string
 	MarketType        string
 	Devices           []string
+	// SecurityGroups are the template's groups, top-level or on its
+	// network interfaces.
+	SecurityGroups []string
 }
 
 var metadataFields = []string{"HttpTokens", "HttpPutResponseHopLimit", "HttpEndpoint", "HttpProtocolIpv6", "InstanceMetadataTags"}
@@ -307,7 +310,30 @@ func (f *front) launchTemplate(ctx context.Context, region string, cfg fleetConf
 	for _, bd := range data.items("blockDeviceMappingSet") {
 		lt.Devices = append(lt.Devices, bd.text("deviceName"))
 	}
+	lt.SecurityGroups = childTexts(data.child("securityGroupIdSet"))
+	for _, ni := range data.items("networkInterfaceSet") {
+		lt.SecurityGroups = append(lt.SecurityGroups, childTexts(ni.child("groupSet"))...)
+	}
+	slices.Sort(lt.SecurityGroups)
+	lt.SecurityGroups = slices.Compact(lt.SecurityGroups)
 	return lt, "", "", nil
+}
+
+// childTexts are the non-empty texts of n's children, or of their
+// children (a list renders as <item>sg-1</item> or
+// <item><groupId>sg-1</groupId></item>).
+func childTexts(n *xnode) []string {
+	if n == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range n.Children {
+		if t := strings.TrimSpace(c.Text); t != "" && len(c.Children) == 0 {
+			out = append(out, t)
+		}
+		out = append(out, childTexts(c)...)
+	}
+	return out
 }
 
 func lowerFirst(s string) string { return strings.ToLower(s[:1]) + s[1:] }
@@ -396,6 +422,12 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 	if len(unknown) > 0 {
 		writeError(w, c, http.StatusBadRequest, "InvalidParameterValue",
 			fmt.Sprintf("The following supplied instance types do not exist: [%s]", strings.Join(unknown, ", ")))
+		return true
+	}
+	// A dry run launches nothing (upstream Karpenter's EC2NodeClass
+	// validation sends one); EC2 answers a request it would accept so.
+	if c.Form.Get("DryRun") == "true" {
+		writeError(w, c, http.StatusPreconditionFailed, "DryRunOperation", "Request would have succeeded, but DryRun flag is set.")
 		return true
 	}
 
@@ -859,6 +891,12 @@ func (f *front) runInstance(ctx context.Context, region string, cd *candidate, r
 	}
 	for k, v := range cd.lt.Metadata {
 		form.Set("MetadataOptions."+k, v)
+	}
+	// moto takes a template's top-level SecurityGroupIds but not the
+	// groups of its network interfaces (upstream Karpenter's templates
+	// name them there); EC2 gives the instance both.
+	for i, g := range cd.lt.SecurityGroups {
+		form.Set(fmt.Sprintf("SecurityGroupId.%d", i+1), g)
 	}
 	if req.CapacityType == CapacityTypeSpot {
 		form.Set("InstanceMarketOptions.MarketType", "spot")

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/smithy-go"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -439,4 +440,36 @@ func TestCreateFleetReportsASubnetWithoutAddresses(t *testing.T) {
 		})
 	}
 	require.Len(t, e.tagged(t), 12, "the 11 that filled the subnet and the one launched elsewhere")
+}
+
+// TestCreateFleetTakesTheNetworkInterfacesSecurityGroups: a template that
+// names its security groups on a network interface (as upstream
+// Karpenter's do) launches instances in them, as EC2 does.
+func TestCreateFleetTakesTheNetworkInterfacesSecurityGroups(t *testing.T) {
+	e := newFleetEnv(t, func(d *ec2types.RequestLaunchTemplateData) {
+		d.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{{
+			DeviceIndex: aws.Int32(0), Groups: d.SecurityGroupIds}}
+		d.SecurityGroupIds = nil
+	})
+	out, err := e.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, e.overrides("m5.large"))
+	require.NoError(t, err)
+	require.Empty(t, out.Errors)
+	insts := e.tagged(t)
+	require.Len(t, insts, 1)
+	var groups []string
+	for _, g := range insts[0].SecurityGroups {
+		groups = append(groups, aws.ToString(g.GroupId))
+	}
+	require.Equal(t, []string{e.sg}, groups)
+}
+
+// TestCreateFleetDryRunLaunchesNothing: EC2 answers a dry run it would
+// accept with DryRunOperation and launches nothing.
+func TestCreateFleetDryRunLaunchesNothing(t *testing.T) {
+	e := newFleetEnv(t)
+	_, err := e.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, e.overrides("m5.large"), func(in *ec2.CreateFleetInput) { in.DryRun = aws.Bool(true) })
+	var apiErr smithy.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "DryRunOperation", apiErr.ErrorCode())
+	require.Empty(t, e.tagged(t), "a dry run launches nothing")
 }

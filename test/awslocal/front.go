@@ -98,6 +98,10 @@ type front struct {
 	ec2  *ec2State
 	// deprecated are the AMI deprecation times moto cannot keep.
 	deprecated *deprecations
+	// arc is ARC's zonal shift API, which moto lacks (arc.go).
+	arc *arcState
+	// eksVersions are upgraded cluster versions moto cannot keep (eks.go).
+	eksVersions *eksVersions
 
 	callsMu sync.Mutex
 	calls   map[callKey]int
@@ -125,6 +129,9 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		calls:   map[callKey]int{},
 
 		deprecated: newDeprecations(),
+		arc:        newARCState(),
+
+		eksVersions: &eksVersions{version: map[string]string{}},
 	}
 	f.spot = newSpotPrices(p)
 	f.proxy = &httputil.ReverseProxy{
@@ -151,6 +158,7 @@ func newFront(motoURL, sidecar string, cat *catalog) (*front, error) {
 		{"ec2", "DisableImageDeprecation"}:       f.disableImageDeprecation,
 	}
 	f.addEC2Handlers()
+	f.addIAMPathHandlers()
 	return f, nil
 }
 
@@ -194,6 +202,13 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write(held.Body.Bytes())
 		}()
 		w = held
+	}
+	if c.Service == arcService {
+		f.serveARC(ctx, w, r, c)
+		return
+	}
+	if c.Service == "eks" && f.serveEKS(ctx, w, r, c) {
+		return
 	}
 	if h := f.handlers[callKey{c.Service, c.Action}]; h != nil && h(ctx, w, c) {
 		return

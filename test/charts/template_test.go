@@ -189,19 +189,18 @@ func TestTemplateDefaults(t *testing.T) {
 
 // TestTemplateProviders: by default the controller runs the AWS provider
 // with the write verbs its controllers use on EC2NodeClasses and the
-// kube-dns Role; kwok.enabled runs the kwok provider with its own rules and
-// keeps EC2NodeClasses read-only, as before the AWS provider was wired. Each
-// rule is compared whole, so a verb added by mistake fails here too.
+// kube-dns Role; kwok.enabled runs the kwok provider with its own rules.
+// Each release reads only its provider's NodeClass kind (the controllers
+// watch the kinds the provider supports). Each rule is compared whole, so a
+// verb added by mistake fails here too.
 func TestTemplateProviders(t *testing.T) {
 	read := []string{"list", "watch"}
-	nodeClassRules := []rbacv1.PolicyRule{
+	awsRules := []rbacv1.PolicyRule{
 		{APIGroups: []string{"karpenter.k8s.aws"}, Resources: []string{"ec2nodeclasses"}, Verbs: read},
-		{APIGroups: []string{"karpenter.kwok.sh"}, Resources: []string{"kwoknodeclasses"}, Verbs: read},
-	}
-	awsRules := append(slices.Clone(nodeClassRules),
 		rbacv1.PolicyRule{APIGroups: []string{"karpenter.k8s.aws"}, Resources: []string{"ec2nodeclasses"}, Verbs: []string{"patch"}},
 		rbacv1.PolicyRule{APIGroups: []string{"karpenter.k8s.aws"}, Resources: []string{"ec2nodeclasses/status"}, Verbs: []string{"patch"}},
-	)
+	}
+	kwokClassRules := []rbacv1.PolicyRule{{APIGroups: []string{"karpenter.kwok.sh"}, Resources: []string{"kwoknodeclasses"}, Verbs: read}}
 	dnsRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{"kube-dns"}, Verbs: []string{"get"}}}
 	kwokRules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"create"}},
@@ -214,7 +213,7 @@ func TestTemplateProviders(t *testing.T) {
 		dns, kwok []rbacv1.PolicyRule // nil: not rendered
 	}{
 		{"defaults", nil, "aws", awsRules, dnsRules, nil},
-		{"kwok.enabled", []string{"--set", "kwok.enabled=true"}, "kwok", nodeClassRules, nil, kwokRules},
+		{"kwok.enabled", []string{"--set", "kwok.enabled=true"}, "kwok", kwokClassRules, nil, kwokRules},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, objs := render(t, tc.args...)

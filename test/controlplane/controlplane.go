@@ -560,3 +560,10 @@ func moduleRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// BinDir is where the tool binaries live (dir, else $KARPENTER_TOOLS_DIR,
+// else bin/tools at the module root), for callers that run other tools
+// from there, such as upstream Karpenter's controllers (test/anchors).
+func BinDir(dir string) (string, error) {
+	return findBinDir(dir)
+}

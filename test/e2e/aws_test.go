@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -43,7 +44,7 @@ type awsEnv struct {
 	metricsPort int
 }
 
-func newAWSEnv(t testing.TB, ctx context.Context) *awsEnv {
+func newAWSEnv(t testing.TB, ctx context.Context, seed ...func(*awslocal.ClusterOptions)) *awsEnv {
 	t.Helper()
 	cp := cluster(t)
 	local, err := awslocal.Start(ctx, awslocal.Options{Dir: t.TempDir()})
@@ -56,11 +57,34 @@ func newAWSEnv(t testing.TB, ctx context.Context) *awsEnv {
 	})
 	// The control plane's service CIDR, which EKS reports to the
 	// controller and AL2023's nodeadm config carries.
-	_, err = local.SeedCluster(ctx, awslocal.ClusterOptions{Name: awsClusterName, ServiceCIDR: "10.0.0.0/24"})
+	// The EKS record carries the control plane's version, as a real
+	// one does, unless the test says otherwise.
+	opts := awslocal.ClusterOptions{Name: awsClusterName, ServiceCIDR: "10.0.0.0/24", KubernetesVersion: serverMinor(t, cp)}
+	for _, f := range seed {
+		f(&opts)
+	}
+	_, err = local.SeedCluster(ctx, opts)
 	require.NoError(t, err)
 	booter := local.Boot(context.Background(), cp.Client, awslocal.BootOptions{ClusterName: awsClusterName})
 	t.Cleanup(booter.Stop)
 	return &awsEnv{cp: cp, local: local, ec2: ec2.NewFromConfig(local.Config(ctx))}
+}
+
+// serverMinor is the control plane's Kubernetes version ("1.37").
+func serverMinor(t testing.TB, cp *controlplane.ControlPlane) string {
+	t.Helper()
+	v, err := cp.Kubernetes.Discovery().ServerVersion()
+	require.NoError(t, err)
+	return v.Major + "." + strings.TrimSuffix(v.Minor, "+")
+}
+
+// previousMinor is the minor version before v ("1.36" for "1.37").
+func previousMinor(t testing.TB, v string) string {
+	t.Helper()
+	major, minor, ok := strings.Cut(v, ".")
+	n, err := strconv.Atoi(minor)
+	require.True(t, ok && err == nil && n > 0, "version %q", v)
+	return major + "." + strconv.Itoa(n-1)
 }
 
 // startAWSController runs the controller binary with the AWS provider,
@@ -281,6 +305,7 @@ func TestAWSExperiments(t *testing.T) {
 	}, 90*time.Second, time.Second, "a karpenter FailedScheduling event should name kubernetes.io/arch")
 	require.NoError(t, cp.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod))
 	require.Empty(t, pod.Spec.NodeName)
+	cliAnswersForAWSPool(t, ctx, e, pod)
 	require.NoError(t, cp.Client.Delete(ctx, pod))
 
 	// Deleting the NodeClaims terminates every instance.
@@ -638,15 +663,31 @@ spec:
 //     interval shortened by the test-only SSM_INVALIDATION_INTERVAL) forgets
 //     the day-long cached parameter, the class resolves the new image, the
 //     NodeClaims go Drifted with AMIDrift and are replaced one at a time on
-//     the new image.
+//     the new image;
+//   - the EKS control plane is upgraded one minor version
+//     (UpdateClusterVersion on the local EKS record; the controller runs
+//     with EKS_CONTROL_PLANE and reads the version every 10s instead of
+//     upstream's 5 minutes, through the test-only
+//     KUBERNETES_VERSION_REFRESH_INTERVAL): al2023@latest resolves the new
+//     version's image, and the NodeClaims drift with AMIDrift and are
+//     replaced one at a time onto it.
 func TestAWSDrift(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 13*time.Minute)
 	defer cancel()
-	e := newAWSEnv(t, ctx)
+	var eksVersion string
+	e := newAWSEnv(t, ctx, func(o *awslocal.ClusterOptions) {
+		// One version behind the control plane, so that the upgrade
+		// below lands on the control plane's own version, which the
+		// local AWS publishes images for.
+		o.KubernetesVersion = previousMinor(t, o.KubernetesVersion)
+		eksVersion = o.KubernetesVersion
+	})
 	cp := e.cp
 	applyExamples(t, ctx, cp, "00-ec2nodeclass.yaml", "01-nodepool.yaml")
 	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(awsSpread)))
 	t.Setenv("SSM_INVALIDATION_INTERVAL", "5s")
+	t.Setenv("EKS_CONTROL_PLANE", "true")
+	t.Setenv("KUBERNETES_VERSION_REFRESH_INTERVAL", "10s")
 	e.startAWSController(t, "controller")
 
 	// settled waits for 3 Ready NodeClaims, none deleting, all passing
@@ -759,16 +800,28 @@ func TestAWSDrift(t *testing.T) {
 	// A newer AL2023 release behind the class's own alias; the release the
 	// nodes run is deprecated, which is what lets the controller look past
 	// its day-long cache of the alias's parameter.
-	v, err := cp.Kubernetes.Discovery().ServerVersion()
-	require.NoError(t, err)
-	img, err := e.local.PublishImage(ctx, awslocal.Series{Family: awslocal.FamilyAL2023, KubernetesVersion: v.Major + "." + strings.TrimSuffix(v.Minor, "+"), Arch: "x86_64", Variant: "standard"})
+	img, err := e.local.PublishImage(ctx, awslocal.Series{Family: awslocal.FamilyAL2023, KubernetesVersion: eksVersion, Arch: "x86_64", Variant: "standard"})
 	require.NoError(t, err)
 	running := after[0].Status.ImageID
 	require.NotEqual(t, running, img.ID)
 	replaced(after, "AMIDrift", func(*awsv1.EC2NodeClass) {
 		require.NoError(t, e.local.DeprecateImage(ctx, running, time.Now().Add(-time.Minute)))
 	})
-	settled("three replacements on the new image", func(nc v1.NodeClaim) bool { return nc.Status.ImageID == img.ID })
+	onNew := settled("three replacements on the new image", func(nc v1.NodeClaim) bool { return nc.Status.ImageID == img.ID })
+	require.Len(t, e.liveInstances(t, ctx), 3, "no instance left behind")
+
+	// The control plane upgrade: the new version's al2023 image is what
+	// the alias resolves to, and the nodes roll onto it.
+	upgraded, ok := e.local.LatestImage(awslocal.Series{Family: awslocal.FamilyAL2023, KubernetesVersion: serverMinor(t, cp), Arch: "x86_64", Variant: "standard"})
+	require.True(t, ok, "the local AWS publishes al2023 for %s", serverMinor(t, cp))
+	upgradeStart := time.Now()
+	replaced(onNew, "AMIDrift", func(*awsv1.EC2NodeClass) {
+		_, err := eks.NewFromConfig(e.local.Config(ctx)).UpdateClusterVersion(ctx, &eks.UpdateClusterVersionInput{
+			Name: aws.String(awsClusterName), Version: aws.String(serverMinor(t, cp))})
+		require.NoError(t, err)
+	})
+	settled("three replacements on the upgraded version's image", func(nc v1.NodeClaim) bool { return nc.Status.ImageID == upgraded.ID })
+	t.Logf("control plane %s -> %s: nodes replaced onto %s in %s", eksVersion, serverMinor(t, cp), upgraded.ID, time.Since(upgradeStart).Round(time.Second))
 	require.Len(t, e.liveInstances(t, ctx), 3, "no instance left behind")
 }
 

@@ -45,11 +45,14 @@ spec:
 // instances CreateFleet launches booted into Nodes from their user data.
 // Besides the kwok benchmark's figures it reports the CreateFleet and
 // CreateTags calls (batching) and prices each NodeClaim at the local AWS's
-// on-demand or spot price. It runs only with -bench, e.g.
+// on-demand or spot price. After the run an ARC zonal shift takes the
+// busiest zone away (zonalShiftPhase): the next round and consolidation
+// launch nothing there, and once it is cancelled the zone is used again. It
+// runs only with -bench, e.g.
 //
-//	go test ./test/e2e -run '^$' -bench ProvisioningAWS1000 -benchtime 1x -timeout 30m
+//	go test ./test/e2e -run '^$' -bench ProvisioningAWS1000 -benchtime 1x -timeout 50m
 func BenchmarkProvisioningAWS1000(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		ControllerManager: true, Scheduler: true, Kwok: true, APIQPS: 200, APIBurst: 300,
@@ -73,6 +76,12 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	if _, err := local.SeedCluster(ctx, awslocal.ClusterOptions{Name: awsClusterName, ServiceCIDR: "10.0.0.0/24"}); err != nil {
 		b.Fatalf("seeding the local AWS: %v", err)
 	}
+	// The cluster is registered with ARC zonal shift and the controller
+	// runs with ENABLE_ZONAL_SHIFT, for the shift that follows the run.
+	arn, err := local.EnableZonalShift(ctx, awsClusterName, false)
+	if err != nil {
+		b.Fatalf("registering the cluster with ARC: %v", err)
+	}
 	booter := local.Boot(context.Background(), cp.Client, awslocal.BootOptions{ClusterName: awsClusterName})
 	b.Cleanup(booter.Stop)
 	class, err := os.ReadFile(filepath.Join("../../examples", "00-ec2nodeclass.yaml"))
@@ -82,7 +91,7 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	if err := controlplane.Apply(ctx, cp.Client, append(append(class, "\n---\n"...), benchAWSPool...)); err != nil {
 		b.Fatalf("applying the EC2NodeClass and NodePool: %v", err)
 	}
-	env := append(local.Env(), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+cp.Config.Host)
+	env := append(local.Env(), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+cp.Config.Host, "ENABLE_ZONAL_SHIFT=true")
 	pid, err := cp.SpawnEnv(controllerBin, "controller", env,
 		"--cloud-provider=aws",
 		"--kubeconfig="+cp.KubeconfigPath,
@@ -121,4 +130,5 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 		fleets, after["CreateTags"]-before["CreateTags"], after["DescribeInstances"]-before["DescribeInstances"])
 	b.Logf("1000 pods on AWS: bound in %.1fs, Running in %.1fs; %d NodeClaims through %d CreateFleet call(s) in %d round(s) %v; $%.2f/h; controller peak RSS %.0f MiB, CPU %.1fs",
 		res.bound.Seconds(), res.running.Seconds(), len(res.claims), fleets, res.rounds, res.types, res.cost, res.peakMiB, res.cpuSeconds)
+	zonalShiftPhase(b, ctx, cp, local, arn)
 }

@@ -22,7 +22,6 @@ import (
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cli"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
 	"github.com/karpenter-go/karpenter/pkg/disruption/benchmark"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/test/controlplane"
@@ -33,46 +32,16 @@ import (
 // catalog the instance-size label is the vCPU count, so Lt 32 leaves at
 // most 16 vCPU), consolidating at once with a 100% budget.
 func consolidationBenchPool(capped bool) string {
-	size := ""
-	if capped {
-		size = `
-        - key: karpenter.kwok.sh/instance-size
-          operator: Lt
-          values: ["32"]`
+	opts := []poolOpt{
+		requirement(corev1.LabelArchStable, corev1.NodeSelectorOpIn, "amd64"),
+		requirement(corev1.LabelOSStable, corev1.NodeSelectorOpIn, "linux"),
+		requirement(v1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, v1.CapacityTypeOnDemand),
 	}
-	return `
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata:
-  name: default
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: bench
-spec:
-  template:
-    spec:
-      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-        - key: kubernetes.io/os
-          operator: In
-          values: ["linux"]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["on-demand"]` + size + `
-      nodeClassRef:
-        group: karpenter.kwok.sh
-        kind: KWOKNodeClass
-        name: default
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: 0s
-    budgets:
-      - nodes: "100%"
-`
+	if capped {
+		opts = append(opts, requirement("karpenter.kwok.sh/instance-size", corev1.NodeSelectorOpLt, "32"))
+	}
+	opts = append(opts, consolidation(v1.ConsolidationPolicyWhenEmptyOrUnderutilized, "0s"), budgets(nodesBudget("100%", "", 0)))
+	return manifest(defaultKWOKNodeClass(), kwokPool("bench", opts...))
 }
 
 // consolidationWatch follows the benchmark's pods after the scale-in: the
@@ -204,7 +173,7 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 	}
 	if !waitFor(ctx, 60*time.Second, func() bool {
 		np := &v1.NodePool{}
-		return cp.Client.Get(ctx, client.ObjectKey{Name: "bench"}, np) == nil && nodepool.IsReady(np)
+		return cp.Client.Get(ctx, client.ObjectKey{Name: "bench"}, np) == nil && np.IsReady()
 	}) {
 		b.Fatal("the NodePool did not become Ready")
 	}
@@ -225,7 +194,7 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 	defer close(stop)
 
 	progress.start = time.Now()
-	workload := benchDeployment("small-resource-app", "900m", "3100Mi", replicas) + "---" + benchDeployment("large-resource-app", "3500m", "28Gi", replicas)
+	workload := benchDeployment("small-resource-app", "900m", "3100Mi", replicas) + "---\n" + benchDeployment("large-resource-app", "3500m", "28Gi", replicas)
 	if err := controlplane.Apply(ctx, cp.Client, []byte(workload)); err != nil {
 		b.Fatalf("applying deployments: %v", err)
 	}

@@ -20,7 +20,6 @@ import (
 
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -32,64 +31,17 @@ const benchNamespace = "default"
 // linux/amd64 pool that may consolidate at once with a 100% budget, a
 // NodeClass whose instances register immediately, and two Deployments of
 // 500 pods each.
-var benchManifests = `
-apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata:
-  name: default
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: bench
-spec:
-  template:
-    spec:
-      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-        - key: kubernetes.io/os
-          operator: In
-          values: ["linux"]
-      nodeClassRef:
-        group: karpenter.kwok.sh
-        kind: KWOKNodeClass
-        name: default
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: 0s
-    budgets:
-      - nodes: "100%"
-`
+var benchManifests = manifest(defaultKWOKNodeClass(), kwokPool("bench",
+	requirement(corev1.LabelArchStable, corev1.NodeSelectorOpIn, "amd64"),
+	requirement(corev1.LabelOSStable, corev1.NodeSelectorOpIn, "linux"),
+	consolidation(v1.ConsolidationPolicyWhenEmptyOrUnderutilized, "0s"),
+	budgets(nodesBudget("100%", "", 0))))
 
+// benchDeployment is a Deployment of real pause pods (the image the
+// kubelet stand-ins report) labelled bench=provisioning in benchNamespace.
 func benchDeployment(name, cpu, memory string, replicas int) string {
-	return fmt.Sprintf(`
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: %[1]s
-  namespace: %[5]s
-spec:
-  replicas: %[4]d
-  selector:
-    matchLabels:
-      app: %[1]s
-  template:
-    metadata:
-      labels:
-        app: %[1]s
-        bench: provisioning
-    spec:
-      terminationGracePeriodSeconds: 0
-      containers:
-        - name: pause
-          image: registry.k8s.io/pause:3.10
-          resources:
-            requests:
-              cpu: %[2]s
-              memory: %[3]s
-`, name, cpu, memory, replicas, benchNamespace)
+	return manifest(pauseDeployment(name, int32(replicas), cpu, memory,
+		inNamespace(benchNamespace), image("registry.k8s.io/pause:3.10"), podLabel("bench", "provisioning")))
 }
 
 // podProgress watches the benchmark's pods and records when all of them
@@ -243,7 +195,7 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	// ... and the pool is Ready, or the first round finds no NodePool.
 	if !waitFor(ctx, 2*time.Minute, func() bool {
 		np := &v1.NodePool{}
-		return cp.Client.Get(ctx, client.ObjectKey{Name: pb.pool}, np) == nil && nodepool.IsReady(np)
+		return cp.Client.Get(ctx, client.ObjectKey{Name: pb.pool}, np) == nil && np.IsReady()
 	}) {
 		b.Fatalf("the NodePool %s did not become Ready", pb.pool)
 	}
@@ -303,7 +255,7 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	}
 	b.ResetTimer()
 	progress.start = time.Now()
-	workload := benchDeployment("bench-small", "900m", "3100Mi", replicas) + "---" + benchDeployment("bench-large", "3500m", "28Gi", replicas)
+	workload := benchDeployment("bench-small", "900m", "3100Mi", replicas) + "---\n" + benchDeployment("bench-large", "3500m", "28Gi", replicas)
 	if err := controlplane.Apply(ctx, cp.Client, []byte(workload)); err != nil {
 		b.Fatalf("applying deployments: %v", err)
 	}

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,79 +22,22 @@ import (
 const e2ePoolLabel = "e2e.karpenter-go.io/pool"
 
 // failurePoolYAML is an amd64 on-demand NodePool on the default
-// KWOKNodeClass whose nodes carry e2ePoolLabel=name. extraReqs are more
-// requirement list items (YAML, indented for the list); tgp, when set, is
-// the template's terminationGracePeriod. Consolidation is off so that only
-// what a test does removes nodes.
-func failurePoolYAML(name, tgp, extraReqs string) string {
-	grace := ""
-	if tgp != "" {
-		grace = "      terminationGracePeriod: " + tgp + "\n"
+// KWOKNodeClass whose nodes carry e2ePoolLabel=name; tgp, when not zero,
+// is the template's terminationGracePeriod, and extra adds requirements.
+// Consolidation is off so that only what a test does removes nodes.
+func failurePoolYAML(name string, tgp time.Duration, extra ...poolOpt) string {
+	opts := append(amd64OnDemand(true), extra...)
+	opts = append(opts, consolidation(v1.ConsolidationPolicyWhenEmpty, "Never"))
+	if tgp != 0 {
+		opts = append(opts, terminationGracePeriod(tgp))
 	}
-	return fmt.Sprintf(`apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: %[1]s
-spec:
-  template:
-    metadata:
-      labels:
-        %[2]s: %[1]s
-    spec:
-%[3]s      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-        - key: kubernetes.io/os
-          operator: In
-          values: ["linux"]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["on-demand"]
-%[4]s      nodeClassRef:
-        group: karpenter.kwok.sh
-        kind: KWOKNodeClass
-        name: default
-  disruption:
-    consolidationPolicy: WhenEmpty
-    consolidateAfter: Never
-`, name, e2ePoolLabel, grace, extraReqs)
+	return manifest(testPool(name, opts...))
 }
 
 // failureDeploymentYAML is a pause Deployment on pool with the given CPU
-// request; podAnnotations (YAML lines, indented for the template's
-// annotations map) are optional.
-func failureDeploymentYAML(name, pool string, replicas int, cpu, podAnnotations string) string {
-	annotations := ""
-	if podAnnotations != "" {
-		annotations = "      annotations:\n" + podAnnotations
-	}
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: %[1]s
-  namespace: default
-spec:
-  replicas: %[3]d
-  selector:
-    matchLabels:
-      app: %[1]s
-  template:
-    metadata:
-      labels:
-        app: %[1]s
-%[5]s    spec:
-      nodeSelector:
-        %[6]s: %[2]s
-      terminationGracePeriodSeconds: 0
-      containers:
-        - name: pause
-          image: pause
-          resources:
-            requests:
-              cpu: %[4]s
-              memory: 128Mi
-`, name, pool, replicas, cpu, annotations, e2ePoolLabel)
+// request and pod annotations (none when nil).
+func failureDeploymentYAML(name, pool string, replicas int, cpu string, annotations map[string]string) string {
+	return manifest(pauseDeployment(name, int32(replicas), cpu, "128Mi", onPool(pool), podAnnotations(annotations)))
 }
 
 // TestBlockedDrains deletes the nodes of two pools whose
@@ -110,21 +52,11 @@ func TestBlockedDrains(t *testing.T) {
 	cp := cluster(t)
 	applyExamples(t, ctx, cp, "02-kwoknodeclass.yaml")
 	manifests := []string{
-		failurePoolYAML("drain-pdb", "30s", ""),
-		failurePoolYAML("drain-dnd", "30s", ""),
-		failureDeploymentYAML("pdb-app", "drain-pdb", 2, "100m", ""),
-		failureDeploymentYAML("dnd-app", "drain-dnd", 2, "100m", "        karpenter.sh/do-not-disrupt: \"true\"\n"),
-		`apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata:
-  name: pdb-app
-  namespace: default
-spec:
-  maxUnavailable: 0
-  selector:
-    matchLabels:
-      app: pdb-app
-`,
+		failurePoolYAML("drain-pdb", 30*time.Second),
+		failurePoolYAML("drain-dnd", 30*time.Second),
+		failureDeploymentYAML("pdb-app", "drain-pdb", 2, "100m", nil),
+		failureDeploymentYAML("dnd-app", "drain-dnd", 2, "100m", map[string]string{v1.DoNotDisruptAnnotationKey: "true"}),
+		manifest(podDisruptionBudget("pdb-app", "pdb-app", 0)),
 	}
 	for _, m := range manifests {
 		require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(m)))

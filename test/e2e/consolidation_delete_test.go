@@ -40,7 +40,7 @@ func TestConsolidationDelete(t *testing.T) {
 		}
 		manifests = append(manifests, consolidationPool{name: p, instanceTypes: []string{"c7a.xlarge"}}.yaml(), w.yaml())
 	}
-	manifests = append(manifests, pdbYAML(pdb, pdb, 0))
+	manifests = append(manifests, manifest(podDisruptionBudget(pdb, pdb, 0)))
 	applyAll(t, ctx, cp, manifests...)
 	_, metricsPort := startMetricsController(t, cp, "controller", nil)
 	ledger := watchClaims(t, ctx, cp)
@@ -83,7 +83,7 @@ func TestConsolidationDelete(t *testing.T) {
 	blocked := append(sortedKeys(originals[pdb]), sortedKeys(originals[dnd])...)
 	require.Eventually(t, func() bool { return consolidatable(ctx, cp, blocked...) }, 30*time.Second, 500*time.Millisecond,
 		"the blocked pools' NodeClaims should be Consolidatable (consolidateAfter 0s)")
-	require.Never(t, func() bool { return ledger.disruptedAny(blocked...) != "" }, 25*time.Second, 500*time.Millisecond,
+	neverForPasses(t, ctx, metricsPort, 2, 2*time.Minute, func() bool { return ledger.disruptedAny(blocked...) != "" },
 		"nodes whose pods refuse eviction must not be disrupted")
 	ledger.halt()
 	samples, err := scrapeMetrics(ctx, metricsPort)

@@ -41,14 +41,18 @@ type consolidationPool struct {
 }
 
 func (p consolidationPool) yaml() string {
-	policy, ct := p.policy, p.capacityType
+	policy, ct := v1.ConsolidationPolicy(p.policy), p.capacityType
 	if policy == "" {
-		policy = string(v1.ConsolidationPolicyWhenEmptyOrUnderutilized)
+		policy = v1.ConsolidationPolicyWhenEmptyOrUnderutilized
 	}
 	if ct == "" {
 		ct = v1.CapacityTypeOnDemand
 	}
-	var reqs strings.Builder
+	opts := []poolOpt{
+		requirement(corev1.LabelArchStable, corev1.NodeSelectorOpIn, "amd64"),
+		requirement(corev1.LabelOSStable, corev1.NodeSelectorOpIn, "linux"),
+		requirement(v1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, ct),
+	}
 	for _, r := range []struct {
 		key    string
 		values []string
@@ -59,47 +63,11 @@ func (p consolidationPool) yaml() string {
 		{corev1.LabelTopologyZone, p.zones},
 	} {
 		if len(r.values) > 0 {
-			fmt.Fprintf(&reqs, "        - key: %s\n          operator: In\n          values: [%s]\n", r.key, quoted(r.values))
+			opts = append(opts, requirement(r.key, corev1.NodeSelectorOpIn, r.values...))
 		}
 	}
-	return fmt.Sprintf(`apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: %[1]s
-spec:
-  template:
-    metadata:
-      labels:
-        %[2]s: %[1]s
-    spec:
-      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-        - key: kubernetes.io/os
-          operator: In
-          values: ["linux"]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: [%[3]q]
-%[4]s      nodeClassRef:
-        group: karpenter.kwok.sh
-        kind: KWOKNodeClass
-        name: default
-  disruption:
-    consolidationPolicy: %[5]s
-    consolidateAfter: 0s
-    budgets:
-      - nodes: "100%%"
-`, p.name, e2ePoolLabel, ct, reqs.String(), policy)
-}
-
-func quoted(values []string) string {
-	out := make([]string, len(values))
-	for i, v := range values {
-		out[i] = fmt.Sprintf("%q", v)
-	}
-	return strings.Join(out, ", ")
+	opts = append(opts, consolidation(policy, "0s"), budgets(nodesBudget("100%", "", 0)))
+	return manifest(testPool(p.name, opts...))
 }
 
 // consolidationWorkload is a pause Deployment pinned to a pool (nodeSelector
@@ -117,40 +85,7 @@ func (w consolidationWorkload) yaml() string {
 	if memory == "" {
 		memory = "128Mi"
 	}
-	annotations := ""
-	if len(w.annotations) > 0 {
-		keys := sortedKeys(w.annotations)
-		annotations = "      annotations:\n"
-		for _, k := range keys {
-			annotations += fmt.Sprintf("        %s: %q\n", k, w.annotations[k])
-		}
-	}
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: %[1]s
-  namespace: default
-spec:
-  replicas: %[3]d
-  selector:
-    matchLabels:
-      app: %[1]s
-  template:
-    metadata:
-      labels:
-        app: %[1]s
-%[6]s    spec:
-      nodeSelector:
-        %[7]s: %[2]s
-      terminationGracePeriodSeconds: 0
-      containers:
-        - name: pause
-          image: pause
-          resources:
-            requests:
-              cpu: %[4]s
-              memory: %[5]s
-`, w.name, w.pool, w.replicas, w.cpu, memory, annotations, e2ePoolLabel)
+	return manifest(pauseDeployment(w.name, int32(w.replicas), w.cpu, memory, onPool(w.pool), podAnnotations(w.annotations)))
 }
 
 // readyPods returns app's pods that are Ready and not deleting, by node.

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
 
@@ -76,7 +76,7 @@ func TestConsolidationPlannerSplit(t *testing.T) {
 // test's own pod-deletion-cost picks one pod on each of two nodes), the
 // two half-empty nodes could merge, but the payback gate holds them, so
 // the planner drains them and the controller gives their pods
-// repack.DrainDeletionCost. Scaled to three, the ReplicaSet controller
+// disruption.DrainDeletionCost. Scaled to three, the ReplicaSet controller
 // then removes a drained node's pod, not one of the full node's (which
 // its own ranking, doubled-up pods first, would pick), and Emptiness
 // deletes the emptied node: a node less, without an eviction.
@@ -115,7 +115,7 @@ func TestConsolidationPlannerDrainDeletionCost(t *testing.T) {
 	steered := assert.Eventually(t, func() bool {
 		pods := readyPods(ctx, cp, pool)
 		for _, n := range halves {
-			if len(pods[n]) != 1 || costOf(pods[n][0]) != strconv.Itoa(repack.DrainDeletionCost) || pods[n][0].Annotations[repack.DeletionCostMark] == "" {
+			if len(pods[n]) != 1 || costOf(pods[n][0]) != strconv.Itoa(disruption.DrainDeletionCost) || pods[n][0].Annotations[disruption.DeletionCostMark] == "" {
 				return false
 			}
 		}

@@ -131,9 +131,9 @@ func TestConsolidationReplace(t *testing.T) {
 	// The node left stays through two more passes: its only cheaper-looking
 	// move is its own type.
 	seen := len(ledger.pool(same))
-	require.Never(t, func() bool {
+	neverForPasses(t, ctx, metricsPort, 2, 2*time.Minute, func() bool {
 		return ledger.disruptedAny(sameLeft) != "" || len(ledger.pool(same)) != seen
-	}, 25*time.Second, 500*time.Millisecond, "%s must not be replaced and %s must launch nothing more", sameLeft, same)
+	}, "%s must not be replaced and %s must launch nothing more", sameLeft, same)
 	ledger.halt()
 	samples, err := scrapeMetrics(ctx, metricsPort)
 	require.NoError(t, err)

@@ -34,8 +34,8 @@ func TestDisruptionCrashSafety(t *testing.T) {
 	applyExamples(t, ctx, cp, "02-kwoknodeclass.yaml")
 	const pool = "crash-drift"
 	applyAll(t, ctx, cp,
-		disruptionPool{name: pool, budgets: []budget{{nodes: "1"}}, startupTaint: true}.yaml(),
-		spreadDeploymentYAML(pool, pool, 2, ""),
+		disruptionPool{name: pool, budgets: []v1.Budget{nodesBudget("1", "", 0)}, startupTaint: true}.yaml(),
+		spreadDeploymentYAML(pool, pool, 2, nil),
 	)
 	remover := &taintRemover{}
 	remover.run(ctx, t, cp)

@@ -44,20 +44,20 @@ func TestDisruptionDrift(t *testing.T) {
 	type poolCase struct {
 		pool     disruptionPool
 		replicas int
-		podAnn   string
+		podAnn   map[string]string
 	}
 	cases := []poolCase{
-		{disruptionPool{name: "drift-one", budgets: []budget{{nodes: "1"}}, startupTaint: true}, 4, ""},
-		{disruptionPool{name: "drift-pct", budgets: []budget{{nodes: "15%"}}}, 10, ""},
-		{disruptionPool{name: "drift-zero", budgets: []budget{{nodes: "0"}}}, 1, ""},
-		{disruptionPool{name: "drift-reason-zero", budgets: []budget{{nodes: "0", reasons: []string{"Drifted"}}}}, 1, ""},
-		{disruptionPool{name: "sched-open", budgets: []budget{{nodes: "0", schedule: "* * * * *", duration: "1h"}}}, 1, ""},
-		{disruptionPool{name: "sched-closed", budgets: []budget{{nodes: "0", schedule: fmt.Sprintf("0 %d * * *", closedHour), duration: "1m"}}}, 1, ""},
-		{disruptionPool{name: "dnd-true"}, 1, "        karpenter.sh/do-not-disrupt: \"true\"\n"},
-		{disruptionPool{name: "dnd-duration"}, 1, "        karpenter.sh/do-not-disrupt: \"1h\"\n"},
-		{disruptionPool{name: "pdb-block"}, 1, ""},
+		{disruptionPool{name: "drift-one", budgets: []v1.Budget{nodesBudget("1", "", 0)}, startupTaint: true}, 4, nil},
+		{disruptionPool{name: "drift-pct", budgets: []v1.Budget{nodesBudget("15%", "", 0)}}, 10, nil},
+		{disruptionPool{name: "drift-zero", budgets: []v1.Budget{nodesBudget("0", "", 0)}}, 1, nil},
+		{disruptionPool{name: "drift-reason-zero", budgets: []v1.Budget{nodesBudget("0", "", 0, v1.DisruptionReasonDrifted)}}, 1, nil},
+		{disruptionPool{name: "sched-open", budgets: []v1.Budget{nodesBudget("0", "* * * * *", time.Hour)}}, 1, nil},
+		{disruptionPool{name: "sched-closed", budgets: []v1.Budget{nodesBudget("0", fmt.Sprintf("0 %d * * *", closedHour), time.Minute)}}, 1, nil},
+		{disruptionPool{name: "dnd-true"}, 1, map[string]string{v1.DoNotDisruptAnnotationKey: "true"}},
+		{disruptionPool{name: "dnd-duration"}, 1, map[string]string{v1.DoNotDisruptAnnotationKey: "1h"}},
+		{disruptionPool{name: "pdb-block"}, 1, nil},
 	}
-	manifests := []string{pdbYAML("drift-one-pdb", "drift-one", 1), pdbYAML("block-pdb", "pdb-block", 0)}
+	manifests := []string{manifest(podDisruptionBudget("drift-one-pdb", "drift-one", 1), podDisruptionBudget("block-pdb", "pdb-block", 0))}
 	want := 0
 	for _, c := range cases {
 		manifests = append(manifests, c.pool.yaml(), spreadDeploymentYAML(c.pool.name, c.pool.name, c.replicas, c.podAnn))

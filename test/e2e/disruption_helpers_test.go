@@ -38,12 +38,6 @@ const driftLabel = "e2e.karpenter-go.io/revision"
 // when a node becomes Initialized.
 var startupTaint = corev1.Taint{Key: "e2e.karpenter-go.io/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}
 
-// budget is one entry of spec.disruption.budgets.
-type budget struct {
-	nodes, schedule, duration string
-	reasons                   []string
-}
-
 // disruptionPool describes a NodePool for the disruption tests: amd64
 // on-demand nodes of the default KWOKNodeClass labelled
 // e2ePoolLabel=name and driftLabel=1.
@@ -52,124 +46,34 @@ type disruptionPool struct {
 	// policy and consolidateAfter default to WhenEmpty and Never, so that
 	// only the method a test looks at removes nodes.
 	policy, consolidateAfter string
-	budgets                  []budget
+	budgets                  []v1.Budget
 	// startupTaint puts startupTaint on the pool's nodes.
 	startupTaint bool
 }
 
 func (p disruptionPool) yaml() string {
-	policy, after := p.policy, p.consolidateAfter
+	policy, after := v1.ConsolidationPolicy(p.policy), p.consolidateAfter
 	if policy == "" {
-		policy = "WhenEmpty"
+		policy = v1.ConsolidationPolicyWhenEmpty
 	}
 	if after == "" {
 		after = "Never"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: %s
-spec:
-  template:
-    metadata:
-      labels:
-        %s: %s
-        %s: "1"
-    spec:
-`, p.name, e2ePoolLabel, p.name, driftLabel)
+	opts := append(amd64OnDemand(true), poolLabel(driftLabel, "1"), consolidation(policy, after))
 	if p.startupTaint {
-		fmt.Fprintf(&b, "      startupTaints:\n        - key: %s\n          effect: %s\n", startupTaint.Key, startupTaint.Effect)
+		opts = append(opts, startupTaints(startupTaint))
 	}
-	fmt.Fprintf(&b, `      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-        - key: kubernetes.io/os
-          operator: In
-          values: ["linux"]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["on-demand"]
-      nodeClassRef:
-        group: karpenter.kwok.sh
-        kind: KWOKNodeClass
-        name: default
-  disruption:
-    consolidationPolicy: %s
-    consolidateAfter: %s
-`, policy, after)
 	if len(p.budgets) > 0 {
-		b.WriteString("    budgets:\n")
-		for _, bu := range p.budgets {
-			fmt.Fprintf(&b, "      - nodes: %q\n", bu.nodes)
-			if bu.schedule != "" {
-				fmt.Fprintf(&b, "        schedule: %q\n        duration: %s\n", bu.schedule, bu.duration)
-			}
-			if len(bu.reasons) > 0 {
-				fmt.Fprintf(&b, "        reasons: [%s]\n", strings.Join(bu.reasons, ", "))
-			}
-		}
+		opts = append(opts, budgets(p.budgets...))
 	}
-	return b.String()
+	return manifest(testPool(p.name, opts...))
 }
 
 // spreadDeploymentYAML is a pause Deployment on pool whose pods refuse to
 // share a host (required hostname anti-affinity), so it needs one node per
 // replica and a drifted node's pod needs a replacement node.
-func spreadDeploymentYAML(name, pool string, replicas int, podAnnotations string) string {
-	annotations := ""
-	if podAnnotations != "" {
-		annotations = "      annotations:\n" + podAnnotations
-	}
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: %[1]s
-  namespace: default
-spec:
-  replicas: %[3]d
-  selector:
-    matchLabels:
-      app: %[1]s
-  template:
-    metadata:
-      labels:
-        app: %[1]s
-%[4]s    spec:
-      nodeSelector:
-        %[5]s: %[2]s
-      terminationGracePeriodSeconds: 0
-      affinity:
-        podAntiAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-            - topologyKey: kubernetes.io/hostname
-              labelSelector:
-                matchLabels:
-                  app: %[1]s
-      containers:
-        - name: pause
-          image: pause
-          resources:
-            requests:
-              cpu: 300m
-              memory: 128Mi
-`, name, pool, replicas, annotations, e2ePoolLabel)
-}
-
-// pdbYAML is a PodDisruptionBudget over app=app.
-func pdbYAML(name, app string, maxUnavailable int) string {
-	return fmt.Sprintf(`apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata:
-  name: %s
-  namespace: default
-spec:
-  maxUnavailable: %d
-  selector:
-    matchLabels:
-      app: %s
-`, name, maxUnavailable, app)
+func spreadDeploymentYAML(name, pool string, replicas int, annotations map[string]string) string {
+	return manifest(pauseDeployment(name, int32(replicas), "300m", "128Mi", onPool(pool), onePerHost, podAnnotations(annotations)))
 }
 
 func applyAll(t *testing.T, ctx context.Context, cp *controlplane.ControlPlane, manifests ...string) {

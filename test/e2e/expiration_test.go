@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -17,62 +16,13 @@ import (
 // expiringPoolYAML is a NodePool of the default KWOKNodeClass whose nodes
 // live at most expireAfter. Consolidation is off so that only expiration
 // removes nodes.
-func expiringPoolYAML(name, expireAfter string) string {
-	return fmt.Sprintf(`apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: %[1]s
-spec:
-  template:
-    metadata:
-      labels:
-        %[3]s: %[1]s
-    spec:
-      expireAfter: %[2]s
-      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["on-demand"]
-      nodeClassRef:
-        group: karpenter.kwok.sh
-        kind: KWOKNodeClass
-        name: default
-  disruption:
-    consolidateAfter: Never
-`, name, expireAfter, e2ePoolLabel)
+func expiringPoolYAML(name, after string) string {
+	return manifest(testPool(name, append(amd64OnDemand(false), expireAfter(after), consolidation("", "Never"))...))
 }
 
 // expiringDeploymentYAML is a one-replica pause Deployment on pool.
 func expiringDeploymentYAML(name, pool string) string {
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: %[1]s
-  namespace: default
-spec:
-  replicas: 1
-  selector:
-    matchLabels:
-      app: %[1]s
-  template:
-    metadata:
-      labels:
-        app: %[1]s
-    spec:
-      nodeSelector:
-        %[3]s: %[2]s
-      terminationGracePeriodSeconds: 0
-      containers:
-        - name: pause
-          image: pause
-          resources:
-            requests:
-              cpu: 200m
-              memory: 64Mi
-`, name, pool, e2ePoolLabel)
+	return manifest(pauseDeployment(name, 1, "200m", "64Mi", onPool(pool)))
 }
 
 // TestExpiration runs two pools side by side. The node of "expire-short"

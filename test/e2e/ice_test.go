@@ -101,9 +101,10 @@ func TestInsufficientCapacity(t *testing.T) {
 
 	cp := cluster(t)
 	applyExamples(t, ctx, cp, "02-kwoknodeclass.yaml")
-	zoneReq := "        - key: topology.kubernetes.io/zone\n          operator: In\n          values: [\"" + iceZone + "\"]\n" +
-		"        - key: karpenter.k8s.aws/instance-category\n          operator: In\n          values: [\"c\", \"m\", \"r\"]\n"
-	for _, m := range []string{failurePoolYAML("ice", "", zoneReq), failureDeploymentYAML("ice-app", "ice", 1, "1", "")} {
+	pool := failurePoolYAML("ice", 0,
+		requirement(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, iceZone),
+		requirement("karpenter.k8s.aws/instance-category", corev1.NodeSelectorOpIn, "c", "m", "r"))
+	for _, m := range []string{pool, failureDeploymentYAML("ice-app", "ice", 1, "1", nil)} {
 		require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(m)))
 	}
 	startController(t, cp, "controller", "--kwok-faults=ice="+strings.Join(iceSpec, ","))

@@ -37,7 +37,7 @@ spec:
   nodeRegistrationDelay: 1s
 `
 	require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(nodeClass)))
-	for _, m := range []string{failurePoolYAML("reg", "", ""), failureDeploymentYAML("reg-app", "reg", 1, "1", "")} {
+	for _, m := range []string{failurePoolYAML("reg", 0), failureDeploymentYAML("reg-app", "reg", 1, "1", nil)} {
 		require.NoError(t, controlplane.Apply(ctx, cp.Client, []byte(m)))
 	}
 	startController(t, cp, "controller", "--registration-ttl="+ttl.String())

@@ -81,8 +81,20 @@ func TestNodeRepair(t *testing.T) {
 	require.True(t, blocked, "a NodeRepairBlocked event should name a stopped node")
 	msgs := append(eventMessages(ctx, cp, "Node", stopped[0], "NodeRepairBlocked"), eventMessages(ctx, cp, "Node", stopped[1], "NodeRepairBlocked")...)
 	require.Contains(t, msgs[0], "more than 20% nodes are unhealthy in the nodepool")
-	// Well past the toleration both are still there.
-	time.Sleep(15 * time.Second)
+	// Both are still there after the controller has looked at them again:
+	// the window is two more blocked evaluations (one per stopped node; a
+	// blocked repair is retried every minute), not a wall-clock wait that a
+	// slow controller would pass without deciding anything.
+	evaluations := func() int { return strings.Count(controllerLog(t, cp), `"message":"node repair blocked"`) }
+	seen := evaluations()
+	require.True(t, waitUntil(ctx, 3*time.Minute, func() bool {
+		claims, err := poolClaims(ctx, cp, pool)
+		require.NoError(t, err)
+		for _, nc := range claims {
+			require.Nil(t, nc.DeletionTimestamp, "repair must stay blocked: %s is deleting", nc.Name)
+		}
+		return evaluations() >= seen+2
+	}), "the controller should evaluate the blocked repairs again")
 	claims, err = poolClaims(ctx, cp, pool)
 	require.NoError(t, err)
 	for _, nc := range claims {

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,31 +19,8 @@ import (
 
 // staticPoolYAML is a static NodePool of the default KWOKNodeClass.
 func staticPoolYAML(name string, replicas int, nodeLimit int) string {
-	return fmt.Sprintf(`apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: %s
-spec:
-  replicas: %d
-  limits:
-    nodes: %d
-  template:
-    metadata:
-      labels:
-        static.example.io/pool: %s
-    spec:
-      nodeClassRef:
-        group: karpenter.kwok.sh
-        kind: KWOKNodeClass
-        name: default
-      requirements:
-      - key: kubernetes.io/arch
-        operator: In
-        values: ["amd64"]
-      - key: karpenter.sh/capacity-type
-        operator: In
-        values: ["on-demand"]
-`, name, replicas, nodeLimit, name)
+	return manifest(kwokPool(name, append(amd64OnDemand(false),
+		poolLabel("static.example.io/pool", name), static(int64(replicas), int64(nodeLimit)))...))
 }
 
 // kubectl runs the control plane's kubectl against cp.

@@ -259,21 +259,55 @@ type NodeClaimTemplateSpec struct {
 	ExpireAfter NillableDuration `json:"expireAfter,omitzero"`
 }
 
-// ToNodeClaim builds the NodeClaim skeleton a template describes. Slices and
-// maps are shared with the template, not copied.
-func (in *NodeClaimTemplate) ToNodeClaim() *NodeClaim {
+// NodeClaimFromTemplate is the NodeClaim a pool's template stamps, before
+// any pod sizes it: the template's labels, then extraLabels, then the
+// nodepool and nodeclass labels; the template's annotations with the hash
+// annotations drift detection compares against; an owner reference so
+// that deleting the NodePool cascades to its NodeClaims; and the
+// template's taints, requirements, class and timings. It shares the
+// template's slices; the dynamic and static provisioners both start here.
+func (np *NodePool) NodeClaimFromTemplate(extraLabels map[string]string) *NodeClaim {
+	t := np.Spec.Template
+	labels := map[string]string{}
+	for k, v := range t.LabelMap() {
+		labels[k] = v
+	}
+	for k, v := range extraLabels {
+		labels[k] = v
+	}
+	labels[NodePoolLabelKey] = np.Name
+	if ref := t.Spec.NodeClassRef; ref != nil {
+		labels[NodeClassLabelKey(ref.GroupKind())] = ref.Name
+	}
+
+	annotations := map[string]string{}
+	for k, v := range t.Annotations {
+		annotations[k] = v
+	}
+	annotations[NodePoolHashAnnotationKey] = np.Hash()
+	annotations[NodePoolHashVersionAnnotationKey] = NodePoolHashVersion
+	blockOwnerDeletion := true
+
 	return &NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Labels:      in.LabelMap(),
-			Annotations: in.Annotations,
+			GenerateName: np.Name + "-",
+			Labels:       labels,
+			Annotations:  annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         GroupVersion.String(),
+				Kind:               "NodePool",
+				Name:               np.Name,
+				UID:                np.UID,
+				BlockOwnerDeletion: &blockOwnerDeletion,
+			}},
 		},
 		Spec: NodeClaimSpec{
-			Taints:                 in.Spec.Taints,
-			StartupTaints:          in.Spec.StartupTaints,
-			Requirements:           in.Spec.Requirements,
-			NodeClassRef:           in.Spec.NodeClassRef,
-			TerminationGracePeriod: in.Spec.TerminationGracePeriod,
-			ExpireAfter:            in.Spec.ExpireAfter,
+			Taints:                 t.Spec.Taints,
+			StartupTaints:          t.Spec.StartupTaints,
+			Requirements:           t.Spec.Requirements,
+			NodeClassRef:           t.Spec.NodeClassRef,
+			TerminationGracePeriod: t.Spec.TerminationGracePeriod,
+			ExpireAfter:            t.Spec.ExpireAfter,
 		},
 	}
 }

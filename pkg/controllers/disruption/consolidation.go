@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -15,7 +14,6 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
-	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // Consolidation event reasons (upstream's strings).
@@ -37,104 +35,31 @@ type InstanceTypes interface {
 	GetInstanceTypes(ctx context.Context, nodePool *v1.NodePool) ([]*scheduling.InstanceType, error)
 }
 
-// ExcludingSimulator is a Simulator that can keep the moved pods off some
-// nodes while pending pods may still use them.
-type ExcludingSimulator interface {
-	SimulateExcluding(ctx context.Context, remove, exclude map[string]bool) (*Simulated, error)
-}
-
-// SimulateExcluding implements ExcludingSimulator: the excluded nodes get
-// a taint that only the moved pods do not tolerate, so consolidation does
-// not pile pods onto nodes that just had churn (upstream's rule for
-// destinations inside their own consolidateAfter window).
-func (s SnapshotSimulator) SimulateExcluding(ctx context.Context, remove, exclude map[string]bool) (*Simulated, error) {
-	snap, err := s.Builder.Build(ctx, snapshot.Request{Remove: remove})
-	if err != nil {
-		return nil, fmt.Errorf("building the simulation snapshot: %w", err)
-	}
-	in := snap.Input
-	if len(exclude) > 0 {
-		excludeDestinations(in, snap.Moved, exclude)
-	}
-	return &Simulated{Input: in, Result: scheduling.Solve(in), NodePools: snap.NodePools, Moved: snap.Moved}, nil
-}
-
-func excludeDestinations(in *scheduling.Input, moved []*corev1.Pod, exclude map[string]bool) {
-	taint := disruption.ExcludedDestinationTaint()
-	nodes := make([]*scheduling.ExistingNode, len(in.Nodes))
-	for i, n := range in.Nodes {
-		if !exclude[n.Name] && (n.NodeClaim == "" || !exclude[n.NodeClaim]) {
-			nodes[i] = n
-			continue
-		}
-		cp := *n
-		cp.Taints = append(append([]corev1.Taint(nil), n.Taints...), taint)
-		nodes[i] = &cp
-	}
-	in.Nodes = nodes
-	isMoved := map[types.UID]bool{}
-	for _, p := range moved {
-		isMoved[p.UID] = true
-	}
-	pods := make([]*corev1.Pod, len(in.Pods))
-	for i, p := range in.Pods {
-		if isMoved[p.UID] {
-			pods[i] = p
-			continue
-		}
-		cp := *p
-		cp.Spec.Tolerations = append(append([]corev1.Toleration(nil), p.Spec.Tolerations...),
-			corev1.Toleration{Key: taint.Key, Operator: corev1.TolerationOpExists, Effect: taint.Effect})
-		pods[i] = &cp
-	}
-	in.Pods = pods
-}
-
-// passSimulator adapts the controller's Simulator for one pass: it
-// removes the candidates, and refuses plans that leave one of their pods
-// unplaced or put one on a Karpenter node that is still starting (it
-// might never come up) or on an excluded destination. Only new NodeClaims
-// that take a moved pod are replacements; pending pods are provisioning's
-// business.
-type passSimulator struct {
+// freshState is what validation reads after the validation delay: a new
+// snapshot of cluster state at each call, and the pass's simulator.
+type freshState struct {
 	ctx context.Context
-	sim Simulator
+	c   *Controller
 }
 
-func removal(cands []*disruption.Candidate) map[string]bool {
-	remove := map[string]bool{}
-	for _, cand := range cands {
-		remove[cand.Name()] = true
-	}
-	return remove
+func (f freshState) Snapshot() (*disruption.Snapshot, error) { return f.c.snapshot(f.ctx) }
+func (f freshState) Simulator() disruption.Simulator         { return f.c.simulatorFor(f.ctx) }
+
+func (c *Controller) freshState(ctx context.Context) disruption.FreshState {
+	return freshState{ctx: ctx, c: c}
 }
 
-// Simulate implements disruption.Simulator.
-func (p *passSimulator) Simulate(cands []*disruption.Candidate) (*disruption.Simulation, error) {
-	sim, err := p.sim.Simulate(p.ctx, removal(cands))
-	if err != nil {
-		return nil, err
+// abandoned logs a command validation dropped, and counts it when it is a
+// consolidation command (karpenter_voluntary_disruption_failed_validations_total).
+func (c *Controller) abandoned(ctx context.Context, a disruption.Abandoned) {
+	m := a.Command.Method
+	if !disruption.IsConsolidation(m) {
+		log.FromContext(ctx).V(1).Info("abandoning disruption command, no candidate is still valid", "reason", m.Reason())
+		return
 	}
-	return interpret(sim), nil
-}
-
-// SimulateExcluding implements disruption.ExcludingSimulator. A simulator
-// that cannot exclude is asked plainly; the pure package then rejects
-// plans that use an excluded node.
-func (p *passSimulator) SimulateExcluding(cands []*disruption.Candidate, exclude map[string]bool) (*disruption.Simulation, error) {
-	es, ok := p.sim.(ExcludingSimulator)
-	if !ok {
-		return p.Simulate(cands)
-	}
-	sim, err := es.SimulateExcluding(p.ctx, removal(cands), exclude)
-	if err != nil {
-		return nil, err
-	}
-	in := sim.Input
-	if in == nil {
-		in = &scheduling.Input{}
-	}
-	return disruption.InterpretSimulation(in, sim.Result, sim.Moved, exclude), nil
+	metrics.FailedValidationsTotal.WithLabelValues(m.ConsolidationType()).Inc()
+	log.FromContext(ctx).V(1).Info("abandoning consolidation attempt due to pod churn, command is no longer valid",
+		"reason", a.Err.Error(), "consolidation-type", m.ConsolidationType())
 }
 
 // instanceTypes resolves every dynamic pool's instance types for pricing;
@@ -198,7 +123,7 @@ func (c *Controller) publishConsolidation(snap *disruption.Snapshot, d *disrupti
 // one candidate, on the NodePool for several (the score describes the
 // move, not one node), with ConsolidationCandidate on each NodeClaim.
 func (c *Controller) publishApproved(cmd *disruption.Command) {
-	s := cmd.Score
+	s := cmd.BalancedScore()
 	if s == nil || len(cmd.Candidates) == 0 {
 		return
 	}
@@ -228,18 +153,14 @@ func observeScore(np *v1.NodePool, s *disruption.BalancedScore) {
 	metrics.ConsolidationMovesTotal.WithLabelValues(labels...).Inc()
 }
 
-// UpstreamMethods are upstream's methods in upstream's order, with the
-// consolidation timeouts on clk (counted in
-// karpenter_voluntary_disruption_consolidation_timeouts_total) and the
-// SpotToSpotConsolidation gate. A different consolidation algorithm is a
-// different methods list.
-func UpstreamMethods(clk clock.PassiveClock, spotToSpot bool) []disruption.Method {
-	opts := disruption.ConsolidationOptions{
-		SpotToSpot: spotToSpot,
-		Now:        clk.Now,
-		OnTimeout: func(ctype string) {
-			metrics.ConsolidationTimeoutsTotal.WithLabelValues(ctype).Inc()
-		},
-	}
-	return append([]disruption.Method{disruption.Emptiness{}, disruption.StaticDrift{}, disruption.Drift{}}, disruption.ConsolidationMethods(opts)...)
+// CountTimeout counts a consolidation method that gave up on its timeout,
+// in karpenter_voluntary_disruption_consolidation_timeouts_total.
+func CountTimeout(consolidationType string) {
+	metrics.ConsolidationTimeoutsTotal.WithLabelValues(consolidationType).Inc()
+}
+
+// UpstreamStrategy is upstream's consolidation, with its timeouts on clk
+// (counted by CountTimeout) and the SpotToSpotConsolidation gate.
+func UpstreamStrategy(clk clock.PassiveClock, spotToSpot bool) disruption.Strategy {
+	return disruption.NewUpstream(disruption.ConsolidationOptions{SpotToSpot: spotToSpot, Now: clk.Now, OnTimeout: CountTimeout})
 }

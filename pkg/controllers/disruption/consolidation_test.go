@@ -20,7 +20,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	pure "github.com/karpenter-go/karpenter/pkg/disruption"
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
+	"github.com/karpenter-go/karpenter/pkg/disruption/strategies"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
@@ -56,26 +56,42 @@ func itype(cpu int64) *scheduling.InstanceType {
 // catalog for pricing, and the 15 s validation on the fake clock.
 type consolidationEnv struct {
 	*env
-	cloud   *fakecloud.Provider
-	methods []pure.Method
+	cloud    *fakecloud.Provider
+	strategy *startRecorder
 }
 
-// newConsolidationEnv runs upstream's methods, or with planner the
-// repacking planner's.
+// startRecorder is a strategy that remembers the commands the controller
+// told it started, and the NodeClaims each launched.
+type startRecorder struct {
+	pure.Strategy
+	started  []*pure.Command
+	launched [][]string
+}
+
+func (r *startRecorder) Started(now time.Time, cmds []*pure.Command, launched [][]string) {
+	r.started = append(r.started, cmds...)
+	r.launched = append(r.launched, launched...)
+	r.Strategy.Started(now, cmds, launched)
+}
+
+// newConsolidationEnv runs upstream's strategy, or with planner the
+// planner.
 func newConsolidationEnv(t *testing.T, planner ...bool) *consolidationEnv {
 	e := &consolidationEnv{env: newEnv(t, nil, "100%")}
 	e.cloud = fakecloud.New(e.clock)
 	e.cloud.Catalog = []*scheduling.InstanceType{itype(2), itype(4), itype(8), itype(16)}
-	methods := disruption.UpstreamMethods(e.clock, false)
+	strategy := disruption.UpstreamStrategy(e.clock, false)
 	if len(planner) > 0 && planner[0] {
-		methods = repack.Select(repack.AlgorithmPlanner, methods, repack.Options{})
+		var err error
+		strategy, err = strategies.New(strategies.Options{Algorithm: strategies.Planner})
+		require.NoError(t, err)
 	}
 	launcher := provisioning.NewProvisioner(cp.Client, e.cloud, e.cluster, e.events, provisioning.Options{Clock: e.clock})
-	sim := disruption.SnapshotSimulator{Builder: snapshot.New(cp.Client, e.cloud, e.cluster, snapshot.Options{})}
-	e.methods = methods
+	sim := disruption.SimulateOver(snapshot.Live{Reader: cp.Client, Cloud: e.cloud, Cluster: e.cluster}, snapshot.Request{})
+	e.strategy = &startRecorder{Strategy: strategy}
 	e.ctrl = disruption.NewController(cp.Client, e.cluster, launcher, sim, disruption.Options{
 		Clock: e.clock, Recorder: e.events, InstanceTypes: e.cloud,
-		Methods: methods, Drain: repack.Drain(methods),
+		Strategy: e.strategy,
 	})
 	// The snapshot builder plans replacements only from Ready pools.
 	e.pool.Status.Conditions = []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: metav1.Now()}}
@@ -327,7 +343,7 @@ func TestPlannerValidationDropsCommandsTheFreshPlanDoesNotMake(t *testing.T) {
 
 	failed := func() float64 {
 		m := &dto.Metric{}
-		require.NoError(t, metrics.FailedValidationsTotal.WithLabelValues(repack.ConsolidationType).Write(m))
+		require.NoError(t, metrics.FailedValidationsTotal.WithLabelValues(e.strategy.Methods()[0].ConsolidationType()).Write(m))
 		return m.GetCounter().GetValue()
 	}
 	before := failed()
@@ -351,7 +367,7 @@ func TestPlannerValidationDropsCommandsTheFreshPlanDoesNotMake(t *testing.T) {
 	assert.False(t, hasTaint(e.node(light.Name)))
 }
 
-// A planner command's replacements are created with repack.LaunchTaint,
+// A planner command's replacements are created with pure.LaunchTaint,
 // so that the kube-scheduler does not fill them with other pods while
 // they come up; the queue takes it off as the command deletes its
 // candidates, so that their evicted pods go to the nodes bought for them,
@@ -363,7 +379,7 @@ func TestPlannerReplacementsCarryTheLaunchTaint(t *testing.T) {
 	// A node a command launched before a restart: nothing owns it now
 	// (do-not-disrupt keeps it out of this pass's plan).
 	_, stale := e.typedNode(itype(8))
-	stale.Spec.Taints = append(stale.Spec.Taints, repack.LaunchTaint)
+	stale.Spec.Taints = append(stale.Spec.Taints, pure.LaunchTaint)
 	stale.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"}
 	require.NoError(t, cp.Client.Update(e.ctx, stale))
 	e.busyPod(stale, "busy", "7")
@@ -382,28 +398,23 @@ func TestPlannerReplacementsCarryTheLaunchTaint(t *testing.T) {
 	require.NotNil(t, replacement, "a replacement NodeClaim is launched")
 	launch := false
 	for _, tt := range replacement.Spec.Taints {
-		launch = launch || tt.MatchTaint(&repack.LaunchTaint)
+		launch = launch || tt.MatchTaint(&pure.LaunchTaint)
 	}
-	assert.True(t, launch, "the replacement is created with %s", repack.LaunchTaint.ToString())
-	// The planner's history has the move and what it launched, so the
-	// cool-down leaves the new node alone.
-	var moves []repack.PastMove
-	for _, m := range e.methods {
-		if p, ok := m.(repack.Planner); ok {
-			moves = p.Recorder.History(e.clock.Now()).Moves
-		}
-	}
-	require.Len(t, moves, 1)
-	assert.Equal(t, []string{old.Name}, moves[0].Removed)
-	assert.Equal(t, []string{replacement.Name}, moves[0].Launched)
+	assert.True(t, launch, "the replacement is created with %s", pure.LaunchTaint.ToString())
+	// The strategy is told the move started and what it launched, so that
+	// its cool-down leaves the new node alone.
+	require.Len(t, e.strategy.started, 1)
+	require.Len(t, e.strategy.started[0].Candidates, 1)
+	assert.Equal(t, old.Name, e.strategy.started[0].Candidates[0].Name())
+	assert.Equal(t, [][]string{{replacement.Name}}, e.strategy.launched)
 	for _, tt := range e.node(stale.Name).Spec.Taints {
-		assert.False(t, tt.MatchTaint(&repack.LaunchTaint), "no command in flight launched %s", stale.Name)
+		assert.False(t, tt.MatchTaint(&pure.LaunchTaint), "no command in flight launched %s", stale.Name)
 	}
 
 	// The replacement registers (its Node carries the taint, as the
 	// NodeClaim's taints go to the Node) and initializes.
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: replacement.Name + "-node", Labels: map[string]string{v1.NodePoolLabelKey: e.pool.Name}},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{repack.LaunchTaint}}}
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{pure.LaunchTaint}}}
 	require.NoError(t, cp.Client.Create(e.ctx, node))
 	replacement.Status.NodeName = node.Name
 	replacement.Status.Conditions = []v1.Condition{{Type: v1.ConditionTypeInitialized, Status: "True", Reason: "Initialized", LastTransitionTime: metav1.Now()}}
@@ -413,7 +424,7 @@ func TestPlannerReplacementsCarryTheLaunchTaint(t *testing.T) {
 	err := cp.Client.Get(e.ctx, client.ObjectKey{Name: old.Name}, got)
 	assert.True(t, isGoneOrDeleting(err, got), "once the replacement is initialized the old node is deleted")
 	for _, tt := range e.node(node.Name).Spec.Taints {
-		assert.False(t, tt.MatchTaint(&repack.LaunchTaint), "the queue takes the launch taint off as it deletes the candidates")
+		assert.False(t, tt.MatchTaint(&pure.LaunchTaint), "the queue takes the launch taint off as it deletes the candidates")
 	}
 }
 
@@ -485,7 +496,7 @@ func TestPlannerMovesInTheEmptinessPass(t *testing.T) {
 }
 
 // TestValidatingCandidatesAreDrained: while a pass's commands wait out
-// the validation delay, their candidates carry repack.DrainTaint, so that
+// the validation delay, their candidates carry pure.DrainTaint, so that
 // the kube-scheduler does not put the pods of commands already running on
 // the empty nodes Emptiness is about to delete (it prefers the emptiest);
 // the destination does not.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -49,19 +48,17 @@ type Launcher interface {
 	CreateNodeClaims(ctx context.Context, planned []*scheduling.NewNodeClaim, pools map[string]*v1.NodePool) ([]*v1.NodeClaim, error)
 }
 
-// Simulator plans the cluster as if the named nodes were gone.
-type Simulator interface {
-	Simulate(ctx context.Context, remove map[string]bool) (*Simulated, error)
-}
+// Simulators make the simulator of a pass: over the cluster as it is, with
+// ctx (disruption.SolverSimulator over the controller's snapshot.Live, as
+// provisioning builds its snapshots).
+type Simulators func(ctx context.Context) disruption.Simulator
 
-// Simulated is a simulation's input and answer.
-type Simulated struct {
-	Input     *scheduling.Input
-	Result    *scheduling.Result
-	NodePools map[string]*v1.NodePool
-	// Moved are the pods taken off the removed nodes (a subset of
-	// Input.Pods).
-	Moved []*corev1.Pod
+// SimulateOver is Simulators over view, every snapshot built with req's
+// options.
+func SimulateOver(view snapshot.View, req snapshot.Request) Simulators {
+	return func(ctx context.Context) disruption.Simulator {
+		return disruption.SolverSimulator{Context: ctx, View: view, Request: req}
+	}
 }
 
 // Options tune the controller; zero values are upstream's defaults.
@@ -73,35 +70,33 @@ type Options struct {
 	// ValidationDelay is how long an emptiness command waits before it is
 	// checked again against fresh state (15 s); negative disables the wait.
 	ValidationDelay time.Duration
-	// Methods in order (disruption.DefaultMethods()); the consolidation
-	// algorithm is chosen by which methods are passed.
-	Methods []disruption.Method
+	// Strategy is the consolidation algorithm (upstream's when nil); a pass
+	// runs disruption.MethodsOf(Strategy).
+	Strategy disruption.Strategy
 	// InstanceTypes resolves each NodePool's instance types, which
 	// consolidation prices nodes with (the cloud provider); without it no
 	// node can be consolidated.
 	InstanceTypes InstanceTypes
-	// Drain names the nodes to keep repack.DrainTaint on after each pass
-	// (repack.Drain of Methods); nil: no node keeps it.
-	Drain func() []string
-	// DrainDeletionCost gives the ReplicaSet pods on the nodes Drain names
-	// repack.DrainDeletionCost, so that scale-downs remove them first.
+	// DrainDeletionCost gives the ReplicaSet pods on the nodes the strategy
+	// drains disruption.DrainDeletionCost, so that scale-downs remove them
+	// first.
 	DrainDeletionCost bool
 }
 
 // Controller is the disruption loop.
 type Controller struct {
-	kube      client.Client
-	cluster   Cluster
-	launcher  Launcher
-	simulator Simulator
-	clock     clock.Clock
-	events    *events
-	opts      Options
-	queue     *Queue
+	kube       client.Client
+	cluster    Cluster
+	launcher   Launcher
+	simulators Simulators
+	clock      clock.Clock
+	events     *events
+	opts       Options
+	queue      *Queue
 }
 
 // NewController wires the loop and its queue.
-func NewController(kube client.Client, cluster Cluster, launcher Launcher, simulator Simulator, opts Options) *Controller {
+func NewController(kube client.Client, cluster Cluster, launcher Launcher, simulators Simulators, opts Options) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -111,14 +106,14 @@ func NewController(kube client.Client, cluster Cluster, launcher Launcher, simul
 	if opts.ValidationDelay == 0 {
 		opts.ValidationDelay = DefaultValidationDelay
 	}
-	if opts.Methods == nil {
-		opts.Methods = disruption.DefaultMethods()
+	if opts.Strategy == nil {
+		opts.Strategy = disruption.NewUpstream(disruption.ConsolidationOptions{})
 	}
 	ev := newEvents(opts.Recorder, opts.Clock)
 	q := NewQueue(kube, cluster, launcher, opts.Clock, ev)
 	q.types = opts.InstanceTypes
 	return &Controller{
-		kube: kube, cluster: cluster, launcher: launcher, simulator: simulator, clock: opts.Clock, events: ev, opts: opts,
+		kube: kube, cluster: cluster, launcher: launcher, simulators: simulators, clock: opts.Clock, events: ev, opts: opts,
 		queue: q,
 	}
 }
@@ -238,9 +233,9 @@ func (c *Controller) reconcile(ctx context.Context) (passResult, error) {
 	// order: the planner's are validated once the empty nodes are in the
 	// queue, as its plan assumed.
 	waited := false
-	for _, g := range byMethod(decision.Commands) {
-		cmds := g.cmds
-		if check := c.validation(g.method); check != nil {
+	for _, g := range decision.Groups {
+		cmds := g.Commands
+		if c.opts.ValidationDelay > 0 && disruption.Validated(g.Method) {
 			if !waited {
 				began := c.clock.Now()
 				if err := c.waitValidation(ctx, decision.Commands); err != nil {
@@ -250,14 +245,19 @@ func (c *Controller) reconcile(ctx context.Context) (passResult, error) {
 				waited = true
 			}
 			began := c.clock.Now()
-			if cmds, err = check(ctx, g.method, cmds); err != nil {
+			kept, abandoned, err := disruption.Validate(c.freshState(ctx), c.opts.Strategy, g.Method, cmds)
+			if err != nil {
 				return r, err
 			}
-			log.FromContext(ctx).V(1).Info("validated disruption commands", "consolidation-type", g.method.ConsolidationType(),
-				"commands", len(g.cmds), "kept", len(cmds), "seconds", c.clock.Since(began).Seconds())
-			r.abandoned = r.abandoned || len(cmds) < len(g.cmds)
+			for _, a := range abandoned {
+				c.abandoned(ctx, a)
+			}
+			log.FromContext(ctx).V(1).Info("validated disruption commands", "consolidation-type", g.Method.ConsolidationType(),
+				"commands", len(cmds), "kept", len(kept), "seconds", c.clock.Since(began).Seconds())
+			r.abandoned = r.abandoned || len(kept) < len(cmds)
+			cmds = kept
 		}
-		n, err := c.start(ctx, g.method, cmds, snap)
+		n, err := c.start(ctx, g.Method, cmds, snap)
 		r.started = r.started || n > 0
 		if err != nil {
 			return r, err
@@ -274,13 +274,12 @@ const validationPoll = time.Second
 // looks at the commands' candidates every validationPoll, and ends the
 // wait early once none of the commands has all its candidates still valid:
 // validation would abandon every one, and the next pass can plan on the
-// changed cluster at once instead of when the delay is over. In the
-// end-to-end benchmark a command planned just before the scale-in waited
-// out its 15 s with its candidate's pods gone. Upstream's methods wait
-// out the whole delay.
+// changed cluster at once instead of when the delay is over: a command
+// planned just before a scale-in would otherwise wait out its 15 s with its
+// candidates' pods gone. Upstream's methods wait out the whole delay.
 func (c *Controller) waitValidation(ctx context.Context, cmds []*disruption.Command) error {
 	deadline := c.clock.Now().Add(c.opts.ValidationDelay)
-	early := disruption.ReadsPending(c.opts.Methods)
+	early := c.opts.Strategy.ReadsPending()
 	for {
 		left := deadline.Sub(c.clock.Now())
 		if left <= 0 {
@@ -309,59 +308,18 @@ func (c *Controller) noneValid(ctx context.Context, cmds []*disruption.Command) 
 	if err != nil {
 		return false
 	}
-	for _, cmd := range cmds {
-		if _, err := disruption.ValidateCandidates(snap, cmd); err == nil {
-			return false
-		}
-	}
-	return true
+	return !disruption.AnyStillValid(snap, cmds)
 }
 
-// group is one method's commands in a pass.
-type group struct {
-	method disruption.Method
-	cmds   []*disruption.Command
-}
-
-// byMethod splits commands by method, keeping their order. Methods are
-// told apart by type: a method value may hold funcs (the planner's
-// hooks), and comparing two such values panics.
-func byMethod(cmds []*disruption.Command) []group {
-	var out []group
-	for _, cmd := range cmds {
-		if n := len(out); n > 0 && reflect.TypeOf(out[n-1].method) == reflect.TypeOf(cmd.Method) {
-			out[n-1].cmds = append(out[n-1].cmds, cmd)
-			continue
-		}
-		out = append(out, group{method: cmd.Method, cmds: []*disruption.Command{cmd}})
-	}
-	return out
-}
-
-// validation returns how a method's commands are checked after the
-// validation delay, or nil when they are not (drift; or no delay).
-func (c *Controller) validation(m disruption.Method) func(context.Context, disruption.Method, []*disruption.Command) ([]*disruption.Command, error) {
-	switch {
-	case c.opts.ValidationDelay <= 0:
-		return nil
-	case m.Reason() == v1.DisruptionReasonUnderutilized:
-		return c.validateConsolidation
-	case m.ConsolidationType() != "":
-		return c.validate
-	}
-	return nil
-}
-
-// start hands commands to the queue and reports how many started.
+// start hands commands to the queue and reports how many started. The
+// strategy is told which of its commands started (not which it planned:
+// validation may abandon them) and the NodeClaims each launched.
 func (c *Controller) start(ctx context.Context, m disruption.Method, cmds []*disruption.Command, snap *disruption.Snapshot) (int, error) {
 	var started []*disruption.Command
 	var launched [][]string
-	// The planner keeps a history of the moves that started (not of
-	// those it planned: validation may abandon them) and of the
-	// NodeClaims they launched.
 	defer func() {
-		if s, ok := m.(starter); ok {
-			s.Started(c.clock.Now(), started, launched)
+		if disruption.IsConsolidation(m) {
+			c.opts.Strategy.Started(c.clock.Now(), started, launched)
 		}
 	}()
 	for _, cmd := range cmds {
@@ -376,59 +334,16 @@ func (c *Controller) start(ctx context.Context, m disruption.Method, cmds []*dis
 	return len(started), nil
 }
 
-// starter is a method told which of its commands started and the
-// NodeClaims each launched (the repacking planner, for its history).
-type starter interface {
-	Started(now time.Time, cmds []*disruption.Command, launched [][]string)
-}
-
 // decide runs the methods, timing each one.
 func (c *Controller) decide(ctx context.Context, snap *disruption.Snapshot) (*disruption.Decision, error) {
 	var start time.Time
-	return disruption.DisruptWith(snap, c.opts.Methods, c.simulatorFor(ctx), disruption.Hooks{
+	return disruption.DisruptWith(snap, disruption.MethodsOf(c.opts.Strategy), c.simulatorFor(ctx), disruption.Hooks{
 		BeforeMethod: func(disruption.Method) { start = c.clock.Now() },
 		AfterMethod: func(m disruption.Method, run disruption.MethodRun) {
 			metrics.DisruptionEvaluationDurationSeconds.WithLabelValues(string(run.Reason), run.ConsolidationType).Observe(c.clock.Since(start).Seconds())
 			metrics.DisruptionEligibleNodes.WithLabelValues(string(run.Reason)).Set(float64(run.Eligible))
 		},
 	})
-}
-
-// validate recomputes the commands' method against fresh state (after the
-// validation delay) and keeps only the candidates it still picks
-// (upstream validates consolidation commands, emptiness included, after
-// 15 s so that pods the kube-scheduler just bound there are not evicted).
-func (c *Controller) validate(ctx context.Context, m disruption.Method, cmds []*disruption.Command) ([]*disruption.Command, error) {
-	snap, err := c.snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	again, err := disruption.Disrupt(snap, []disruption.Method{m}, c.simulatorFor(ctx))
-	if err != nil {
-		return nil, err
-	}
-	still := map[string]*disruption.Candidate{}
-	for _, cmd := range again.Commands {
-		for _, cand := range cmd.Candidates {
-			still[cand.Name()] = cand
-		}
-	}
-	var out []*disruption.Command
-	for _, cmd := range cmds {
-		kept := &disruption.Command{Method: cmd.Method, Replacements: cmd.Replacements, Simulation: cmd.Simulation}
-		for _, cand := range cmd.Candidates {
-			if fresh, ok := still[cand.Name()]; ok {
-				kept.Candidates = append(kept.Candidates, fresh)
-			}
-		}
-		if len(kept.Candidates) > 0 {
-			out = append(out, kept)
-		}
-	}
-	if len(out) == 0 {
-		log.FromContext(ctx).V(1).Info("abandoning disruption command, no candidate is still valid", "reason", m.Reason())
-	}
-	return out, nil
 }
 
 // snapshot builds the pure package's input from cluster state and the API.
@@ -457,11 +372,11 @@ func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error)
 	// planned onto it, for a fixed window (upstream's rule). Where the pass
 	// reads pending pods (the planner) and none is pending, every pod a
 	// nomination stood for is bound or gone, and nothing is headed for the
-	// node: the nomination no longer holds it. After the end-to-end
-	// benchmark's scale-up, nodes emptied by the scale-in that followed
-	// stayed nominated up to 20 s and took a pass of their own.
+	// node: the nomination no longer holds it, so that nodes a scale-in
+	// emptied right after a scale-up need not wait out the window for a
+	// pass of their own.
 	staleNominations := false
-	if disruption.ReadsPending(c.opts.Methods) {
+	if c.opts.Strategy.ReadsPending() {
 		pods := &corev1.PodList{}
 		// The pass lists every pod; the snapshot only reads them (the
 		// planner copies a pod before it changes one), so the cache's
@@ -469,31 +384,43 @@ func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error)
 		if err := c.kube.List(ctx, pods, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing pods: %w", err)
 		}
-		snap.Pending, _ = snapshot.PendingPods(pods)
+		all := make([]*corev1.Pod, len(pods.Items))
+		for i := range pods.Items {
+			all[i] = &pods.Items[i]
+		}
+		snap.Pending, _ = snapshot.PendingPods(all)
 		staleNominations = len(snap.Pending) == 0
 	}
 	for _, sn := range nodes {
-		n := &disruption.Node{
-			NodeClaim:         sn.NodeClaim,
-			Node:              sn.Node,
-			NodePool:          sn.NodePoolName(),
-			Initialized:       sn.Initialized(),
-			Deleting:          (sn.Node != nil && !sn.Node.DeletionTimestamp.IsZero()) || (sn.NodeClaim != nil && !sn.NodeClaim.DeletionTimestamp.IsZero()),
-			MarkedForDeletion: sn.MarkedForDeletion(),
-			Nominated:         sn.Nominated(now) && !staleNominations,
-			InQueue:           c.queue.Has(sn.Name()) || (sn.NodeClaim != nil && c.queue.Has(sn.NodeClaim.Name)),
-		}
-		names := make([]types.NamespacedName, 0, len(sn.Pods))
-		for nn := range sn.Pods {
-			names = append(names, nn)
-		}
-		sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
-		for _, nn := range names {
-			n.Pods = append(n.Pods, sn.Pods[nn])
-		}
+		n := NodeOf(sn)
+		n.Nominated = sn.Nominated(now) && !staleNominations
+		n.InQueue = c.queue.Has(sn.Name()) || (sn.NodeClaim != nil && c.queue.Has(sn.NodeClaim.Name))
 		snap.Nodes = append(snap.Nodes, n)
 	}
 	return snap, nil
+}
+
+// NodeOf is a state node as the disruption package sees it: its NodeClaim,
+// Node and pods (sorted by name), pool, and whether it is initialized,
+// deleting or marked. Nominations and the queue are the caller's to add.
+func NodeOf(sn *state.StateNode) *disruption.Node {
+	n := &disruption.Node{
+		NodeClaim:         sn.NodeClaim,
+		Node:              sn.Node,
+		NodePool:          sn.NodePoolName(),
+		Initialized:       sn.Initialized(),
+		Deleting:          (sn.Node != nil && !sn.Node.DeletionTimestamp.IsZero()) || (sn.NodeClaim != nil && !sn.NodeClaim.DeletionTimestamp.IsZero()),
+		MarkedForDeletion: sn.MarkedForDeletion(),
+	}
+	names := make([]types.NamespacedName, 0, len(sn.Pods))
+	for nn := range sn.Pods {
+		names = append(names, nn)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i].String() < names[j].String() })
+	for _, nn := range names {
+		n.Pods = append(n.Pods, sn.Pods[nn])
+	}
+	return n
 }
 
 // publish turns the decision into events, logs and metrics.
@@ -551,55 +478,13 @@ func (c *Controller) publish(ctx context.Context, snap *disruption.Snapshot, d *
 	}
 }
 
-// simulatorFor adapts the controller's Simulator for one pass: it removes
-// the candidates, and refuses plans that leave one of their pods
-// unplaced or put one on a Karpenter node that is still starting (it might
-// never come up). Only new NodeClaims that take a moved pod are
-// replacements; pending pods are provisioning's business.
+// simulatorFor is the simulator of a pass (nil without Simulators: drift
+// of nodes with pods is then reported, not decided).
 func (c *Controller) simulatorFor(ctx context.Context) disruption.Simulator {
-	if c.simulator == nil {
+	if c.simulators == nil {
 		return nil
 	}
-	return &passSimulator{ctx: ctx, sim: c.simulator}
-}
-
-func interpret(sim *Simulated) *disruption.Simulation {
-	out := &disruption.Simulation{Result: sim.Result}
-	moved := map[types.UID]bool{}
-	for _, p := range sim.Moved {
-		moved[p.UID] = true
-	}
-	starting := map[string]bool{}
-	if sim.Input != nil {
-		for _, n := range sim.Input.Nodes {
-			if n.Managed && !n.Initialized {
-				starting[n.Name] = true
-			}
-		}
-	}
-	needed := map[int]bool{}
-	for _, pl := range sim.Result.Placements {
-		if !moved[pl.Pod.UID] {
-			continue
-		}
-		name := pl.Pod.Namespace + "/" + pl.Pod.Name
-		switch {
-		case pl.Node != "" && starting[pl.Node]:
-			out.Unschedulable = append(out.Unschedulable, name)
-		case pl.Node != "":
-		case pl.NodeClaim >= 0:
-			needed[pl.NodeClaim] = true
-		default:
-			out.Unschedulable = append(out.Unschedulable, name)
-		}
-	}
-	for i, nc := range sim.Result.NewNodeClaims {
-		if needed[i] {
-			out.Replacements = append(out.Replacements, nc)
-		}
-	}
-	sort.Strings(out.Unschedulable)
-	return out
+	return c.simulators(ctx)
 }
 
 // logPass logs, at debug level, what a pass decided (its commands and the

@@ -12,7 +12,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
+	pure "github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -192,35 +192,47 @@ func onDemand(t *testing.T) scheduling.Requirements {
 	return reqs
 }
 
-// TestDrainTaintFollowsThePlanner: after a pass the nodes the planner
-// last asked to drain carry repack.DrainTaint and no other node does; a
-// controller without a planner takes every drain taint off.
-func TestDrainTaintFollowsThePlanner(t *testing.T) {
+// drainingStrategy is upstream's consolidation asking to drain names.
+type drainingStrategy struct {
+	pure.Strategy
+	names []string
+}
+
+func (d drainingStrategy) Drain([]*pure.Command) []string { return d.names }
+
+func draining(names ...string) pure.Strategy {
+	return drainingStrategy{Strategy: pure.NewUpstream(pure.ConsolidationOptions{}), names: names}
+}
+
+// TestDrainTaintFollowsTheStrategy: after a pass the nodes the strategy
+// asks to drain carry the drain taint and no other node does; under a
+// strategy that drains nothing every drain taint is taken off.
+func TestDrainTaintFollowsTheStrategy(t *testing.T) {
 	e := newEnv(t, nil, "0")
 	_, a := e.managedNode()
-	_, b := e.managedNode(func(_ *v1.NodeClaim, n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, repack.DrainTaint) })
+	_, b := e.managedNode(func(_ *v1.NodeClaim, n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, pure.DrainTaint) })
 	want := []string{a.Name}
-	ctrl := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, e.sim, disruption.Options{
-		Clock: e.clock, Recorder: e.events, ValidationDelay: -1, Drain: func() []string { return want },
+	ctrl := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, simulating(e.sim), disruption.Options{
+		Clock: e.clock, Recorder: e.events, ValidationDelay: -1, Strategy: draining(want...),
 	})
 	drained := func(name string) bool { return hasDrainTaint(e.node(name)) }
 	_, err := ctrl.Reconcile(e.ctx)
 	require.NoError(t, err)
 	e.sync()
-	assert.True(t, drained(a.Name), "the planner drains %s", a.Name)
+	assert.True(t, drained(a.Name), "the strategy drains %s", a.Name)
 	assert.False(t, drained(b.Name), "%s is no longer drained", b.Name)
 
-	without := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, e.sim, disruption.Options{
+	without := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, simulating(e.sim), disruption.Options{
 		Clock: e.clock, Recorder: e.events, ValidationDelay: -1,
 	})
 	_, err = without.Reconcile(e.ctx)
 	require.NoError(t, err)
 	e.sync()
-	assert.False(t, drained(a.Name), "without a planner no node is drained")
+	assert.False(t, drained(a.Name), "under upstream's strategy no node is drained")
 }
 
 // TestDrainDeletionCost: the ReplicaSet pods on a drained node get
-// repack.DrainDeletionCost (a pod whose cost someone else set keeps it,
+// pure.DrainDeletionCost (a pod whose cost someone else set keeps it,
 // a pod no ReplicaSet controls gets none); a pod off a drained node loses
 // the cost the controller set, as every pod does with the option off.
 func TestDrainDeletionCost(t *testing.T) {
@@ -245,7 +257,7 @@ func TestDrainDeletionCost(t *testing.T) {
 	pod(a, "mine", nil, owned)
 	pod(a, "theirs", map[string]string{corev1.PodDeletionCost: "5"}, owned)
 	pod(a, "bare", nil)
-	pod(b, "left", map[string]string{corev1.PodDeletionCost: "-1000", repack.DeletionCostMark: "-1000"}, owned)
+	pod(b, "left", map[string]string{corev1.PodDeletionCost: "-1000", pure.DeletionCostMark: "-1000"}, owned)
 	annotations := func(name string) map[string]string {
 		p := &corev1.Pod{}
 		require.NoError(t, cp.Client.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: name}, p))
@@ -253,8 +265,8 @@ func TestDrainDeletionCost(t *testing.T) {
 		return p.Annotations
 	}
 	pass := func(on bool) {
-		ctrl := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, e.sim, disruption.Options{
-			Clock: e.clock, Recorder: e.events, ValidationDelay: -1, Drain: func() []string { return []string{a.Name} },
+		ctrl := disruption.NewController(cp.Client, e.cluster, failingLauncher{}, simulating(e.sim), disruption.Options{
+			Clock: e.clock, Recorder: e.events, ValidationDelay: -1, Strategy: draining(a.Name),
 			DrainDeletionCost: on,
 		})
 		_, err := ctrl.Reconcile(e.ctx)
@@ -265,7 +277,7 @@ func TestDrainDeletionCost(t *testing.T) {
 	}
 
 	pass(true)
-	assert.Equal(t, map[string]string{corev1.PodDeletionCost: "-1000", repack.DeletionCostMark: "-1000"}, annotations("mine"))
+	assert.Equal(t, map[string]string{corev1.PodDeletionCost: "-1000", pure.DeletionCostMark: "-1000"}, annotations("mine"))
 	assert.Equal(t, map[string]string{corev1.PodDeletionCost: "5"}, annotations("theirs"))
 	assert.Empty(t, annotations("bare"))
 	assert.Empty(t, annotations("left"), "off a drained node the cost goes")

@@ -17,7 +17,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 )
 
 // cleanup removes the disrupted taint and the DisruptionReason condition
@@ -99,33 +98,17 @@ func setTaint(ctx context.Context, kube client.Client, name string, taint corev1
 	return nil
 }
 
-// drain keeps repack.DrainTaint on exactly the managed nodes the planner
-// last asked to drain (Options.Drain; none without a planner, so a switch
-// back to upstream's consolidation leaves no taint behind) and, with a
-// planner, on the candidates of the pass's commands (validating) while
-// they wait out the validation delay; and repack.LaunchTaint on none but
-// the nodes of NodeClaims a command in flight launched (the queue creates
-// them with it; a restart forgets the queue, so the first pass takes it
-// off). Deleting nodes are left to termination.
-//
-// A candidate carries no disruption taint before its command starts, and
-// an empty one is the emptiest node there is: the kube-scheduler, which
-// prefers the emptiest, put the pods the previous pass's commands evicted
-// on the empty nodes Emptiness was validating. Emptiness then dropped
-// them, and since those pods replace evicted ones, the planner's cool-down
-// froze the nodes (in the end-to-end benchmark, four 16-vCPU machines
-// holding one to three pods each, $2.15/h, until the end).
+// drain keeps disruption.DrainTaint on exactly the managed nodes the
+// strategy asks to drain (Strategy.Drain, given the pass's commands still
+// to be validated; none under upstream's consolidation, so a switch back to
+// it leaves no taint behind); and disruption.LaunchTaint on none but the
+// nodes of NodeClaims a command in flight launched (the queue creates them
+// with it; a restart forgets the queue, so the first pass takes it off).
+// Deleting nodes are left to termination.
 func (c *Controller) drain(ctx context.Context, validating []*disruption.Command) error {
 	want := map[string]bool{}
-	if c.opts.Drain != nil {
-		for _, name := range c.opts.Drain() {
-			want[name] = true
-		}
-		for _, cmd := range validating {
-			for _, cand := range cmd.Candidates {
-				want[cand.Name()] = true
-			}
-		}
+	for _, name := range c.opts.Strategy.Drain(validating) {
+		want[name] = true
 	}
 	launching := c.queue.Launching()
 	var jobs []func() error
@@ -134,11 +117,11 @@ func (c *Controller) drain(ctx context.Context, validating []*disruption.Command
 			continue
 		}
 		name := sn.Node.Name
-		if on := want[name]; hasTaint(sn.Node, repack.DrainTaint) != on {
-			jobs = append(jobs, func() error { return setTaint(ctx, c.kube, name, repack.DrainTaint, on) })
+		if on := want[name]; hasTaint(sn.Node, disruption.DrainTaint) != on {
+			jobs = append(jobs, func() error { return setTaint(ctx, c.kube, name, disruption.DrainTaint, on) })
 		}
-		if hasTaint(sn.Node, repack.LaunchTaint) && (sn.NodeClaim == nil || !launching[sn.NodeClaim.Name]) {
-			jobs = append(jobs, func() error { return setTaint(ctx, c.kube, name, repack.LaunchTaint, false) })
+		if hasTaint(sn.Node, disruption.LaunchTaint) && (sn.NodeClaim == nil || !launching[sn.NodeClaim.Name]) {
+			jobs = append(jobs, func() error { return setTaint(ctx, c.kube, name, disruption.LaunchTaint, false) })
 		}
 		// Costs are taken off every pod not on a drained node, also with
 		// the option off, so that turning it off leaves none behind.
@@ -147,7 +130,7 @@ func (c *Controller) drain(ctx context.Context, validating []*disruption.Command
 			if p.DeletionTimestamp != nil {
 				continue
 			}
-			if patch := repack.DeletionCostPatch(p, drained); patch != nil {
+			if patch := disruption.DeletionCostPatch(p, drained); patch != nil {
 				jobs = append(jobs, func() error { return patchAnnotations(ctx, c.kube, p, patch) })
 			}
 		}
@@ -188,7 +171,7 @@ func runParallel(jobs []func() error) error {
 // pod changed since is patched by a later pass, from its new annotations.
 func patchAnnotations(ctx context.Context, kube client.Client, p *corev1.Pod, patch map[string]*string) error {
 	changed := p.DeepCopy()
-	repack.ApplyAnnotations(changed, patch)
+	disruption.ApplyAnnotations(changed, patch)
 	err := kube.Patch(ctx, changed, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{}))
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -32,44 +33,46 @@ func TestNextPass(t *testing.T) {
 }
 
 // TestRunParallel: drain's writes all run, at most drainWorkers at once,
-// and every failure is reported, not only the first.
+// and every failure is reported, not only the first. In a synctest bubble,
+// "no more start" is checked once every goroutine is blocked, not after a
+// guess at how long a busy machine needs.
 func TestRunParallel(t *testing.T) {
-	var mu sync.Mutex
-	running, peak, ran := 0, 0, 0
-	release := make(chan struct{})
-	var jobs []func() error
-	for i := range 3 * drainWorkers {
-		jobs = append(jobs, func() error {
-			mu.Lock()
-			running++
-			ran++
-			peak = max(peak, running)
-			mu.Unlock()
-			<-release
-			mu.Lock()
-			running--
-			mu.Unlock()
-			if i%10 == 0 {
-				return fmt.Errorf("job %d failed", i)
-			}
-			return nil
-		})
-	}
-	done := make(chan error, 1)
-	go func() { done <- runParallel(jobs) }()
-	// The first drainWorkers block side by side; no more start.
-	require.Eventually(t, func() bool {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		running, peak, ran := 0, 0, 0
+		release := make(chan struct{})
+		var jobs []func() error
+		for i := range 3 * drainWorkers {
+			jobs = append(jobs, func() error {
+				mu.Lock()
+				running++
+				ran++
+				peak = max(peak, running)
+				mu.Unlock()
+				<-release
+				mu.Lock()
+				running--
+				mu.Unlock()
+				if i%10 == 0 {
+					return fmt.Errorf("job %d failed", i)
+				}
+				return nil
+			})
+		}
+		done := make(chan error, 1)
+		go func() { done <- runParallel(jobs) }()
+		// The first drainWorkers block side by side; no more start.
+		synctest.Wait()
 		mu.Lock()
-		defer mu.Unlock()
-		return running == drainWorkers
-	}, 10*time.Second, time.Millisecond, "drainWorkers jobs run at once")
-	time.Sleep(20 * time.Millisecond)
-	close(release)
-	err := <-done
-	assert.Equal(t, 3*drainWorkers, ran)
-	assert.Equal(t, drainWorkers, peak)
-	require.Error(t, err)
-	for i := 0; i < 3*drainWorkers; i += 10 {
-		assert.ErrorContains(t, err, fmt.Sprintf("job %d failed", i))
-	}
+		assert.Equal(t, drainWorkers, running, "drainWorkers jobs run at once")
+		mu.Unlock()
+		close(release)
+		err := <-done
+		assert.Equal(t, 3*drainWorkers, ran)
+		assert.Equal(t, drainWorkers, peak)
+		require.Error(t, err)
+		for i := 0; i < 3*drainWorkers; i += 10 {
+			assert.ErrorContains(t, err, fmt.Sprintf("job %d failed", i))
+		}
+	})
 }

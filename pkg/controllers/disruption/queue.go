@@ -19,7 +19,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -61,9 +60,12 @@ type command struct {
 	decision          string
 	consolidationType string
 	class             disruption.Class
-	candidates        []*disruption.Candidate
-	replacements      []string
-	initialized       []bool
+	// launchTaint: the replacements carry disruption.LaunchTaint until the
+	// command deletes its candidates (Command.LaunchTaint).
+	launchTaint  bool
+	candidates   []*disruption.Candidate
+	replacements []string
+	initialized  []bool
 	// nodes are the initialized replacements' Node names.
 	nodes   []string
 	created time.Time
@@ -151,7 +153,7 @@ func candidateNames(c *disruption.Candidate) []string {
 func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[string]*v1.NodePool) ([]string, error) {
 	c := &command{
 		id: uuid.NewString(), reason: cmd.Method.Reason(), decision: cmd.Decision(),
-		consolidationType: cmd.Method.ConsolidationType(), class: cmd.Method.Class(),
+		consolidationType: cmd.Method.ConsolidationType(), class: cmd.Method.Class(), launchTaint: cmd.LaunchTaint,
 		candidates: cmd.Candidates, created: q.clock.Now(), delay: minRetryDelay, pools: pools,
 	}
 	if before, ok := q.candidatesPrice(ctx, c); ok {
@@ -197,8 +199,8 @@ func (q *Queue) Start(ctx context.Context, cmd *disruption.Command, pools map[st
 	}
 	if len(cmd.Replacements) > 0 {
 		replacements := cmd.Replacements
-		if c.consolidationType == repack.ConsolidationType {
-			replacements = withTaint(replacements, repack.LaunchTaint)
+		if c.launchTaint {
+			replacements = withTaint(replacements, disruption.LaunchTaint)
 		}
 		created, err := q.launcher.CreateNodeClaims(ctx, replacements, pools)
 		for _, nc := range created {
@@ -326,7 +328,7 @@ func (q *Queue) step(ctx context.Context, c *command, timeout time.Duration) (fi
 	if len(waiting) > 0 {
 		return false, fmt.Errorf("waiting for replacement(s) %s to initialize", strings.Join(waiting, ", "))
 	}
-	if c.consolidationType == repack.ConsolidationType {
+	if c.launchTaint {
 		// The launch taint kept the pods other commands evicted off the
 		// new nodes while they came up. The candidates' own pods are
 		// evicted next, and the new nodes were bought for them: without
@@ -338,7 +340,7 @@ func (q *Queue) step(ctx context.Context, c *command, timeout time.Duration) (fi
 			if node == "" {
 				continue
 			}
-			if err := setTaint(ctx, q.kube, node, repack.LaunchTaint, false); err != nil {
+			if err := setTaint(ctx, q.kube, node, disruption.LaunchTaint, false); err != nil {
 				log.FromContext(ctx).Error(err, "removing the launch taint before disrupting", "command-id", c.id, "Node", klog.KRef("", node))
 			}
 		}

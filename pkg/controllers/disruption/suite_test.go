@@ -20,7 +20,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
+	pure "github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/state"
 	"github.com/karpenter-go/karpenter/test/controlplane"
@@ -51,16 +51,21 @@ type fakeSimulator struct {
 	calls         int
 }
 
-func (f *fakeSimulator) Simulate(_ context.Context, remove map[string]bool) (*disruption.Simulated, error) {
+func (f *fakeSimulator) Simulate([]*pure.Candidate, pure.SimulationOptions) (*pure.Simulation, error) {
 	f.calls++
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "moved", Namespace: "default", UID: "moved-uid"}}
 	res := &scheduling.Result{NewNodeClaims: f.newClaims}
-	pl := scheduling.Placement{Pod: pod, NodeClaim: -1}
-	if len(f.newClaims) > 0 && !f.unschedulable {
-		pl.NodeClaim = 0
+	if len(f.newClaims) == 0 || f.unschedulable {
+		res.Placements = []scheduling.Placement{{Pod: pod, NodeClaim: -1}}
+		return &pure.Simulation{Result: res, Unschedulable: []string{"default/moved"}}, nil
 	}
-	res.Placements = []scheduling.Placement{pl}
-	return &disruption.Simulated{Input: &scheduling.Input{}, Result: res, Moved: []*corev1.Pod{pod}}, nil
+	res.Placements = []scheduling.Placement{{Pod: pod, NodeClaim: 0}}
+	return &pure.Simulation{Result: res, Replacements: f.newClaims[:1]}, nil
+}
+
+// simulating makes every pass use sim.
+func simulating(sim pure.Simulator) disruption.Simulators {
+	return func(context.Context) pure.Simulator { return sim }
 }
 
 // failingLauncher refuses every create.
@@ -79,7 +84,7 @@ func newEnv(t *testing.T, launcher disruption.Launcher, budget string) *env {
 	if launcher == nil {
 		launcher = provisioning.NewProvisioner(cp.Client, fakecloud.New(e.clock), e.cluster, e.events, provisioning.Options{Clock: e.clock})
 	}
-	e.ctrl = disruption.NewController(cp.Client, e.cluster, launcher, e.sim, disruption.Options{
+	e.ctrl = disruption.NewController(cp.Client, e.cluster, launcher, simulating(e.sim), disruption.Options{
 		Clock: e.clock, Recorder: e.events, ValidationDelay: -1,
 	})
 	e.ns = testutil.UniqueName("ns")
@@ -230,7 +235,7 @@ func (e *env) node(name string) *corev1.Node {
 
 func hasDrainTaint(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
-		if t.MatchTaint(&repack.DrainTaint) {
+		if t.MatchTaint(&pure.DrainTaint) {
 			return true
 		}
 	}

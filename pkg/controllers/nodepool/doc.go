@@ -1,6 +1,7 @@
-// Package nodepool holds what the NodePool controllers share: setting a
-// status condition and recomputing Ready from its dependents. The
-// controllers themselves live in the subpackages counter (status.resources
-// and status.nodes), readiness (NodeClassReady), validation
-// (ValidationSucceeded) and hash (the nodepool-hash annotation).
+// Package nodepool holds the tests that run the NodePool controllers
+// together on the real control plane. The controllers live in the
+// subpackages counter (status.resources and status.nodes), readiness
+// (NodeClassReady), validation (ValidationSucceeded), registrationhealth
+// (NodeRegistrationHealthy) and hash (the nodepool-hash annotation); the
+// Ready roll-up they share is NodePool.SetCondition in pkg/apis/v1.
 package nodepool

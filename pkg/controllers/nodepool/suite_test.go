@@ -98,6 +98,13 @@ func get(t *testing.T, name string) *v1.NodePool {
 	return np
 }
 
+// kwokClasses supports the KWOKNodeClass kind, as the kwok provider does.
+type kwokClasses struct{}
+
+func (kwokClasses) GetSupportedNodeClasses() []cloudprovider.NodeClass {
+	return []cloudprovider.NodeClass{&kwokv1alpha1.KWOKNodeClass{}}
+}
+
 func condition(np *v1.NodePool, condType string) metav1.Condition {
 	if c := meta.FindStatusCondition(np.Status.Conditions, condType); c != nil {
 		return *c
@@ -134,7 +141,7 @@ func TestReadiness(t *testing.T) {
 			cleanup(t)
 			tt.setup(t)
 			createNodePool(t, "pool", "cls")
-			reconcileOnce(t, readiness.NewController(cp.Client), "pool")
+			reconcileOnce(t, readiness.NewController(cp.Client, kwokClasses{}), "pool")
 			got := condition(get(t, "pool"), v1.ConditionTypeNodeClassReady)
 			assert.Equal(t, tt.wantStatus, got.Status)
 			assert.Equal(t, tt.wantReason, got.Reason)
@@ -145,7 +152,7 @@ func TestReadiness(t *testing.T) {
 func TestReadyNeedsValidationAndNodeClass(t *testing.T) {
 	cleanup(t)
 	createNodePool(t, "pool", "cls")
-	val, rd := validation.NewController(cp.Client), readiness.NewController(cp.Client)
+	val, rd := validation.NewController(cp.Client), readiness.NewController(cp.Client, kwokClasses{})
 
 	reconcileOnce(t, val, "pool")
 	np := get(t, "pool")
@@ -189,7 +196,7 @@ func TestHashController(t *testing.T) {
 
 	reconcileOnce(t, hash.NewController(cp.Client), "pool")
 	np = get(t, "pool")
-	want := hash.NodePool(np)
+	want := np.Hash()
 	assert.Equal(t, want, np.Annotations[v1.NodePoolHashAnnotationKey])
 	assert.Equal(t, "v3", np.Annotations[v1.NodePoolHashVersionAnnotationKey])
 

@@ -3,51 +3,38 @@ package provisioning
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/clock"
 )
 
-// waiter runs Wait in the background on a fake clock.
+// waiter runs Wait in the background, inside a synctest bubble: the
+// bubble's clock moves only when every goroutine in it is blocked, so a
+// window's timing is exact and a loaded machine cannot stretch it.
 type waiter struct {
 	t    *testing.T
-	fc   *clocktesting.FakeClock
 	done chan bool
 }
 
-func startWait(t *testing.T, fc *clocktesting.FakeClock, b *Batcher) *waiter {
-	w := &waiter{t: t, fc: fc, done: make(chan bool, 1)}
+func startWait(t *testing.T, b *Batcher) *waiter {
+	w := &waiter{t: t, done: make(chan bool, 1)}
 	go func() { w.done <- b.Wait(context.Background()) }()
 	return w
 }
 
-// settle returns (result, true) once Wait has returned, or (false, false)
-// once it is blocked on its timer. Wait holds exactly one timer while it
-// blocks and none after returning, so this is deterministic.
+// settle lets Wait run until it returns or blocks on its timer, and
+// reports (result, true) when it returned.
 func (w *waiter) settle() (bool, bool) {
-	w.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case r := <-w.done:
-			return r, true
-		default:
-		}
-		if w.fc.Waiters() == 1 {
-			// Blocked, unless it returned between the two checks.
-			select {
-			case r := <-w.done:
-				return r, true
-			default:
-				return false, false
-			}
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	select {
+	case r := <-w.done:
+		return r, true
+	default:
+		return false, false
 	}
-	w.t.Fatal("Wait neither returned nor blocked")
-	return false, false
 }
 
 func (w *waiter) requireBlocked() {
@@ -64,14 +51,14 @@ func (w *waiter) requireReturned(want bool) {
 }
 
 func TestBatcher(t *testing.T) {
-	step := func(d time.Duration) func(*clocktesting.FakeClock, *Batcher) {
-		return func(fc *clocktesting.FakeClock, _ *Batcher) { fc.Step(d) }
+	step := func(d time.Duration) func(*Batcher) {
+		return func(*Batcher) { time.Sleep(d) }
 	}
-	trigger := func(uid string) func(*clocktesting.FakeClock, *Batcher) {
-		return func(_ *clocktesting.FakeClock, b *Batcher) { b.Trigger(types.UID(uid)) }
+	trigger := func(uid string) func(*Batcher) {
+		return func(b *Batcher) { b.Trigger(types.UID(uid)) }
 	}
 	type action struct {
-		do      func(*clocktesting.FakeClock, *Batcher)
+		do      func(*Batcher)
 		blocked bool // after the action, Wait must still be blocked
 	}
 	tests := []struct {
@@ -111,43 +98,44 @@ func TestBatcher(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fc := clocktesting.NewFakeClock(time.Unix(0, 0))
-			b := NewBatcher(fc, time.Second, 10*time.Second)
-			w := startWait(t, fc, b)
-			w.requireBlocked()
-			for i, a := range tt.actions {
-				a.do(fc, b)
-				if a.blocked {
-					w.requireBlocked()
-				} else {
-					require.Equal(t, len(tt.actions)-1, i, "only the last action may close the window")
-					w.requireReturned(tt.want)
+			synctest.Test(t, func(t *testing.T) {
+				b := NewBatcher(clock.RealClock{}, time.Second, 10*time.Second)
+				w := startWait(t, b)
+				w.requireBlocked()
+				for i, a := range tt.actions {
+					a.do(b)
+					if a.blocked {
+						w.requireBlocked()
+					} else {
+						require.Equal(t, len(tt.actions)-1, i, "only the last action may close the window")
+						w.requireReturned(tt.want)
+					}
 				}
-			}
+			})
 		})
 	}
 }
 
 func TestBatcherStartsFreshWindow(t *testing.T) {
-	fc := clocktesting.NewFakeClock(time.Unix(0, 0))
-	b := NewBatcher(fc, time.Second, 10*time.Second)
-	b.Trigger("a") // before anyone waits: the window is already open
-	w := startWait(t, fc, b)
-	w.requireBlocked()
-	fc.Step(time.Second)
-	w.requireReturned(true)
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBatcher(clock.RealClock{}, time.Second, 10*time.Second)
+		b.Trigger("a") // before anyone waits: the window is already open
+		w := startWait(t, b)
+		w.requireBlocked()
+		time.Sleep(time.Second)
+		w.requireReturned(true)
 
-	// The same pod, still pending, opens the next window.
-	b.Trigger("a")
-	w = startWait(t, fc, b)
-	w.requireBlocked()
-	fc.Step(time.Second)
-	w.requireReturned(true)
+		// The same pod, still pending, opens the next window.
+		b.Trigger("a")
+		w = startWait(t, b)
+		w.requireBlocked()
+		time.Sleep(time.Second)
+		w.requireReturned(true)
+	})
 }
 
 func TestBatcherContextCancel(t *testing.T) {
-	fc := clocktesting.NewFakeClock(time.Unix(0, 0))
-	b := NewBatcher(fc, time.Second, 10*time.Second)
+	b := NewBatcher(clock.RealClock{}, time.Second, 10*time.Second)
 	b.Trigger("a")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -7,10 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -19,7 +17,7 @@ import (
 // The reservation a reserved NodeClaim was planned on is written under
 // reservationKey (see Options.ReservationIDLabel), or left out when empty.
 func buildNodeClaim(np *v1.NodePool, planned *scheduling.NewNodeClaim, reservationKey string) *v1.NodeClaim {
-	nc := NodeClaimFromTemplate(np, planned.Labels)
+	nc := np.NodeClaimFromTemplate(planned.Labels)
 	requirements := toAPIRequirements(rekeyReservation(planned.Requirements, reservationKey))
 	if hasMinValues(requirements) {
 		nc.Annotations[v1.NodeClaimMinValuesRelaxedAnnotationKey] = strconv.FormatBool(planned.MinValuesRelaxed)
@@ -27,7 +25,7 @@ func buildNodeClaim(np *v1.NodePool, planned *scheduling.NewNodeClaim, reservati
 	nc.Spec.Requirements = requirements
 	nc.Spec.Resources = v1.ResourceRequirements{Requests: planned.Requests}
 	// The solver copies the pool's taints into the plan; a caller may add
-	// its own (the disruption queue's repack.LaunchTaint on a planner's
+	// its own (the disruption queue's disruption.LaunchTaint on a command's
 	// replacements).
 	for i := range planned.Taints {
 		if !hasTaintLike(nc.Spec.Taints, &planned.Taints[i]) {
@@ -44,58 +42,6 @@ func hasTaintLike(taints []corev1.Taint, t *corev1.Taint) bool {
 		}
 	}
 	return false
-}
-
-// NodeClaimFromTemplate is the NodeClaim a pool's template stamps, before
-// any pod sizes it: the template's labels, then extraLabels, then the
-// nodepool and nodeclass labels; the template's annotations with the hash
-// annotations drift detection compares against; an owner reference so
-// that deleting the NodePool cascades to its NodeClaims; and the
-// template's taints, requirements, class and timings. It shares the
-// template's slices; the dynamic and static provisioners both start here.
-func NodeClaimFromTemplate(np *v1.NodePool, extraLabels map[string]string) *v1.NodeClaim {
-	t := np.Spec.Template
-	labels := map[string]string{}
-	for k, v := range t.LabelMap() {
-		labels[k] = v
-	}
-	for k, v := range extraLabels {
-		labels[k] = v
-	}
-	labels[v1.NodePoolLabelKey] = np.Name
-	if ref := t.Spec.NodeClassRef; ref != nil {
-		labels[v1.NodeClassLabelKey(ref.GroupKind())] = ref.Name
-	}
-
-	annotations := map[string]string{}
-	for k, v := range t.Annotations {
-		annotations[k] = v
-	}
-	annotations[v1.NodePoolHashAnnotationKey] = hash.NodePool(np)
-	annotations[v1.NodePoolHashVersionAnnotationKey] = v1.NodePoolHashVersion
-
-	return &v1.NodeClaim{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: np.Name + "-",
-			Labels:       labels,
-			Annotations:  annotations,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion:         v1.GroupVersion.String(),
-				Kind:               "NodePool",
-				Name:               np.Name,
-				UID:                np.UID,
-				BlockOwnerDeletion: ptr(true),
-			}},
-		},
-		Spec: v1.NodeClaimSpec{
-			Taints:                 t.Spec.Taints,
-			StartupTaints:          t.Spec.StartupTaints,
-			Requirements:           t.Spec.Requirements,
-			NodeClassRef:           t.Spec.NodeClassRef,
-			TerminationGracePeriod: t.Spec.TerminationGracePeriod,
-			ExpireAfter:            t.Spec.ExpireAfter,
-		},
-	}
 }
 
 // toAPIRequirements renders solver requirements in the NodeClaim's shape,

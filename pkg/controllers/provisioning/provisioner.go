@@ -70,9 +70,10 @@ type Provisioner struct {
 	clock    clock.Clock
 	opts     Options
 	reserved reservations
-	// snapshots turns the cluster into the solver's input; disruption
-	// builds its simulations with the same builder.
-	snapshots *snapshot.Builder
+	// view and request are what each round's snapshot.Build reads and
+	// how it builds; disruption simulates with the same builder.
+	view    snapshot.View
+	request snapshot.Request
 }
 
 // NewProvisioner wires the provisioner. kube should read from the manager's
@@ -84,7 +85,8 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clust
 	return &Provisioner{
 		kube: kube, cloud: cloud, cluster: cluster, recorder: recorder, clock: opts.Clock, opts: opts,
 		batcher: NewBatcher(opts.Clock, opts.BatchIdleDuration, opts.BatchMaxDuration),
-		snapshots: snapshot.New(kube, cloud, cluster, snapshot.Options{
+		view:    snapshot.Live{Reader: kube, Cloud: cloud, Cluster: cluster},
+		request: snapshot.Request{SkipIfNoPods: true, Options: snapshot.Options{
 			Solver: scheduling.Options{
 				PreferencePolicy: scheduling.PreferencePolicy(opts.PreferencePolicy),
 				MinValuesPolicy:  scheduling.MinValuesPolicy(opts.MinValuesPolicy),
@@ -94,7 +96,7 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clust
 			Unavailable:           opts.Unavailable,
 			WellKnownLabels:       opts.WellKnownLabels,
 			IgnoreTaints:          opts.IgnoreTaints,
-		}),
+		}},
 	}
 }
 
@@ -206,7 +208,7 @@ func (p *Provisioner) Schedule(ctx context.Context) (*scheduling.Result, map[str
 // saw, the NodeClaim behind each (by node name).
 func (p *Provisioner) schedule(ctx context.Context) (*scheduling.Result, map[string]*v1.NodePool, map[string]string, error) {
 	start := p.clock.Now()
-	snap, err := p.snapshots.Build(ctx, snapshot.Request{SkipIfNoPods: true})
+	snap, err := snapshot.Build(ctx, p.view, p.request)
 	if snap != nil {
 		p.ignored(ctx, snap.Ignored)
 	}

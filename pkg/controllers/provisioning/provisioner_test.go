@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 )
@@ -97,7 +96,7 @@ func TestProvisionCreatesNodeClaims(t *testing.T) {
 	assert.Equal(t, "lab-general", nc.Labels["capacity.example.io/pool"])
 	assert.Equal(t, "default", nc.Labels["karpenter.kwok.sh/kwoknodeclass"])
 	assert.Equal(t, "team-a", nc.Annotations["example.io/owner"])
-	assert.Equal(t, hash.NodePool(np), nc.Annotations[v1.NodePoolHashAnnotationKey])
+	assert.Equal(t, np.Hash(), nc.Annotations[v1.NodePoolHashAnnotationKey])
 	assert.Equal(t, "v3", nc.Annotations[v1.NodePoolHashVersionAnnotationKey])
 
 	assert.Equal(t, np.Spec.Template.Spec.Taints, nc.Spec.Taints)

@@ -14,7 +14,7 @@ import (
 
 // reservations remember where the last round planned each pod, by
 // NodeClaim, so that the next round puts the pods back there (through the
-// solver's nominations) instead of repacking them.
+// solver's nominations) instead of packing them afresh.
 //
 // The next round usually comes a second later, while the NodeClaims are
 // still launching and are known only by their requested resources: a

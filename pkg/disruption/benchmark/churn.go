@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpenter-go/karpenter/pkg/disruption"
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 )
 
 // ChurnResult is one algorithm's replay of a churn trace.
@@ -97,7 +96,7 @@ func Churn(alg Algorithm, nodes int, seed int64, hours float64, step time.Durati
 	tr := newTrace(base, steps, step, seed+1)
 	rng := rand.New(rand.NewSource(seed + 2))
 	r := ChurnResult{Algorithm: alg.Name, Hours: hours}
-	methods := alg.Methods()
+	methods := disruption.MethodsOf(alg.Strategy)
 	priceSum := 0.0
 	for s := 0; s < steps; s++ {
 		now := Epoch.Add(time.Duration(s+1) * step)
@@ -128,9 +127,7 @@ func Churn(alg Algorithm, nodes int, seed int64, hours float64, step time.Durati
 			if err != nil {
 				return r, fmt.Errorf("step %d: %w", s, err)
 			}
-			if alg.Executed != nil {
-				alg.Executed(now, d.Commands, launched)
-			}
+			alg.executed(now, d.Commands, launched)
 			c.sortNodes()
 		}
 		priceSum += c.Price()
@@ -165,7 +162,7 @@ func (c *Cluster) scaleTo(tr trace, s int, rng *rand.Rand) []*corev1.Pod {
 			// pod-deletion-cost first; among equals, at random here.
 			perm := rng.Perm(len(cur))
 			sort.SliceStable(perm, func(a, b int) bool {
-				return repack.DeletionCost(cur[perm[a]].p) < repack.DeletionCost(cur[perm[b]].p)
+				return disruption.DeletionCost(cur[perm[a]].p) < disruption.DeletionCost(cur[perm[b]].p)
 			})
 			for _, k := range perm[:len(cur)-want] {
 				drop[cur[k].p] = true

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
@@ -145,7 +144,14 @@ func nodePool(name string) *v1.NodePool {
 			},
 			Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{Requirements: reqs}},
 		},
+		Status: readyStatus(),
 	}
+}
+
+// readyStatus is a pool's status once the NodePool controllers found it
+// valid and its NodeClass ready: only Ready pools are launched into.
+func readyStatus() v1.NodePoolStatus {
+	return v1.NodePoolStatus{Conditions: []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: v1.ConditionTypeReady}}}
 }
 
 func (c *Cluster) name(prefix string) string {
@@ -389,14 +395,8 @@ func nodePrice(snap *disruption.Snapshot, n *disruption.Node) float64 {
 		if it.Name != labels[corev1.LabelInstanceTypeStable] {
 			continue
 		}
-		reqs := scheduling.RequirementsFromLabels(labels)
-		best := math.Inf(1)
-		for i := range it.Offerings {
-			if o := &it.Offerings[i]; cloudprovider.OfferingCompatible(o, reqs) && o.Price < best {
-				best = o.Price
-			}
-		}
-		return best
+		price, _ := it.PriceFor(labels) // +Inf when no offering matches
+		return price
 	}
 	return math.Inf(1)
 }

@@ -13,9 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
-	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -28,7 +26,7 @@ import (
 // without replacements deletes its candidates at once, so their pods are
 // placed while the replacements are still launching; a command with
 // replacements deletes its candidates once they are initialized (and, for
-// the planner's commands, without repack.LaunchTaint from then on), so its
+// commands with Command.LaunchTaint, without disruption.LaunchTaint from then on), so its
 // pods, and any of the first wave's that found no room, are placed with
 // the new nodes up. Pods that fit nowhere then are provisioned by the
 // solver and counted in Fresh. It returns the nodes each command launched.
@@ -101,32 +99,30 @@ func (c *Cluster) replacement(p *corev1.Pod, created time.Time) *corev1.Pod {
 	// A ReplicaSet creates its pods from the template, without the
 	// annotations set on the evicted one since.
 	delete(cp.Annotations, corev1.PodDeletionCost)
-	delete(cp.Annotations, repack.DeletionCostMark)
+	delete(cp.Annotations, disruption.DeletionCostMark)
 	return cp
 }
 
-// applyDrain puts repack.DrainTaint on the nodes alg drains and takes it
+// applyDrain puts disruption.DrainTaint on the nodes alg drains and takes it
 // off the others, as the disruption controller does after a pass.
 func (c *Cluster) applyDrain(alg Algorithm) {
 	want := map[string]bool{}
-	if alg.Drain != nil {
-		for _, name := range alg.Drain() {
-			want[name] = true
-		}
+	for _, name := range alg.Strategy.Drain(nil) {
+		want[name] = true
 	}
 	for _, n := range c.Snap.Nodes {
 		kept := n.Node.Spec.Taints[:0:0]
 		for _, t := range n.Node.Spec.Taints {
-			if !t.MatchTaint(&repack.DrainTaint) {
+			if !t.MatchTaint(&disruption.DrainTaint) {
 				kept = append(kept, t)
 			}
 		}
 		if want[n.Name()] {
-			kept = append(kept, repack.DrainTaint)
+			kept = append(kept, disruption.DrainTaint)
 		}
 		n.Node.Spec.Taints = kept
 		for _, p := range n.Pods {
-			repack.ApplyAnnotations(p, repack.DeletionCostPatch(p, want[n.Name()]))
+			disruption.ApplyAnnotations(p, disruption.DeletionCostPatch(p, want[n.Name()]))
 		}
 	}
 }
@@ -139,7 +135,7 @@ func (c *Cluster) launch(nc *scheduling.NewNodeClaim, now time.Time) (*disruptio
 	for _, it := range nc.InstanceTypes {
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			if !o.Available || !cloudprovider.OfferingCompatible(o, nc.Requirements) {
+			if !o.Available || !scheduling.OfferingCompatible(o, nc.Requirements) {
 				continue
 			}
 			if bestO == nil || o.Price < bestO.Price {
@@ -288,13 +284,13 @@ func daemonSet() *appsv1.DaemonSet {
 		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: p.Spec}}}
 }
 
-// daemonSetsOf is the SolverSimulator hook that counts the agent on new
-// NodeClaims when the snapshot's nodes run it.
-func daemonSetsOf(snap *disruption.Snapshot) func(*scheduling.Input) {
+// daemonSetsOf is the node agent's DaemonSet when the snapshot's nodes run
+// it, so that a simulation counts the agent on new NodeClaims.
+func daemonSetsOf(snap *disruption.Snapshot) []*appsv1.DaemonSet {
 	for _, n := range snap.Nodes {
 		for _, p := range n.Pods {
 			if len(p.OwnerReferences) > 0 && p.OwnerReferences[0].Kind == "DaemonSet" {
-				return func(in *scheduling.Input) { in.DaemonSets = []*appsv1.DaemonSet{daemonSet()} }
+				return []*appsv1.DaemonSet{daemonSet()}
 			}
 		}
 	}

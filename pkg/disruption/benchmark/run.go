@@ -8,59 +8,49 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
-// Algorithm is one consolidation algorithm under test: a fresh method list
-// per cluster, and what to do after its commands ran.
+// Algorithm is one consolidation strategy under test, with the simulator
+// its passes use.
 type Algorithm struct {
-	Name string
-	// Methods returns the methods of a pass at now.
-	Methods func() []disruption.Method
+	Name     string
+	Strategy disruption.Strategy
 	// Simulator returns the simulator for a pass (nil when unused).
 	Simulator func(snap *disruption.Snapshot) disruption.Simulator
-	// Executed is told what a pass carried out (the planner's history).
-	Executed func(now time.Time, cmds []*disruption.Command, launched [][]string)
-	// Drain names the nodes to carry repack.DrainTaint after a pass (nil:
-	// none).
-	Drain func() []string
 }
 
-// Planner is the repacking planner with history kept across passes.
+// Planner is the repacking planner, with its history kept across passes.
 func Planner(name string, opts repack.Options) Algorithm {
-	rec := repack.NewRecorder(max(opts.CoolDown, repack.DefaultCoolDown))
-	var drain []string
-	p := repack.Planner{Options: opts, History: rec.History, Drained: func(names []string) { drain = names }}
+	return Algorithm{Name: name, Strategy: repack.NewStrategy(opts)}
+}
+
+// Upstream is upstream's consolidation with spot-to-spot on, its 1 and 3
+// minute timeouts on the wall clock, and the solver-backed simulator
+// (Robust, as the controller's).
+func Upstream() Algorithm {
 	return Algorithm{
-		Name:    name,
-		Methods: func() []disruption.Method { return repack.Methods(p) },
-		Drain:   func() []string { return drain },
-		Executed: func(now time.Time, cmds []*disruption.Command, launched [][]string) {
-			var mine []*disruption.Command
-			var names [][]string
-			for i, cmd := range cmds {
-				if cmd.Method.ConsolidationType() == repack.ConsolidationType {
-					mine = append(mine, cmd)
-					names = append(names, launched[i])
-				}
-			}
-			rec.Record(now, mine, names)
+		Name:     "upstream",
+		Strategy: disruption.NewUpstream(disruption.ConsolidationOptions{SpotToSpot: true, Now: time.Now}),
+		Simulator: func(snap *disruption.Snapshot) disruption.Simulator {
+			snap.DaemonSets = daemonSetsOf(snap)
+			return disruption.SolverSimulator{View: snap.View(), Request: snapshot.Request{Options: snapshot.Options{Solver: scheduling.Options{Robust: true}}}}
 		},
 	}
 }
 
-// Upstream is upstream's methods (disruption.DefaultMethods order) with
-// spot-to-spot on, its 1 and 3 minute timeouts on the wall clock, and the
-// solver-backed simulator (Robust, as the controller's).
-func Upstream() Algorithm {
-	methods := append([]disruption.Method{disruption.Emptiness{}, disruption.StaticDrift{}, disruption.Drift{}},
-		disruption.ConsolidationMethods(disruption.ConsolidationOptions{SpotToSpot: true, Now: time.Now})...)
-	return Algorithm{
-		Name:    "upstream",
-		Methods: func() []disruption.Method { return methods },
-		Simulator: func(snap *disruption.Snapshot) disruption.Simulator {
-			return disruption.SolverSimulator{Snapshot: snap, Options: scheduling.Options{Robust: true}, Extra: daemonSetsOf(snap)}
-		},
+// executed tells the strategy which of a pass's commands (all carried out)
+// are its own, as the controller does when they start.
+func (a Algorithm) executed(now time.Time, cmds []*disruption.Command, launched [][]string) {
+	var mine []*disruption.Command
+	var names [][]string
+	for i, cmd := range cmds {
+		if disruption.IsConsolidation(cmd.Method) {
+			mine = append(mine, cmd)
+			names = append(names, launched[i])
+		}
 	}
+	a.Strategy.Started(now, mine, names)
 }
 
 // Result is one algorithm's run over one cluster.
@@ -89,7 +79,7 @@ func (r Result) Ratio() float64 { return r.PriceAfter / r.Bound }
 func Consolidate(c *Cluster, alg Algorithm, maxPasses int) (Result, error) {
 	r := Result{Algorithm: alg.Name, NodesBefore: len(c.Snap.Nodes), PriceBefore: c.Price()}
 	ev0, fr0, cm0 := c.Evictions, c.Fresh, c.Commands
-	methods := alg.Methods()
+	methods := disruption.MethodsOf(alg.Strategy)
 	for maxPasses <= 0 || r.Passes < maxPasses {
 		var sim disruption.Simulator
 		if alg.Simulator != nil {
@@ -114,9 +104,7 @@ func Consolidate(c *Cluster, alg Algorithm, maxPasses int) (Result, error) {
 		if err != nil {
 			return r, fmt.Errorf("%s pass %d: %w", alg.Name, r.Passes, err)
 		}
-		if alg.Executed != nil {
-			alg.Executed(c.Snap.Now, d.Commands, launched)
-		}
+		alg.executed(c.Snap.Now, d.Commands, launched)
 		c.sortNodes()
 		if maxPasses > 0 && r.Passes == maxPasses {
 			r.Capped = true

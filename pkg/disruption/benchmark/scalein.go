@@ -95,7 +95,7 @@ func NewScaleInCluster(counts [][3]int) (*Cluster, error) {
 	c.Snap.NodePools[pool] = &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: pool}, Spec: v1.NodePoolSpec{
 		Disruption: v1.Disruption{ConsolidationPolicy: v1.ConsolidationPolicyWhenEmptyOrUnderutilized, ConsolidateAfter: v1.NewNillableDuration(0), Budgets: []v1.Budget{{Nodes: "100%"}}},
 		Template:   v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{Requirements: CappedPoolRequirements(true)}},
-	}}
+	}, Status: readyStatus()}
 	c.pools = []string{pool}
 	var m16 *scheduling.InstanceType
 	for _, it := range cat {

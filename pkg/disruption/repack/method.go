@@ -23,8 +23,7 @@ type Planner struct {
 	// when they start, not when they are planned: a plan the 15 s
 	// validation abandons evicted nothing, and recording it would keep
 	// its nodes' pods out of the next plans for the cool-down, leaving
-	// those plans only the nodes it did not pick (in the end-to-end
-	// benchmark, full nodes).
+	// those plans only the nodes it did not pick (often full ones).
 	Recorder *Recorder
 	// Drained, when set, is told each plan's Drain.
 	Drained func(names []string)
@@ -70,9 +69,67 @@ func (Planner) Follows(m disruption.Method) bool {
 	return empty
 }
 
-// ReadsPending implements disruption.PendingReader: the plan leaves room
-// for pending pods.
-func (Planner) ReadsPending() bool { return true }
+// Explain plans a pass over snap with the planner and returns why each
+// node it looked at was left alone (for a CLI), with the commands it
+// would start.
+func Explain(snap *disruption.Snapshot, hist History, opts Options) (*disruption.Decision, error) {
+	p := Planner{Options: opts, History: func(time.Time) History { return hist }}
+	return disruption.Disrupt(snap, append(disruption.NonConsolidationMethods(), p), nil)
+}
+
+// Algorithm values of --consolidation-algorithm.
+const (
+	AlgorithmUpstream = "upstream"
+	AlgorithmPlanner  = "planner"
+)
+
+// Strategy is the planner as a disruption.Strategy: its one method in
+// place of upstream's multi- and single-node consolidation, its plans
+// validated together (ValidatePlan) and again by planning on fresh state,
+// the nodes its last plan drains, and the history of the moves that
+// started, which its cool-down reads.
+type Strategy struct {
+	planner  Planner
+	recorder *Recorder
+}
+
+// NewStrategy returns the planner with opts and a history of its own.
+func NewStrategy(opts Options) *Strategy {
+	rec := NewRecorder(opts.withDefaults().CoolDown)
+	return &Strategy{planner: Planner{Options: opts, Recorder: rec, Drained: rec.SetDrain}, recorder: rec}
+}
+
+// Methods implements disruption.Strategy.
+func (s *Strategy) Methods() []disruption.Method { return []disruption.Method{s.planner} }
+
+// ReadsPending implements disruption.Strategy: the plan leaves room for
+// pending pods.
+func (s *Strategy) ReadsPending() bool { return true }
+
+// Drain implements disruption.Strategy: the last plan's Drain, and the
+// candidates of the commands waiting out the validation delay. A
+// candidate carries no disruption taint before its command starts, and an
+// empty one is the emptiest node there is: the kube-scheduler, which
+// prefers the emptiest, would put the pods the previous pass's commands
+// evicted on the empty nodes Emptiness is validating. Emptiness then drops
+// them, and since those pods replace evicted ones, the cool-down freezes
+// the nodes.
+func (s *Strategy) Drain(validating []*disruption.Command) []string {
+	out := s.recorder.Drain()
+	for _, cmd := range validating {
+		for _, c := range cmd.Candidates {
+			out = append(out, c.Name())
+		}
+	}
+	return out
+}
+
+// Started implements disruption.Strategy: the commands that started go
+// into the history, with the NodeClaims they launched, so that the
+// cool-down leaves those nodes and pods alone.
+func (s *Strategy) Started(now time.Time, cmds []*disruption.Command, launched [][]string) {
+	s.planner.Started(now, cmds, launched)
+}
 
 // Started records commands of this planner that the caller started at
 // now, with the names of the NodeClaims each launched (launched[i] for
@@ -82,58 +139,4 @@ func (p Planner) Started(now time.Time, cmds []*disruption.Command, launched [][
 	if p.Recorder != nil && len(cmds) > 0 {
 		p.Recorder.Record(now, cmds, launched)
 	}
-}
-
-// Methods are upstream's non-consolidation methods in upstream's order
-// (Emptiness, StaticDrift, Drift), then the planner in place of multi- and
-// single-node consolidation.
-func Methods(p Planner) []disruption.Method {
-	return []disruption.Method{disruption.Emptiness{}, disruption.StaticDrift{}, disruption.Drift{}, p}
-}
-
-// Explain plans a pass over snap with the planner and returns why each
-// node it looked at was left alone (for a CLI), with the commands it
-// would start.
-func Explain(snap *disruption.Snapshot, hist History, opts Options) (*disruption.Decision, error) {
-	return disruption.Disrupt(snap, Methods(Planner{Options: opts, History: func(time.Time) History { return hist }}), nil)
-}
-
-// Algorithm values of --consolidation-algorithm.
-const (
-	AlgorithmUpstream = "upstream"
-	AlgorithmPlanner  = "planner"
-)
-
-// Select returns upstream unchanged unless algorithm is "planner", in
-// which case upstream's Emptiness and non-consolidation methods are
-// followed by the planner (with its own Recorder) instead of upstream's
-// multi- and single-node consolidation.
-func Select(algorithm string, upstream []disruption.Method, opts Options) []disruption.Method {
-	if algorithm != AlgorithmPlanner {
-		return upstream
-	}
-	// Emptiness stays: the planner, like upstream's consolidation, leaves
-	// empty nodes to it (they carry consolidation type "empty" but are
-	// not what the planner replaces).
-	var out []disruption.Method
-	for _, m := range upstream {
-		if _, empty := m.(disruption.Emptiness); empty || m.ConsolidationType() == "" {
-			out = append(out, m)
-		}
-	}
-	rec := NewRecorder(opts.withDefaults().CoolDown)
-	return append(out, Planner{Options: opts, Recorder: rec, Drained: rec.SetDrain})
-}
-
-// Drain returns the names of the nodes the planner Select put among
-// methods wants DrainTaint on (the last plan's, which its Recorder keeps),
-// or nil when methods have no such planner: then no node should carry the
-// taint.
-func Drain(methods []disruption.Method) func() []string {
-	for _, m := range methods {
-		if p, ok := m.(Planner); ok && p.Recorder != nil {
-			return p.Recorder.Drain
-		}
-	}
-	return nil
 }

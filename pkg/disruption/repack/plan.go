@@ -1,8 +1,8 @@
 package repack
 
 import (
+	"context"
 	"fmt"
-	"math"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -15,6 +15,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // Verdict kinds the planner adds to the disruption package's.
@@ -66,29 +67,9 @@ type Plan struct {
 	Drain []string
 }
 
-// DrainTaint steers pods away from the nodes in Plan.Drain: the
-// kube-scheduler's TaintToleration scoring (weight 3 against
-// LeastAllocated's 1) places a pod on such a node only when no other has
-// room, and the provisioner treats it as NoSchedule until nothing else
-// fits, as upstream treats PreferNoSchedule.
-var DrainTaint = corev1.Taint{Key: "karpenter-go.io/draining", Effect: corev1.TaintEffectPreferNoSchedule}
-
-// LaunchTaint steers the kube-scheduler away from the NodeClaims a
-// planner command launches while they come up: the disruption queue
-// creates them with it and takes it off as the command deletes its
-// candidates (the disruption controller takes it off every node no
-// command in flight launched, as after a restart). A new node is the
-// emptiest there is, so without it the pods that the same pass's deletes
-// evict, placed while it comes up, would fill the room the command
-// launched it for, and the command's own pods would need a fresh node.
-// Kept while the command's own pods are evicted, it would send them to
-// any other node's room first and leave the new nodes half empty.
-// PreferNoSchedule: a pod goes there anyway when nothing else has room.
-var LaunchTaint = corev1.Taint{Key: "karpenter-go.io/consolidation-launch", Effect: corev1.TaintEffectPreferNoSchedule}
-
 // move is one planned command.
 type move struct {
-	cands        []*mnode
+	cands        []*machine
 	replacements []*scheduling.NewNodeClaim
 	payback      disruption.Payback
 	// reshuffle: an N→M move relaunching more of its candidates' own
@@ -119,10 +100,13 @@ type planner struct {
 func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets map[string]*disruption.BudgetStatus, hist History, opts Options) (*Plan, error) {
 	opts = opts.withDefaults()
 	p := &planner{snap: snap, opts: opts, now: snap.Now, types: newTypeIndex(snap), reqs: map[*corev1.Pod]vec{}, perUnit: map[string][2]float64{}, cover: map[string][][2]float64{}}
-	var err error
-	if p.pools, err = disruption.SolverNodePools(snap); err != nil {
+	// The pools the plan may launch into are the ones provisioning would
+	// launch into: the same builder, over the pass's snapshot.
+	pools, err := snapshot.Build(context.Background(), snap.View(), snapshot.Request{NoPending: true})
+	if err != nil {
 		return nil, err
 	}
+	p.pools = pools.Input.NodePools
 	p.daemons = daemonSets(snap)
 	for _, sp := range p.pools {
 		p.perUnit[sp.Name] = cheapestPerUnit(sp)
@@ -133,7 +117,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 		isCand[c.Node] = c
 	}
 	window := disruption.ConsolidateAfterWindow(snap)
-	byPool := map[string][]*mnode{}
+	byPool := map[string][]*machine{}
 	plan := &Plan{Paybacks: map[string]*disruption.Payback{}}
 	verdicts := map[string]disruption.Verdict{}
 	launched := hist.launchedAt()
@@ -142,7 +126,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 		if n.Node == nil {
 			continue
 		}
-		m := &mnode{n: n, name: n.Name(), pool: n.NodePool, alloc: toVec(n.Node.Status.Allocatable), cand: isCand[n]}
+		m := &machine{node: n, name: n.Name(), pool: n.NodePool, allocatable: toVec(n.Node.Status.Allocatable), candidate: isCand[n]}
 		for _, pod := range n.Pods {
 			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 				continue
@@ -152,20 +136,20 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 			m.used = m.used.add(r)
 			m.pods = append(m.pods, pod)
 		}
-		m.used0 = m.used
-		m.dest = (n.Initialized || n.NodeClaim == nil) && !n.Deleting && !n.MarkedForDeletion && !n.InQueue && !window[m.name]
-		if m.cand != nil {
+		m.usedBefore = m.used
+		m.destination = (n.Initialized || n.NodeClaim == nil) && !n.Deleting && !n.MarkedForDeletion && !n.InQueue && !window[m.name]
+		if m.candidate != nil {
 			price, _, perr := p.types.nodePrice(n)
 			if perr != nil {
 				// ShouldDisrupt refuses such nodes already.
-				m.cand = nil
+				m.candidate = nil
 			} else {
 				m.price = price
-				m.itName = n.Node.Labels[corev1.LabelInstanceTypeStable]
-				m.ct = n.Node.Labels[v1.CapacityTypeLabelKey]
+				m.instanceType = n.Node.Labels[corev1.LabelInstanceTypeStable]
+				m.capacityType = n.Node.Labels[v1.CapacityTypeLabelKey]
 				if v, blocked := p.churnBlock(m, launched, hist, replaced); blocked {
 					verdicts[m.name] = v
-					m.cand, m.blocked = nil, true
+					m.candidate, m.blocked = nil, true
 				}
 			}
 		}
@@ -176,7 +160,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	var all []*mnode
+	var all []*machine
 	for _, name := range names {
 		nodes := byPool[name]
 		sort.Slice(nodes, func(i, j int) bool { return nodes[i].name < nodes[j].name })
@@ -185,15 +169,15 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 	p.reserve(all, verdicts)
 	var emptied []string
 	for _, m := range all {
-		if m.dest && p.emptied(m, launched) {
-			m.dest = false
+		if m.destination && p.emptied(m, launched) {
+			m.destination = false
 			emptied = append(emptied, m.name)
 		}
 	}
 	workers := make([]*worker, 0, len(names))
 	for _, name := range names {
 		nodes := byPool[name]
-		w := &worker{p: p, pool: name, nodes: nodes, compat: newCompatCache(nodes), verdicts: map[string]disruption.Verdict{}, paybacks: map[string]*disruption.Payback{}}
+		w := &worker{p: p, pool: name, machines: nodes, compat: newCompatCache(nodes), verdicts: map[string]disruption.Verdict{}, paybacks: map[string]*disruption.Payback{}}
 		if b := budgets[name]; b != nil {
 			w.budget, w.status = b.Remaining, b
 		}
@@ -216,11 +200,13 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 			plan.Paybacks[k] = v
 		}
 		for _, mv := range w.moves {
-			cmd := &disruption.Command{Replacements: mv.replacements}
 			pb := mv.payback
-			cmd.Payback = &pb
+			// The replacements carry the launch taint while they come up,
+			// so that the pods this pass's deletes evict do not fill the
+			// room they were launched for.
+			cmd := &disruption.Command{Replacements: mv.replacements, Detail: &pb, LaunchTaint: len(mv.replacements) > 0}
 			for _, m := range mv.cands {
-				cmd.Candidates = append(cmd.Candidates, m.cand)
+				cmd.Candidates = append(cmd.Candidates, m.candidate)
 			}
 			if len(cmd.Replacements) > 0 {
 				replaces = append(replaces, cmd)
@@ -284,159 +270,11 @@ func runAll(ws []*worker, par int) error {
 	return nil
 }
 
-// churnBlock applies the history rules to a candidate.
-func (p *planner) churnBlock(m *mnode, launched map[string]time.Time, hist History, replaced map[*corev1.Pod]time.Time) (disruption.Verdict, bool) {
-	if p.opts.TakeAnySaving {
-		return disruption.Verdict{}, false
-	}
-	cd := p.opts.CoolDown
-	for _, name := range []string{m.name, m.n.NodeClaimName()} {
-		if at, ok := launched[name]; ok && p.now.Before(at.Add(cd)) {
-			v := verdict(m.cand, KindCoolDown, nil)
-			until := at.Add(cd)
-			v.Until = &until
-			v.Detail = fmt.Sprintf("Node was launched by a consolidation move at %s; left alone until %s", at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
-			return v, true
-		}
-	}
-	for _, pod := range m.cand.Reschedulable {
-		key := pod.Namespace + "/" + pod.Name
-		at, byName := hist.Evicted[key]
-		ok := byName
-		if !ok {
-			at, ok = replaced[pod]
-		}
-		if ok && p.now.Before(at.Add(cd)) {
-			v := verdict(m.cand, KindRecentlyEvicted, nil)
-			until := at.Add(cd)
-			v.Pod, v.Until = key, &until
-			what := "was evicted"
-			if !byName {
-				what = "replaces a pod of " + OwnerKey(pod) + " evicted"
-			}
-			v.Detail = fmt.Sprintf("Pod %q %s by consolidation at %s; not evicted again before %s", key, what, at.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
-			return v, true
-		}
-	}
-	return disruption.Verdict{}, false
-}
-
 func verdict(c *disruption.Candidate, k disruption.Kind, d *disruption.ConsolidationDetail) disruption.Verdict {
 	return disruption.Verdict{
 		Kind: k, Node: c.Name(), NodeClaim: c.NodeClaimName(), NodePool: c.NodePool.Name,
 		Method: v1.DisruptionReasonUnderutilized, Unconsolidatable: true, Consolidation: d,
 	}
-}
-
-// cheapestPerUnit is the pool's cheapest $/h per millicore and per byte of
-// allocatable.
-// launchable reports whether the pool's requirements allow the type: a
-// pool's types are its NodeClass's (the cloud provider does not filter
-// them by the pool), and a cover priced with types the pool cannot launch
-// rated every node of a pool restricted to dearer types inefficient, so
-// that the planner drained them all.
-func launchable(sp *scheduling.NodePool, it *scheduling.InstanceType) bool {
-	return it.Requirements.Intersects(sp.Requirements) == nil
-}
-
-func cheapestPerUnit(sp *scheduling.NodePool) [2]float64 {
-	best := [2]float64{math.Inf(1), math.Inf(1)}
-	for _, it := range sp.InstanceTypes {
-		if !launchable(sp, it) {
-			continue
-		}
-		price := math.Inf(1)
-		for i := range it.Offerings {
-			o := &it.Offerings[i]
-			if o.Available && sp.Requirements.Get(v1.CapacityTypeLabelKey).Has(o.CapacityType) && sp.Requirements.Get(corev1.LabelTopologyZone).Has(o.Zone) && o.Price < price {
-				price = o.Price
-			}
-		}
-		if math.IsInf(price, 1) {
-			continue
-		}
-		alloc := allocOf(it)
-		for r := 0; r < 2; r++ {
-			if alloc[r] > 0 {
-				best[r] = math.Min(best[r], price/alloc[r])
-			}
-		}
-	}
-	for r := range best {
-		if math.IsInf(best[r], 1) {
-			best[r] = 0
-		}
-	}
-	return best
-}
-
-// coverFront is the pool's types as millicores and bytes of allocatable
-// per $/h (at their cheapest offering the pool may buy), without the types
-// another beats on both.
-func coverFront(sp *scheduling.NodePool) [][2]float64 {
-	var pts [][2]float64
-	for _, it := range sp.InstanceTypes {
-		if !launchable(sp, it) {
-			continue
-		}
-		price := math.Inf(1)
-		for i := range it.Offerings {
-			o := &it.Offerings[i]
-			if o.Available && sp.Requirements.Get(v1.CapacityTypeLabelKey).Has(o.CapacityType) && sp.Requirements.Get(corev1.LabelTopologyZone).Has(o.Zone) && o.Price < price {
-				price = o.Price
-			}
-		}
-		if math.IsInf(price, 1) || price <= 0 {
-			continue
-		}
-		alloc := allocOf(it)
-		if alloc[0] > 0 && alloc[1] > 0 {
-			pts = append(pts, [2]float64{alloc[0] / price, alloc[1] / price})
-		}
-	}
-	sort.Slice(pts, func(i, j int) bool {
-		if pts[i][0] != pts[j][0] {
-			return pts[i][0] > pts[j][0]
-		}
-		return pts[i][1] > pts[j][1]
-	})
-	var front [][2]float64
-	for _, q := range pts {
-		if len(front) == 0 || q[1] > front[len(front)-1][1] {
-			front = append(front, q)
-		}
-	}
-	return front
-}
-
-// coverCost is the cheapest $/h of fractional machines of the front's
-// types whose allocatable covers d's cpu and memory: the LP relaxation
-// of buying a fleet for d. It is at most any real fleet's price, and
-// tighter than pricing cpu and memory each at its cheapest type, which
-// no single family offers together.
-func coverCost(front [][2]float64, d vec) float64 {
-	best := math.Inf(1)
-	for _, q := range front {
-		best = math.Min(best, math.Max(d[0]/q[0], d[1]/q[1]))
-	}
-	for i := range front {
-		for j := i + 1; j < len(front); j++ {
-			a, b := front[i], front[j]
-			det := a[0]*b[1] - a[1]*b[0]
-			if math.Abs(det) < 1e-18 {
-				continue
-			}
-			xa := (d[0]*b[1] - d[1]*b[0]) / det
-			xb := (a[0]*d[1] - a[1]*d[0]) / det
-			if xa >= 0 && xb >= 0 {
-				best = math.Min(best, xa+xb)
-			}
-		}
-	}
-	if math.IsInf(best, 1) {
-		return 0
-	}
-	return best
 }
 
 // Message renders a verdict, the planner's kinds included.

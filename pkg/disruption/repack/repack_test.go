@@ -52,6 +52,9 @@ func nodePool(name string, budget string) *v1.NodePool {
 			Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{Requirements: []v1.NodeSelectorRequirementWithMinValues{
 				{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{v1.CapacityTypeOnDemand}}}}},
 		},
+		// Ready, as the NodePool controllers leave a valid pool whose
+		// NodeClass is ready: only Ready pools are launched into.
+		Status: v1.NodePoolStatus{Conditions: []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: v1.ConditionTypeReady}}},
 	}
 }
 
@@ -140,7 +143,7 @@ func TestPlanner(t *testing.T) {
 			commands: []string{"[a]->[]"},
 			verdicts: map[string]disruption.Kind{"b": repack.KindReceiver},
 			check: func(t *testing.T, d *disruption.Decision) {
-				pb := d.Commands[0].Payback
+				pb := d.Commands[0].Payback()
 				require.NotNil(t, pb)
 				assert.InDelta(t, 0.5, pb.PriceBefore, 1e-9)
 				assert.Zero(t, pb.PriceAfter)
@@ -251,7 +254,7 @@ func TestPlanner(t *testing.T) {
 			opts:     repack.Options{NoSplit: true},
 			commands: []string{"[a b c]->[huge]"},
 			check: func(t *testing.T, d *disruption.Decision) {
-				assert.InDelta(t, 1.5, d.Commands[0].Payback.PriceBefore-d.Commands[0].Payback.PriceAfter, 1e-9)
+				assert.InDelta(t, 1.5, d.Commands[0].Payback().PriceBefore-d.Commands[0].Payback().PriceAfter, 1e-9)
 			},
 		},
 		{
@@ -504,7 +507,7 @@ func TestDeterministic(t *testing.T) {
 		require.NoError(t, err)
 		var cmds, vs []string
 		for _, cmd := range d.Commands {
-			cmds = append(cmds, shape(cmd)+fmt.Sprintf("%.6f", cmd.Payback.PriceAfter))
+			cmds = append(cmds, shape(cmd)+fmt.Sprintf("%.6f", cmd.Payback().PriceAfter))
 		}
 		for _, e := range d.Explanations {
 			for _, v := range e.Verdicts {
@@ -540,10 +543,15 @@ func TestRecorder(t *testing.T) {
 	assert.Empty(t, h.Owners)
 }
 
-// TestSelect: the planner takes the place of upstream's multi- and
+// planning is a pass's methods with p in place of upstream's consolidation.
+func planning(p repack.Planner) []disruption.Method {
+	return append(disruption.NonConsolidationMethods(), p)
+}
+
+// TestStrategy: the planner takes the place of upstream's multi- and
 // single-node consolidation only; Emptiness still deletes empty nodes
 // (the planner, like upstream's consolidation, leaves them alone).
-func TestSelect(t *testing.T) {
+func TestStrategy(t *testing.T) {
 	methodKinds := func(ms []disruption.Method) []string {
 		var out []string
 		for _, m := range ms {
@@ -551,14 +559,15 @@ func TestSelect(t *testing.T) {
 		}
 		return out
 	}
-	upstream := disruption.DefaultMethods()
-	assert.Equal(t, methodKinds(upstream), methodKinds(repack.Select(repack.AlgorithmUpstream, upstream, repack.Options{})))
-	got := repack.Select(repack.AlgorithmPlanner, upstream, repack.Options{})
+	upstream := disruption.NewUpstream(disruption.ConsolidationOptions{})
+	assert.Equal(t, []string{"Empty/empty", "Drifted/", "Drifted/", "Underutilized/multi", "Underutilized/single"}, methodKinds(disruption.MethodsOf(upstream)))
+	planner := repack.NewStrategy(repack.Options{})
+	got := disruption.MethodsOf(planner)
 	assert.Equal(t, []string{"Empty/empty", "Drifted/", "Drifted/", "Underutilized/" + repack.ConsolidationType}, methodKinds(got))
 	_, isPlanner := got[len(got)-1].(repack.Planner)
 	assert.True(t, isPlanner)
-	assert.False(t, disruption.ReadsPending(upstream), "upstream's methods need no pending pods in the snapshot")
-	assert.True(t, disruption.ReadsPending(got), "the planner reads them")
+	assert.False(t, upstream.ReadsPending(), "upstream's methods need no pending pods in the snapshot")
+	assert.True(t, planner.ReadsPending(), "the planner reads them")
 
 	// An empty node is Emptiness's, not left standing.
 	n := node("idle", itype("small", 4, 0.3))
@@ -633,7 +642,7 @@ func TestEmptiedNodes(t *testing.T) {
 func planWithDrain(t *testing.T, snap *disruption.Snapshot, hist repack.History) (commands, drained []string) {
 	t.Helper()
 	p := repack.Planner{History: func(time.Time) repack.History { return hist }, Drained: func(n []string) { drained = n }}
-	d, err := disruption.Disrupt(snap, repack.Methods(p), nil)
+	d, err := disruption.Disrupt(snap, planning(p), nil)
 	require.NoError(t, err)
 	for _, cmd := range d.Commands {
 		commands = append(commands, shape(cmd))
@@ -661,7 +670,7 @@ func TestFollowsEmptiness(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			snap := snapshot([]*scheduling.InstanceType{cheapBig}, tt.budget,
 				node("a", cheapBig, pod("a1", 1000)), node("b", cheapBig, pod("b1", tt.bMilli)), node("e", cheapBig))
-			d, err := disruption.Disrupt(snap, repack.Methods(repack.Planner{}), nil)
+			d, err := disruption.Disrupt(snap, planning(repack.Planner{}), nil)
 			require.NoError(t, err)
 			var got []string
 			for _, cmd := range d.Commands {
@@ -669,6 +678,17 @@ func TestFollowsEmptiness(t *testing.T) {
 			}
 			assert.Equal(t, tt.commands, got)
 			assert.Equal(t, disruption.Emptiness{}, d.Method)
+			// The commands come grouped by the method that made them, so
+			// that each group is validated and started as its method wants.
+			grouped := 0
+			for _, g := range d.Groups {
+				grouped += len(g.Commands)
+			}
+			assert.Equal(t, len(d.Commands), grouped)
+			assert.Equal(t, disruption.Emptiness{}, d.Groups[0].Method)
+			if len(d.Groups) > 1 {
+				assert.IsType(t, repack.Planner{}, d.Groups[1].Method)
+			}
 			// Emptiness, then the planner; StaticDrift and Drift wait.
 			require.Len(t, d.Runs, tt.runs)
 			assert.Equal(t, repack.ConsolidationType, d.Runs[1].ConsolidationType)

@@ -25,7 +25,7 @@ import (
 // candidate that takes one anyway is not moved this pass (verdict
 // Nominated, as upstream treats a node pending pods are headed for).
 // Pods that fit nowhere are provisioning's business and take nothing.
-func (p *planner) reserve(nodes []*mnode, verdicts map[string]disruption.Verdict) {
+func (p *planner) reserve(nodes []*machine, verdicts map[string]disruption.Verdict) {
 	var need []*corev1.Pod
 	for _, pod := range p.snap.Pending {
 		if disruption.Reschedulable(pod) && pod.Spec.NodeName == "" {
@@ -56,22 +56,22 @@ func (p *planner) reserve(nodes []*mnode, verdicts map[string]disruption.Verdict
 	sort.SliceStable(order, func(a, b int) bool { return podSize(reqs[order[a]]) > podSize(reqs[order[b]]) })
 	for _, i := range order {
 		pod, r := need[i], reqs[i]
-		var best *mnode
+		var best *machine
 		bestTier, bestLeft := 2, 0.0
 		for _, m := range nodes {
-			if m.n.Deleting || m.n.MarkedForDeletion || m.n.InQueue {
+			if m.node.Deleting || m.node.MarkedForDeletion || m.node.InQueue {
 				continue
 			}
-			free := m.alloc.sub(m.used)
+			free := m.allocatable.sub(m.used)
 			if !free.fits(r) || !compatible(pod, m) {
 				continue
 			}
 			tier := 0
-			if m.cand != nil {
+			if m.candidate != nil {
 				tier = 1
 			}
 			left := free.sub(r)
-			score := left[0]/max(m.alloc[0], 1) + left[1]/max(m.alloc[1], 1)
+			score := left[0]/max(m.allocatable[0], 1) + left[1]/max(m.allocatable[1], 1)
 			if tier < bestTier || (tier == bestTier && score < bestLeft) {
 				best, bestTier, bestLeft = m, tier, score
 			}
@@ -84,32 +84,27 @@ func (p *planner) reserve(nodes []*mnode, verdicts map[string]disruption.Verdict
 		p.reqs[cp] = r
 		best.pods = append(best.pods, cp)
 		best.used = best.used.add(r)
-		best.used0 = best.used
-		if best.cand != nil {
-			verdicts[best.name] = verdict(best.cand, disruption.KindNominated, nil)
-			best.cand = nil
+		best.usedBefore = best.used
+		if best.candidate != nil {
+			verdicts[best.name] = verdict(best.candidate, disruption.KindNominated, nil)
+			best.candidate = nil
 		}
 	}
 }
-
-// podSize orders pods for packing: cpu cores plus memory in 4 GiB units
-// (the memory a core comes with on general-purpose machines).
-func podSize(r vec) float64 { return r[0]/1000 + r[1]/(4<<30) }
 
 // emptied reports whether m is a Karpenter node with no pod to move that
 // Emptiness is free to delete: such a node is no destination, and it is
 // drained (Plan.Drain) so that the kube-scheduler, which prefers the
 // emptiest node, does not fill it with the pass's evicted pods either.
 // Filling it only trades the node a move deletes for one that would have
-// gone for nothing. In the end-to-end benchmark the scale-up left about
-// twenty such nodes, still nominated for pods bound elsewhere when the
-// first pass ran; the planner's deletes filled them: 136 evictions, where
-// deleting the 1- and 2-pod nodes after Emptiness would have taken about
-// 20. A node pending pods may still be headed for (nominated while pods
+// gone for nothing: after a scale-up, nodes still nominated for pods that
+// bound elsewhere are empty, and filling them with the deletes' pods costs
+// evictions that deleting the nearly empty nodes after Emptiness would
+// not. A node pending pods may still be headed for (nominated while pods
 // are pending) and a node a recent move launched for its pods are not
 // emptied.
-func (p *planner) emptied(m *mnode, launched map[string]time.Time) bool {
-	n := m.n
+func (p *planner) emptied(m *machine, launched map[string]time.Time) bool {
+	n := m.node
 	if n.NodeClaim == nil || n.Node.Annotations[v1.DoNotDisruptAnnotationKey] == "true" || (n.Nominated && len(p.snap.Pending) > 0) {
 		return false
 	}

@@ -1,11 +1,15 @@
 package kwok
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 )
 
@@ -150,4 +154,89 @@ func (f Faults) iced(key cloudprovider.OfferingKey) bool {
 
 func matches(pattern, value string) bool {
 	return pattern == "" || pattern == "*" || pattern == value
+}
+
+// SetFaults replaces the injected faults (and restarts the create-error count).
+func (p *Provider) SetFaults(f Faults) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults = f
+	p.createErrorsLeft = f.CreateErrors
+}
+
+// Faults returns the injected faults currently set through options or
+// SetFaults (not those from NodeClass annotations).
+func (p *Provider) Faults() Faults {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.faults
+}
+
+// hangAfterCreate holds a Create whose Node already exists when the
+// hang-after-create fault is set, giving crash tests a deterministic window
+// in which the instance exists but no NodeClaim records it.
+func (p *Provider) hangAfterCreate(ctx context.Context, name string, fromAnnotation Faults) {
+	d := max(p.Faults().HangAfterCreate, fromAnnotation.HangAfterCreate)
+	if d <= 0 {
+		return
+	}
+	log.FromContext(ctx).Info("holding kwok launch after creating the instance (injected fault)", "node", name, "duration", d)
+	select {
+	case <-ctx.Done():
+	case <-p.clock.After(d):
+	}
+}
+
+// annotationFaults parses the NodeClass's fault annotation, if any.
+func (p *Provider) annotationFaults(class *kwokv1alpha1.KWOKNodeClass) (Faults, error) {
+	if class == nil || class.Annotations[FaultsAnnotationKey] == "" {
+		return Faults{}, nil
+	}
+	f, err := ParseFaults(class.Annotations[FaultsAnnotationKey])
+	if err != nil {
+		return Faults{}, fmt.Errorf("annotation %s on node class %s: %w", FaultsAnnotationKey, class.Name, err)
+	}
+	return f, nil
+}
+
+// consumeCreateError reports whether this Create should fail, counting
+// down the configured faults. Counts from an annotation are kept per class
+// and annotation value, so changing the annotation starts a new count.
+func (p *Provider) consumeCreateError(class *kwokv1alpha1.KWOKNodeClass, fromAnnotation Faults) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.createErrorsLeft != 0 {
+		if p.createErrorsLeft > 0 {
+			p.createErrorsLeft--
+		}
+		return true
+	}
+	switch n := fromAnnotation.CreateErrors; {
+	case n < 0:
+		return true
+	case n > 0:
+		key := class.Name + "\x00" + class.Annotations[FaultsAnnotationKey]
+		if p.annotationUses[key] < n {
+			p.annotationUses[key]++
+			return true
+		}
+	}
+	return false
+}
+
+// registrationDelay is how long until the Node appears, or never. Fault
+// settings win over the NodeClass, which wins over the provider option.
+func (p *Provider) registrationDelay(class *kwokv1alpha1.KWOKNodeClass, fromAnnotation Faults) (time.Duration, bool) {
+	f := p.Faults()
+	switch {
+	case fromAnnotation.NeverRegister || f.NeverRegister:
+		return 0, true
+	case fromAnnotation.RegistrationDelay != nil:
+		return *fromAnnotation.RegistrationDelay, false
+	case f.RegistrationDelay != nil:
+		return *f.RegistrationDelay, false
+	case class != nil && class.Spec.NodeRegistrationDelay.Duration > 0:
+		return class.Spec.NodeRegistrationDelay.Duration, false
+	}
+	return p.opts.RegistrationDelay, false
 }

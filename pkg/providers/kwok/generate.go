@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -136,23 +135,23 @@ var awsAccelerated = []struct {
 	resource             corev1.ResourceName
 	coresPerDevice       int64 // Neuron cores, 0 for GPUs
 }{
-	{"g5.xlarge", "amd64", "amd", 4, 16, "a10g", "nvidia", 1, 24576, awsv1.ResourceNVIDIAGPU, 0},
-	{"g5.2xlarge", "amd64", "amd", 8, 32, "a10g", "nvidia", 1, 24576, awsv1.ResourceNVIDIAGPU, 0},
-	{"g5.12xlarge", "amd64", "amd", 48, 192, "a10g", "nvidia", 4, 24576, awsv1.ResourceNVIDIAGPU, 0},
-	{"g6.xlarge", "amd64", "amd", 4, 16, "l4", "nvidia", 1, 22888, awsv1.ResourceNVIDIAGPU, 0},
-	{"g5g.xlarge", "arm64", "aws", 4, 8, "t4g", "nvidia", 1, 16384, awsv1.ResourceNVIDIAGPU, 0},
-	{"g4ad.xlarge", "amd64", "amd", 4, 16, "radeon-pro-v520", "amd", 1, 8192, awsv1.ResourceAMDGPU, 0},
-	{"g4ad.8xlarge", "amd64", "amd", 32, 128, "radeon-pro-v520", "amd", 2, 8192, awsv1.ResourceAMDGPU, 0},
-	{"inf2.xlarge", "amd64", "amd", 4, 16, "inferentia", "aws", 1, 0, awsv1.ResourceAWSNeuron, 2},
-	{"inf2.8xlarge", "amd64", "amd", 32, 128, "inferentia", "aws", 1, 0, awsv1.ResourceAWSNeuron, 2},
-	{"trn1.2xlarge", "amd64", "intel", 8, 32, "trainium", "aws", 1, 0, awsv1.ResourceAWSNeuron, 2},
+	{"g5.xlarge", "amd64", "amd", 4, 16, "a10g", "nvidia", 1, 24576, resourceNVIDIAGPU, 0},
+	{"g5.2xlarge", "amd64", "amd", 8, 32, "a10g", "nvidia", 1, 24576, resourceNVIDIAGPU, 0},
+	{"g5.12xlarge", "amd64", "amd", 48, 192, "a10g", "nvidia", 4, 24576, resourceNVIDIAGPU, 0},
+	{"g6.xlarge", "amd64", "amd", 4, 16, "l4", "nvidia", 1, 22888, resourceNVIDIAGPU, 0},
+	{"g5g.xlarge", "arm64", "aws", 4, 8, "t4g", "nvidia", 1, 16384, resourceNVIDIAGPU, 0},
+	{"g4ad.xlarge", "amd64", "amd", 4, 16, "radeon-pro-v520", "amd", 1, 8192, resourceAMDGPU, 0},
+	{"g4ad.8xlarge", "amd64", "amd", 32, 128, "radeon-pro-v520", "amd", 2, 8192, resourceAMDGPU, 0},
+	{"inf2.xlarge", "amd64", "amd", 4, 16, "inferentia", "aws", 1, 0, resourceAWSNeuron, 2},
+	{"inf2.8xlarge", "amd64", "amd", 32, 128, "inferentia", "aws", 1, 0, resourceAWSNeuron, 2},
+	{"trn1.2xlarge", "amd64", "intel", 8, 32, "trainium", "aws", 1, 0, resourceAWSNeuron, 2},
 }
 
 // acceleratorKeys must be absent from types without accelerators, so that a
 // pod requiring e.g. instance-gpu-name Exists never lands on a plain type.
 var acceleratorKeys = []string{
-	awsv1.LabelInstanceGPUName, awsv1.LabelInstanceGPUManufacturer, awsv1.LabelInstanceGPUCount, awsv1.LabelInstanceGPUMemory,
-	awsv1.LabelInstanceAcceleratorName, awsv1.LabelInstanceAcceleratorManufacturer, awsv1.LabelInstanceAcceleratorCount,
+	ec2Label("gpu-name"), ec2Label("gpu-manufacturer"), ec2Label("gpu-count"), ec2Label("gpu-memory"),
+	ec2Label("accelerator-name"), ec2Label("accelerator-manufacturer"), ec2Label("accelerator-count"),
 }
 
 // DefaultCatalog builds the AWS-shaped catalog. Pricing (per hour):
@@ -193,15 +192,15 @@ func DefaultCatalog() []CatalogEntry {
 		e.Resources[a.resource] = *resource.NewQuantity(a.count, resource.DecimalSI)
 		count := strconv.FormatInt(a.count, 10)
 		if a.coresPerDevice > 0 {
-			e.Resources[awsv1.ResourceAWSNeuronCore] = *resource.NewQuantity(a.count*a.coresPerDevice, resource.DecimalSI)
-			e.Labels[awsv1.LabelInstanceAcceleratorName] = a.device
-			e.Labels[awsv1.LabelInstanceAcceleratorManufacturer] = a.maker
-			e.Labels[awsv1.LabelInstanceAcceleratorCount] = count
+			e.Resources[resourceAWSNeuronCore] = *resource.NewQuantity(a.count*a.coresPerDevice, resource.DecimalSI)
+			e.Labels[ec2Label("accelerator-name")] = a.device
+			e.Labels[ec2Label("accelerator-manufacturer")] = a.maker
+			e.Labels[ec2Label("accelerator-count")] = count
 		} else {
-			e.Labels[awsv1.LabelInstanceGPUName] = a.device
-			e.Labels[awsv1.LabelInstanceGPUManufacturer] = a.maker
-			e.Labels[awsv1.LabelInstanceGPUCount] = count
-			e.Labels[awsv1.LabelInstanceGPUMemory] = strconv.FormatInt(a.gpuMemMiB, 10)
+			e.Labels[ec2Label("gpu-name")] = a.device
+			e.Labels[ec2Label("gpu-manufacturer")] = a.maker
+			e.Labels[ec2Label("gpu-count")] = count
+			e.Labels[ec2Label("gpu-memory")] = strconv.FormatInt(a.gpuMemMiB, 10)
 		}
 		for _, k := range acceleratorKeys {
 			if _, ok := e.Labels[k]; !ok {
@@ -227,14 +226,14 @@ func awsEntry(name, family, category string, generation int, size, arch, cpuMake
 		},
 		Overhead: awsOverhead(cpu, maxPods),
 		Labels: map[string]string{
-			awsv1.LabelInstanceCategory:        category,
-			awsv1.LabelInstanceFamily:          family,
-			awsv1.LabelInstanceGeneration:      strconv.Itoa(generation),
-			awsv1.LabelInstanceSize:            size,
-			awsv1.LabelInstanceCPU:             strconv.FormatInt(cpu, 10),
-			awsv1.LabelInstanceCPUManufacturer: cpuMaker,
-			awsv1.LabelInstanceMemory:          strconv.FormatInt(memGiB*1024, 10),
-			awsv1.LabelInstanceHypervisor:      "nitro",
+			ec2Label("category"):         category,
+			ec2Label("family"):           family,
+			ec2Label("generation"):       strconv.Itoa(generation),
+			ec2Label("size"):             size,
+			ec2Label("cpu"):              strconv.FormatInt(cpu, 10),
+			ec2Label("cpu-manufacturer"): cpuMaker,
+			ec2Label("memory"):           strconv.FormatInt(memGiB*1024, 10),
+			ec2Label("hypervisor"):       "nitro",
 		},
 	}
 }

@@ -101,7 +101,7 @@ func (p *Provider) buildNode(nc *v1.NodeClaim, reqs scheduling.Requirements, it 
 			labels[k] = r.Values()[0]
 		}
 	}
-	for k, r := range cloudprovider.OfferingRequirements(o) {
+	for k, r := range scheduling.OfferingRequirements(o) {
 		if r.Operator() == scheduling.OpIn && len(r.Values()) == 1 {
 			labels[k] = r.Values()[0]
 		}
@@ -179,23 +179,6 @@ func claimFromNode(base *v1.NodeClaim, node *corev1.Node) *v1.NodeClaim {
 	nc.Status.Capacity = node.Status.Capacity.DeepCopy()
 	nc.Status.Allocatable = node.Status.Allocatable.DeepCopy()
 	return nc
-}
-
-// fits reports whether requests fit in allocatable.
-func fits(requests, allocatable corev1.ResourceList) bool {
-	for name, q := range requests {
-		a, ok := allocatable[name]
-		if !ok {
-			if q.IsZero() {
-				continue
-			}
-			return false
-		}
-		if q.Cmp(a) > 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func nodeName(providerID string) (string, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -113,8 +114,13 @@ func TestStopKubelet(t *testing.T) {
 // lands within StopKubelets' settle period, the other after it has
 // returned, and each writes Ready=True. Both nodes must end NotReady with
 // the transition time StopKubelets gave them, so that node repair's
-// toleration runs on unbroken.
+// toleration runs on unbroken. It runs in a synctest bubble: the
+// heartbeats' delays and the guard's settle period are exact.
 func TestStopKubeletsOutlastsKwoksLastHeartbeat(t *testing.T) {
+	synctest.Test(t, testStopKubeletsOutlastsKwoksLastHeartbeat)
+}
+
+func testStopKubeletsOutlastsKwoksLastHeartbeat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	scheme := runtime.NewScheme()
@@ -173,6 +179,7 @@ func TestStopKubeletsOutlastsKwoksLastHeartbeat(t *testing.T) {
 		}
 	}
 	time.Sleep(300 * time.Millisecond) // the guard's reaction
+	synctest.Wait()
 	for _, name := range []string{"a", "b"} {
 		got := &corev1.Node{}
 		require.NoError(t, kube.Get(ctx, client.ObjectKey{Name: name}, got))

@@ -18,11 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 const (
@@ -44,7 +42,7 @@ const (
 // builder passes them to the solver in each Input. A fresh slice every call:
 // no caller can change what another sees.
 func WellKnownLabels() []string {
-	return sets.List(awsv1.WellKnownLabels.Union(kwokv1alpha1.WellKnownLabels))
+	return sets.List(ec2WellKnownLabels.Union(kwokv1alpha1.WellKnownLabels))
 }
 
 // Options configure the provider. The zero value uses the default catalog,
@@ -153,22 +151,6 @@ func New(ctx context.Context, kube client.Client, opts Options) (*Provider, erro
 	}
 	p.SetFaults(opts.Faults)
 	return p, nil
-}
-
-// SetFaults replaces the injected faults (and restarts the create-error count).
-func (p *Provider) SetFaults(f Faults) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.faults = f
-	p.createErrorsLeft = f.CreateErrors
-}
-
-// Faults returns the injected faults currently set through options or
-// SetFaults (not those from NodeClass annotations).
-func (p *Provider) Faults() Faults {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.faults
 }
 
 // Name implements cloudprovider.CloudProvider.
@@ -311,21 +293,6 @@ func (p *Provider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim,
 	return claimFromNode(nc, created), nil
 }
 
-// hangAfterCreate holds a Create whose Node already exists when the
-// hang-after-create fault is set, giving crash tests a deterministic window
-// in which the instance exists but no NodeClaim records it.
-func (p *Provider) hangAfterCreate(ctx context.Context, name string, fromAnnotation Faults) {
-	d := max(p.Faults().HangAfterCreate, fromAnnotation.HangAfterCreate)
-	if d <= 0 {
-		return
-	}
-	log.FromContext(ctx).Info("holding kwok launch after creating the instance (injected fault)", "node", name, "duration", d)
-	select {
-	case <-ctx.Done():
-	case <-p.clock.After(d):
-	}
-}
-
 // Delete implements cloudprovider.CloudProvider. A simulated instance is gone
 // as soon as its termination is requested (its Node's own finalizers are the
 // controllers' business), so Delete always ends in NodeClaimNotFoundError
@@ -451,163 +418,4 @@ func (p *Provider) nodeClass(ctx context.Context, nc *v1.NodeClaim) (*kwokv1alph
 		}
 	}
 	return class, nil
-}
-
-// choose returns the instance type and offering to launch: among the
-// catalog types the NodeClaim allows whose allocatable fits its requests,
-// reserved offerings first, then spot, then on-demand, cheapest within a
-// tier, ties broken by Pick.
-func (p *Provider) choose(nc *v1.NodeClaim, reqs scheduling.Requirements) (*cloudprovider.InstanceType, *cloudprovider.Offering, error) {
-	candidates := p.instanceTypes
-	if r, ok := reqs[scheduling.LabelInstanceType]; ok && !r.IsComplement() {
-		candidates = make([]*cloudprovider.InstanceType, 0, len(r.Values()))
-		for _, name := range r.Values() {
-			if it := p.byName[name]; it != nil {
-				candidates = append(candidates, it)
-			}
-		}
-	}
-	type choice struct {
-		it *cloudprovider.InstanceType
-		o  *cloudprovider.Offering
-	}
-	var best []choice
-	bestTier, bestPrice := 0, 0.0
-	p.mu.Lock()
-	p.pruneUnavailableLocked()
-	for _, it := range candidates {
-		if reqs.Intersects(it.Requirements) != nil || !fits(nc.Spec.Resources.Requests, cloudprovider.Allocatable(it)) {
-			continue
-		}
-		for j := range it.Offerings {
-			o := &it.Offerings[j]
-			if !o.Available || !p.offeringUsableLocked(it, o) || !cloudprovider.OfferingCompatible(o, reqs) {
-				continue
-			}
-			tier := capacityTier(o.CapacityType)
-			switch {
-			case best == nil || tier < bestTier || (tier == bestTier && o.Price < bestPrice):
-				best, bestTier, bestPrice = []choice{{it, o}}, tier, o.Price
-			case tier == bestTier && o.Price == bestPrice:
-				best = append(best, choice{it, o})
-			}
-		}
-	}
-	p.mu.Unlock()
-	if len(best) == 0 {
-		return nil, nil, cloudprovider.NewInsufficientCapacityError(
-			fmt.Errorf("no available offering is compatible with nodeclaim %s (requirements %s)", nc.Name, reqs))
-	}
-	c := best[p.opts.Pick(len(best))]
-	return c.it, c.o, nil
-}
-
-// capacityTier orders capacity types the way upstream launches them.
-func capacityTier(ct string) int {
-	switch ct {
-	case scheduling.CapacityTypeReserved:
-		return 0
-	case scheduling.CapacityTypeSpot:
-		return 1
-	case scheduling.CapacityTypeOnDemand:
-		return 2
-	}
-	return 3
-}
-
-// offeringUsableLocked reports whether the offering is not vetoed by the
-// unavailable cache, the external cache or an exhausted reservation.
-func (p *Provider) offeringUsableLocked(it *cloudprovider.InstanceType, o *cloudprovider.Offering) bool {
-	key := cloudprovider.Key(it, o)
-	if _, ok := p.unavailable[key]; ok {
-		return false
-	}
-	if p.opts.Unavailable != nil && p.opts.Unavailable(key) {
-		return false
-	}
-	if o.ReservationID != "" && p.reservationsUsed[o.ReservationID] >= o.ReservationCapacity {
-		return false
-	}
-	return true
-}
-
-func (p *Provider) markUnavailable(key cloudprovider.OfferingKey) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.unavailable[key] = p.clock.Now().Add(p.opts.UnavailableTTL)
-}
-
-func (p *Provider) pruneUnavailableLocked() {
-	now := p.clock.Now()
-	for k, expiry := range p.unavailable {
-		if !now.Before(expiry) {
-			delete(p.unavailable, k)
-		}
-	}
-}
-
-func (p *Provider) releaseReservation(name string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if id, ok := p.reservedBy[name]; ok {
-		delete(p.reservedBy, name)
-		p.reservationsUsed[id]--
-		if p.reservationsUsed[id] <= 0 {
-			delete(p.reservationsUsed, id)
-		}
-	}
-}
-
-// annotationFaults parses the NodeClass's fault annotation, if any.
-func (p *Provider) annotationFaults(class *kwokv1alpha1.KWOKNodeClass) (Faults, error) {
-	if class == nil || class.Annotations[FaultsAnnotationKey] == "" {
-		return Faults{}, nil
-	}
-	f, err := ParseFaults(class.Annotations[FaultsAnnotationKey])
-	if err != nil {
-		return Faults{}, fmt.Errorf("annotation %s on node class %s: %w", FaultsAnnotationKey, class.Name, err)
-	}
-	return f, nil
-}
-
-// consumeCreateError reports whether this Create should fail, counting
-// down the configured faults. Counts from an annotation are kept per class
-// and annotation value, so changing the annotation starts a new count.
-func (p *Provider) consumeCreateError(class *kwokv1alpha1.KWOKNodeClass, fromAnnotation Faults) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.createErrorsLeft != 0 {
-		if p.createErrorsLeft > 0 {
-			p.createErrorsLeft--
-		}
-		return true
-	}
-	switch n := fromAnnotation.CreateErrors; {
-	case n < 0:
-		return true
-	case n > 0:
-		key := class.Name + "\x00" + class.Annotations[FaultsAnnotationKey]
-		if p.annotationUses[key] < n {
-			p.annotationUses[key]++
-			return true
-		}
-	}
-	return false
-}
-
-// registrationDelay is how long until the Node appears, or never. Fault
-// settings win over the NodeClass, which wins over the provider option.
-func (p *Provider) registrationDelay(class *kwokv1alpha1.KWOKNodeClass, fromAnnotation Faults) (time.Duration, bool) {
-	f := p.Faults()
-	switch {
-	case fromAnnotation.NeverRegister || f.NeverRegister:
-		return 0, true
-	case fromAnnotation.RegistrationDelay != nil:
-		return *fromAnnotation.RegistrationDelay, false
-	case f.RegistrationDelay != nil:
-		return *f.RegistrationDelay, false
-	case class != nil && class.Spec.NodeRegistrationDelay.Duration > 0:
-		return class.Spec.NodeRegistrationDelay.Duration, false
-	}
-	return p.opts.RegistrationDelay, false
 }

@@ -3,6 +3,7 @@ package kwok
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -28,9 +30,35 @@ type env struct {
 	kube  client.Client
 	clock *clocktesting.FakeClock
 	p     *Provider
+	// now and advance read and move the provider's clock: the fake clock,
+	// or in a synctest bubble (newBubbleEnv) the bubble's, which advance
+	// moves only once every goroutine is blocked and returns once they are
+	// blocked again, so that "not yet" and "by now" are exact.
+	now     func() time.Time
+	advance func(time.Duration)
 }
 
 func newEnv(t *testing.T, opts Options, objs ...client.Object) *env {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := newEnvOn(t, clk, opts, objs...)
+	e.clock, e.now, e.advance = clk, clk.Now, clk.Step
+	return e
+}
+
+// newBubbleEnv is newEnv for a test running in synctest.Test.
+func newBubbleEnv(t *testing.T, opts Options, objs ...client.Object) *env {
+	t.Helper()
+	e := newEnvOn(t, clock.RealClock{}, opts, objs...)
+	e.now = time.Now
+	e.advance = func(d time.Duration) {
+		time.Sleep(d)
+		synctest.Wait()
+	}
+	return e
+}
+
+func newEnvOn(t *testing.T, clk clock.WithDelayedExecution, opts Options, objs ...client.Object) *env {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	require.NoError(t, corev1.AddToScheme(scheme))
@@ -48,7 +76,6 @@ func newEnv(t *testing.T, opts Options, objs ...client.Object) *env {
 	}
 	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithStatusSubresource(&kwokv1alpha1.KWOKNodeClass{}).Build()
-	clk := clocktesting.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	opts.Clock = clk
 	if opts.Pick == nil {
 		opts.Pick = func(int) int { return 0 }
@@ -57,7 +84,7 @@ func newEnv(t *testing.T, opts Options, objs ...client.Object) *env {
 	t.Cleanup(cancel)
 	p, err := New(ctx, kube, opts)
 	require.NoError(t, err)
-	return &env{ctx: ctx, kube: kube, clock: clk, p: p}
+	return &env{ctx: ctx, kube: kube, p: p}
 }
 
 func nodeClass(mutate func(*kwokv1alpha1.KWOKNodeClass)) *kwokv1alpha1.KWOKNodeClass {
@@ -428,51 +455,53 @@ func TestRegistrationDelay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var objs []client.Object
-			if tt.class != nil {
-				objs = append(objs, tt.class)
-			}
-			e := newEnv(t, tt.opts, objs...)
-			got, err := e.p.Create(e.ctx, nodeClaim("claim", in(corev1.LabelInstanceTypeStable, "c7a.large")))
-			require.NoError(t, err)
-			assert.Equal(t, "kwok://claim", got.Status.ProviderID, "Create returns before the Node exists")
-			assert.Zero(t, e.nodeCount(t))
+			synctest.Test(t, func(t *testing.T) {
+				var objs []client.Object
+				if tt.class != nil {
+					objs = append(objs, tt.class)
+				}
+				e := newBubbleEnv(t, tt.opts, objs...)
+				got, err := e.p.Create(e.ctx, nodeClaim("claim", in(corev1.LabelInstanceTypeStable, "c7a.large")))
+				require.NoError(t, err)
+				assert.Equal(t, "kwok://claim", got.Status.ProviderID, "Create returns before the Node exists")
+				assert.Zero(t, e.nodeCount(t))
 
-			// The launched instance is visible before its Node registers.
-			viewed, err := e.p.Get(e.ctx, "kwok://claim")
-			require.NoError(t, err)
-			assert.Equal(t, "c7a.large", viewed.Labels[corev1.LabelInstanceTypeStable])
-			assert.Equal(t, e.clock.Now(), viewed.CreationTimestamp.Time)
-			listed, err := e.p.List(e.ctx)
-			require.NoError(t, err)
-			assert.Len(t, listed, 1)
+				// The launched instance is visible before its Node registers.
+				viewed, err := e.p.Get(e.ctx, "kwok://claim")
+				require.NoError(t, err)
+				assert.Equal(t, "c7a.large", viewed.Labels[corev1.LabelInstanceTypeStable])
+				assert.Equal(t, e.now(), viewed.CreationTimestamp.Time)
+				listed, err := e.p.List(e.ctx)
+				require.NoError(t, err)
+				assert.Len(t, listed, 1)
 
-			e.clock.Step(tt.delay - time.Second)
-			time.Sleep(20 * time.Millisecond)
-			assert.Zero(t, e.nodeCount(t), "not yet")
-			e.clock.Step(time.Second)
-			require.Eventually(t, func() bool { return e.nodeCount(t) == 1 }, 5*time.Second, 5*time.Millisecond)
-			require.Eventually(t, func() bool {
+				e.advance(tt.delay - time.Second)
+				assert.Zero(t, e.nodeCount(t), "not yet")
+				e.advance(time.Second)
+				assert.Equal(t, 1, e.nodeCount(t), "registered at the delay")
 				e.p.mu.Lock()
-				defer e.p.mu.Unlock()
-				return len(e.p.pending) == 0
-			}, 5*time.Second, 5*time.Millisecond)
-			assert.Equal(t, "kwok://claim", e.node(t, "claim").Spec.ProviderID)
+				assert.Empty(t, e.p.pending)
+				e.p.mu.Unlock()
+				assert.Equal(t, "kwok://claim", e.node(t, "claim").Spec.ProviderID)
 
-			listed, err = e.p.List(e.ctx)
-			require.NoError(t, err)
-			assert.Len(t, listed, 1, "no double counting once registered")
+				listed, err = e.p.List(e.ctx)
+				require.NoError(t, err)
+				assert.Len(t, listed, 1, "no double counting once registered")
+			})
 		})
 	}
 }
 
 func TestNeverRegister(t *testing.T) {
-	e := newEnv(t, Options{Faults: Faults{NeverRegister: true}})
+	synctest.Test(t, testNeverRegister)
+}
+
+func testNeverRegister(t *testing.T) {
+	e := newBubbleEnv(t, Options{Faults: Faults{NeverRegister: true}})
 	nc := nodeClaim("claim", in(corev1.LabelInstanceTypeStable, "c7a.large"))
 	got, err := e.p.Create(e.ctx, nc)
 	require.NoError(t, err)
-	e.clock.Step(time.Hour)
-	time.Sleep(20 * time.Millisecond)
+	e.advance(time.Hour)
 	assert.Zero(t, e.nodeCount(t))
 	_, err = e.p.Get(e.ctx, got.Status.ProviderID)
 	require.NoError(t, err, "the instance exists even though it never joins")
@@ -484,13 +513,14 @@ func TestNeverRegister(t *testing.T) {
 }
 
 func TestDeleteBeforeRegistration(t *testing.T) {
-	e := newEnv(t, Options{RegistrationDelay: time.Minute})
-	got, err := e.p.Create(e.ctx, nodeClaim("claim", in(corev1.LabelInstanceTypeStable, "c7a.large")))
-	require.NoError(t, err)
-	assert.True(t, cloudprovider.IsNodeClaimNotFoundError(e.p.Delete(e.ctx, got)))
-	e.clock.Step(time.Minute)
-	time.Sleep(50 * time.Millisecond)
-	assert.Zero(t, e.nodeCount(t), "a deleted instance never registers")
+	synctest.Test(t, func(t *testing.T) {
+		e := newBubbleEnv(t, Options{RegistrationDelay: time.Minute})
+		got, err := e.p.Create(e.ctx, nodeClaim("claim", in(corev1.LabelInstanceTypeStable, "c7a.large")))
+		require.NoError(t, err)
+		assert.True(t, cloudprovider.IsNodeClaimNotFoundError(e.p.Delete(e.ctx, got)))
+		e.advance(time.Minute)
+		assert.Zero(t, e.nodeCount(t), "a deleted instance never registers")
+	})
 }
 
 func TestDelete(t *testing.T) {

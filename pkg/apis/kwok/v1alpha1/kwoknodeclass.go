@@ -49,8 +49,15 @@ type KWOKNodeClassList struct {
 	Items           []KWOKNodeClass `json:"items"`
 }
 
-// GetConditions returns the status conditions.
-func (in *KWOKNodeClass) GetConditions() []metav1.Condition { return in.Status.Conditions }
+// GetConditions returns the status conditions. A KWOKNodeClass resolves
+// nothing, so nothing computes its readiness: without conditions it reads
+// as Ready, rather than blocking every NodePool that references it.
+func (in *KWOKNodeClass) GetConditions() []metav1.Condition {
+	if len(in.Status.Conditions) == 0 {
+		return []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready"}}
+	}
+	return in.Status.Conditions
+}
 
 // SetConditions replaces the status conditions.
 func (in *KWOKNodeClass) SetConditions(conditions []metav1.Condition) {

@@ -22,7 +22,8 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/events"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 )
 
@@ -50,12 +51,12 @@ type Controller struct {
 	kube     client.Client
 	policies Policies
 	clock    clock.Clock
-	recorder nodeclaimutil.Recorder
+	recorder events.Recorder
 }
 
 // NewController builds the controller; a nil clock is the real one, a nil
 // recorder drops events.
-func NewController(kube client.Client, policies Policies, clk clock.Clock, recorder nodeclaimutil.Recorder) *Controller {
+func NewController(kube client.Client, policies Policies, clk clock.Clock, recorder events.Recorder) *Controller {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -85,7 +86,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !node.DeletionTimestamp.IsZero() || node.Spec.ProviderID == "" {
 		return reconcile.Result{}, nil
 	}
-	claims, err := nodeclaimutil.NodeClaimsForProviderID(ctx, c.kube, node.Spec.ProviderID)
+	claims, err := index.NodeClaimsForProviderID(ctx, c.kube, node.Spec.ProviderID)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

@@ -31,8 +31,10 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/events"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // Name is the controller name.
@@ -51,7 +53,7 @@ const (
 // Options tune the controller; the zero value is the production setup.
 type Options struct {
 	Clock    clock.Clock
-	Recorder nodeclaimutil.Recorder
+	Recorder events.Recorder
 	// MaxConcurrentReconciles bounds parallel node terminations (100).
 	MaxConcurrentReconciles int
 	// Config, when set, is used for eviction calls (Register falls back to
@@ -66,7 +68,7 @@ type Controller struct {
 	kube     client.Client
 	cloud    cloudprovider.CloudProvider
 	clock    clock.Clock
-	recorder nodeclaimutil.Recorder
+	recorder events.Recorder
 	opts     Options
 	evictor  rest.Interface
 	sent     sentEvents
@@ -99,7 +101,7 @@ func evictionClient(cfg *rest.Config) (rest.Interface, error) {
 // Register adds the controller to the manager. Pod deletions on a
 // terminating node wake it, so drain progresses without polling.
 func (c *Controller) Register(ctx context.Context, mgr manager.Manager) error {
-	if err := nodeclaimutil.RegisterIndexes(ctx, mgr); err != nil {
+	if err := index.RegisterIndexes(ctx, mgr); err != nil {
 		return err
 	}
 	if c.recorder == nil {
@@ -187,7 +189,7 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	// A node whose kubelet stopped reporting and whose instance is gone has
 	// nothing left to drain.
-	if !nodeclaimutil.NodeReady(node) && node.Spec.ProviderID != "" {
+	if !scheduling.NodeReady(node) && node.Spec.ProviderID != "" {
 		if _, err := c.cloud.Get(ctx, node.Spec.ProviderID); cloudprovider.IsNodeClaimNotFoundError(err) {
 			return reconcile.Result{}, c.removeFinalizer(ctx, node)
 		} else if err != nil {
@@ -281,7 +283,7 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 // when there is none (a Node someone gave our finalizer by hand still gets
 // drained and terminated).
 func (c *Controller) nodeClaimFor(ctx context.Context, node *corev1.Node) (*v1.NodeClaim, error) {
-	claims, err := nodeclaimutil.NodeClaimsForProviderID(ctx, c.kube, node.Spec.ProviderID)
+	claims, err := index.NodeClaimsForProviderID(ctx, c.kube, node.Spec.ProviderID)
 	if err != nil {
 		return nil, fmt.Errorf("finding nodeclaim for node %s: %w", node.Name, err)
 	}
@@ -351,14 +353,14 @@ func (c *Controller) taint(ctx context.Context, node *corev1.Node) error {
 // pendingVolumeAttachments are the node's VolumeAttachments except those of
 // volumes used by pods drain leaves behind (they will never detach first).
 func (c *Controller) pendingVolumeAttachments(ctx context.Context, node *corev1.Node) ([]*storagev1.VolumeAttachment, error) {
-	vas, err := nodeclaimutil.VolumeAttachmentsOnNode(ctx, c.kube, node.Name)
+	vas, err := index.VolumeAttachmentsOnNode(ctx, c.kube, node.Name)
 	if err != nil {
 		return nil, fmt.Errorf("listing volume attachments: %w", err)
 	}
 	if len(vas) == 0 {
 		return nil, nil
 	}
-	pods, err := nodeclaimutil.PodsOnNode(ctx, c.kube, node.Name)
+	pods, err := index.PodsOnNode(ctx, c.kube, node.Name)
 	if err != nil {
 		return nil, fmt.Errorf("listing pods on node %s: %w", node.Name, err)
 	}
@@ -402,7 +404,7 @@ func (c *Controller) setCondition(ctx context.Context, nc *v1.NodeClaim, conditi
 		return nil
 	}
 	stored := nc.DeepCopy()
-	if !nodeclaimutil.SetCondition(nc, c.clock.Now(), conditionType, status, reason, message) {
+	if !nc.SetCondition(c.clock.Now(), conditionType, status, reason, message) {
 		return nil
 	}
 	if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -411,7 +413,7 @@ func (c *Controller) setCondition(ctx context.Context, nc *v1.NodeClaim, conditi
 		}
 		return fmt.Errorf("setting %s on nodeclaim %s: %w", conditionType, nc.Name, err)
 	}
-	nodeclaimutil.PublishTransitions(c.recorder, stored, nc)
+	events.PublishTransitions(c.recorder, stored, nc)
 	return nil
 }
 

@@ -17,8 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/recovery"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // stuckTerminatingAfter is how long past its deletion deadline a pod may
@@ -54,7 +55,7 @@ type drainResult struct {
 // deadline are deleted early with a grace period that ends at it; at the
 // deadline every remaining drainable pod is deleted immediately.
 func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *time.Time) (drainResult, error) {
-	pods, err := nodeclaimutil.PodsOnNode(ctx, c.kube, node.Name)
+	pods, err := index.PodsOnNode(ctx, c.kube, node.Name)
 	if err != nil {
 		return drainResult{}, fmt.Errorf("listing pods on node %s: %w", node.Name, err)
 	}
@@ -153,48 +154,13 @@ func (c *Controller) drainable(p *corev1.Pod, now time.Time) bool {
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
 	}
-	if isStatic(p) {
+	if scheduling.IsStaticPod(p) || scheduling.Tolerates(p.Spec.Tolerations, &v1.DisruptedNoScheduleTaint) {
 		return false
-	}
-	for i := range p.Spec.Tolerations {
-		if tolerates(&p.Spec.Tolerations[i], &v1.DisruptedNoScheduleTaint) {
-			return false
-		}
 	}
 	if !p.DeletionTimestamp.IsZero() && now.After(p.DeletionTimestamp.Add(stuckTerminatingAfter)) {
 		return false
 	}
 	return true
-}
-
-// tolerates applies the scheduler's toleration rules (an empty key with
-// Exists tolerates everything, an empty effect matches all effects).
-func tolerates(tol *corev1.Toleration, t *corev1.Taint) bool {
-	if tol.Effect != "" && tol.Effect != t.Effect {
-		return false
-	}
-	if tol.Key != "" && tol.Key != t.Key {
-		return false
-	}
-	switch tol.Operator {
-	case corev1.TolerationOpExists:
-		return true
-	case "", corev1.TolerationOpEqual:
-		return tol.Key != "" && tol.Value == t.Value
-	}
-	return false
-}
-
-func isStatic(p *corev1.Pod) bool {
-	if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
-		return true
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "Node" {
-			return true
-		}
-	}
-	return false
 }
 
 func groupOf(p *corev1.Pod) drainGroup {

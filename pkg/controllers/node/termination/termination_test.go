@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 )
 
 // TestDrainOrder evicts one group per pass: workloads, DaemonSet pods,
@@ -41,7 +40,7 @@ func TestDrainOrder(t *testing.T) {
 	require.Equal(t, "karpenter", node.Labels[corev1.LabelNodeExcludeBalancers])
 	require.False(t, e.nodeClaim(nc.Name).DeletionTimestamp.IsZero(), "deleting the node deletes its nodeclaim")
 	require.ElementsMatch(t, append([]string{"ds", "crit", "crit-ds"}, stay...), e.podNames(e.ns))
-	c := nodeclaimutil.Condition(e.nodeClaim(nc.Name), v1.ConditionTypeDrained)
+	c := e.nodeClaim(nc.Name).Condition(v1.ConditionTypeDrained)
 	require.NotNil(t, c)
 	require.Equal(t, metav1.ConditionUnknown, c.Status)
 	require.Equal(t, "Draining", c.Reason)
@@ -58,7 +57,7 @@ func TestDrainOrder(t *testing.T) {
 	require.Equal(t, 5*time.Second, res.RequeueAfter)
 	got := e.nodeClaim(nc.Name)
 	for _, ct := range []string{v1.ConditionTypeDrained, v1.ConditionTypeVolumesDetached, v1.ConditionTypeInstanceTerminating} {
-		require.True(t, nodeclaimutil.IsTrue(got, ct), "%s should be True", ct)
+		require.True(t, got.IsTrue(ct), "%s should be True", ct)
 	}
 	require.False(t, e.nodeGone(node), "finalizer stays until the instance is gone")
 
@@ -116,7 +115,7 @@ func TestBlockedDrainUntilDeadline(t *testing.T) {
 	e.reconcile(node) // drained; instance termination starts
 	e.reconcile(node) // instance gone; finalizer removed
 	require.True(t, e.nodeGone(node))
-	require.True(t, nodeclaimutil.IsTrue(e.nodeClaim(nc.Name), v1.ConditionTypeDrained))
+	require.True(t, e.nodeClaim(nc.Name).IsTrue(v1.ConditionTypeDrained))
 }
 
 // TestInstanceAlreadyGone skips the drain for a NotReady node whose
@@ -154,7 +153,7 @@ func TestWaitsForVolumeAttachments(t *testing.T) {
 
 	e.reconcile(node)
 	e.reconcile(node)
-	c := nodeclaimutil.Condition(e.nodeClaim(nc.Name), v1.ConditionTypeVolumesDetached)
+	c := e.nodeClaim(nc.Name).Condition(v1.ConditionTypeVolumesDetached)
 	require.NotNil(t, c)
 	require.Equal(t, "AwaitingVolumeDetachment", c.Reason)
 	require.Equal(t, 0, e.cloud.DeleteCalls)

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/consistency"
 	"github.com/karpenter-go/karpenter/test/controlplane"
@@ -92,7 +91,7 @@ func TestConsistencyController(t *testing.T) {
 		require.NoError(t, err)
 		got := &v1.NodeClaim{}
 		require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: name}, got))
-		return res, nodeclaimutil.Condition(got, v1.ConditionTypeConsistentStateFound)
+		return res, got.Condition(v1.ConditionTypeConsistentStateFound)
 	}
 
 	res, cond := run()

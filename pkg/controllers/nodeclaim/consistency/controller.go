@@ -25,7 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/events"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 )
 
 // Name is the controller name.
@@ -46,7 +47,7 @@ const (
 type Controller struct {
 	kube     client.Client
 	clock    clock.Clock
-	recorder nodeclaimutil.Recorder
+	recorder events.Recorder
 
 	mu          sync.Mutex
 	lastScanned map[types.UID]time.Time
@@ -54,7 +55,7 @@ type Controller struct {
 
 // NewController builds the controller; a nil clock is the real one and a
 // nil recorder is taken from the manager at Register.
-func NewController(kube client.Client, clk clock.Clock, recorder nodeclaimutil.Recorder) *Controller {
+func NewController(kube client.Client, clk clock.Clock, recorder events.Recorder) *Controller {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -63,7 +64,7 @@ func NewController(kube client.Client, clk clock.Clock, recorder nodeclaimutil.R
 
 // Register adds the controller to mgr.
 func (c *Controller) Register(ctx context.Context, mgr manager.Manager) error {
-	if err := nodeclaimutil.RegisterIndexes(ctx, mgr); err != nil {
+	if err := index.RegisterIndexes(ctx, mgr); err != nil {
 		return err
 	}
 	if c.recorder == nil {
@@ -81,14 +82,14 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !nc.DeletionTimestamp.IsZero() || !nodeclaimutil.IsTrue(nc, v1.ConditionTypeInitialized) {
+	if !nc.DeletionTimestamp.IsZero() || !nc.IsTrue(v1.ConditionTypeInitialized) {
 		return reconcile.Result{}, nil
 	}
 	now := c.clock.Now()
 	if left := c.due(nc.UID, now); left > 0 {
 		return reconcile.Result{RequeueAfter: left}, nil
 	}
-	nodes, err := nodeclaimutil.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
+	nodes, err := index.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("finding node for nodeclaim %s: %w", nc.Name, err)
 	}
@@ -101,9 +102,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		for _, issue := range issues {
 			c.event(nc, issue)
 		}
-		nodeclaimutil.SetCondition(nc, now, v1.ConditionTypeConsistentStateFound, metav1.ConditionFalse, ReasonFailed, messageFailed)
+		nc.SetCondition(now, v1.ConditionTypeConsistentStateFound, metav1.ConditionFalse, ReasonFailed, messageFailed)
 	} else {
-		nodeclaimutil.SetCondition(nc, now, v1.ConditionTypeConsistentStateFound, metav1.ConditionTrue, v1.ConditionTypeConsistentStateFound, "")
+		nc.SetCondition(now, v1.ConditionTypeConsistentStateFound, metav1.ConditionTrue, v1.ConditionTypeConsistentStateFound, "")
 	}
 	if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
@@ -111,7 +112,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("setting %s on nodeclaim %s: %w", v1.ConditionTypeConsistentStateFound, nc.Name, err))
 	}
-	nodeclaimutil.PublishTransitions(c.recorder, stored, nc)
+	events.PublishTransitions(c.recorder, stored, nc)
 	c.scanned(nc.UID, now)
 	return reconcile.Result{RequeueAfter: ScanPeriod}, nil
 }

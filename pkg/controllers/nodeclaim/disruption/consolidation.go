@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 )
 
 // consolidation marks a NodeClaim Consolidatable once its pool's
@@ -28,7 +27,7 @@ func (c *consolidation) reconcile(ctx context.Context, np *v1.NodePool, nc *v1.N
 		}
 		return reconcile.Result{}, nil
 	}
-	initialized := nodeclaimutil.Condition(nc, v1.ConditionTypeInitialized)
+	initialized := nc.Condition(v1.ConditionTypeInitialized)
 	if initialized == nil || initialized.Status != "True" {
 		if removeCondition(nc, v1.ConditionTypeConsolidatable) {
 			log.FromContext(ctx).V(1).Info("removing consolidatable status condition, isn't initialized")
@@ -48,7 +47,7 @@ func (c *consolidation) reconcile(ctx context.Context, np *v1.NodePool, nc *v1.N
 		}
 		return reconcile.Result{RequeueAfter: since.Add(*after).Sub(now)}, nil
 	}
-	had := nodeclaimutil.Condition(nc, v1.ConditionTypeConsolidatable) != nil
+	had := nc.Condition(v1.ConditionTypeConsolidatable) != nil
 	setTrue(nc, now, v1.ConditionTypeConsolidatable, "", "")
 	if !had {
 		log.FromContext(ctx).V(1).Info("marking consolidatable")

@@ -22,7 +22,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 )
 
 // Name is the controller name, as upstream's.
@@ -61,7 +60,7 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, opts O
 		kube:          kube,
 		opts:          opts,
 		cloud:         cloud,
-		managed:       nodeclaimutil.ManagedBy(kube.Scheme(), cloud),
+		managed:       cloudprovider.ManagedBy(kube.Scheme(), cloud),
 		drift:         newDrift(cloud, opts.Clock),
 		consolidation: &consolidation{clock: opts.Clock},
 	}
@@ -194,5 +193,5 @@ func removeCondition(nc *v1.NodeClaim, conditionType string) bool {
 // setTrue sets a condition True with reason and message, keeping the
 // transition time when it already was True.
 func setTrue(nc *v1.NodeClaim, now time.Time, conditionType, reason, message string) {
-	nodeclaimutil.SetCondition(nc, now, conditionType, "True", reason, message)
+	nc.SetCondition(now, conditionType, "True", reason, message)
 }

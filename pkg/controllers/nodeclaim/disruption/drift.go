@@ -14,7 +14,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -58,11 +57,11 @@ func newDrift(cloud cloudprovider.CloudProvider, clk clock.Clock) *drift {
 }
 
 func (d *drift) reconcile(ctx context.Context, np *v1.NodePool, nc *v1.NodeClaim) (reconcile.Result, error) {
-	had := nodeclaimutil.Condition(nc, v1.ConditionTypeDrifted) != nil
+	had := nc.Condition(v1.ConditionTypeDrifted) != nil
 	// Before launch the NodeClaim has no instance type, zone or image to
 	// compare, and a drifted unlaunched NodeClaim would only be replaced by
 	// another unlaunched one.
-	if !nodeclaimutil.IsTrue(nc, v1.ConditionTypeLaunched) {
+	if !nc.IsTrue(v1.ConditionTypeLaunched) {
 		if removeCondition(nc, v1.ConditionTypeDrifted) {
 			log.FromContext(ctx).V(1).Info("removing drift status condition, isn't launched")
 		}
@@ -160,7 +159,7 @@ func hasCompatibleOffering(its []*cloudprovider.InstanceType, labels map[string]
 		}
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			if cloudprovider.OfferingCompatible(o, reqs) || (onDemand != nil && cloudprovider.OfferingCompatible(o, onDemand)) {
+			if scheduling.OfferingCompatible(o, reqs) || (onDemand != nil && scheduling.OfferingCompatible(o, onDemand)) {
 				return true
 			}
 		}

@@ -20,7 +20,6 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/disruption"
 	"github.com/karpenter-go/karpenter/test/controlplane"
@@ -296,7 +295,7 @@ func TestDrifted(t *testing.T) {
 			e.clock.SetTime(nc.CreationTimestamp.Add(tt.age + time.Second))
 
 			res := e.reconcile(nc.Name)
-			got := nodeclaimutil.Condition(e.get(nc.Name), v1.ConditionTypeDrifted)
+			got := e.get(nc.Name).Condition(v1.ConditionTypeDrifted)
 			if tt.want == "" {
 				assert.Nil(t, got, "no Drifted condition")
 			} else {
@@ -320,19 +319,19 @@ func TestDriftClearsWhenFixed(t *testing.T) {
 	np := e.nodePool()
 	nc := e.nodeClaim(np, nil, launched(e.clock.Now()))
 	e.reconcile(nc.Name)
-	assert.Nil(t, nodeclaimutil.Condition(e.get(nc.Name), v1.ConditionTypeDrifted))
+	assert.Nil(t, e.get(nc.Name).Condition(v1.ConditionTypeDrifted))
 
 	np.Spec.Template.Spec.Requirements[0].Values = []string{"arm64"}
 	require.NoError(t, cp.Client.Update(e.ctx, np))
 	e.reconcile(nc.Name)
-	first := nodeclaimutil.Condition(e.get(nc.Name), v1.ConditionTypeDrifted)
+	first := e.get(nc.Name).Condition(v1.ConditionTypeDrifted)
 	require.NotNil(t, first)
 	assert.Equal(t, string(disruption.RequirementsDrifted), first.Reason)
 	assert.Len(t, e.logs.Matching("marking drifted"), 1)
 
 	e.clock.Step(time.Minute)
 	e.reconcile(nc.Name)
-	again := nodeclaimutil.Condition(e.get(nc.Name), v1.ConditionTypeDrifted)
+	again := e.get(nc.Name).Condition(v1.ConditionTypeDrifted)
 	require.NotNil(t, again)
 	assert.True(t, first.LastTransitionTime.Equal(&again.LastTransitionTime), "unchanged condition keeps its transition time")
 	assert.Len(t, e.logs.Matching("marking drifted"), 1, "logged once per transition")
@@ -341,7 +340,7 @@ func TestDriftClearsWhenFixed(t *testing.T) {
 	np.Spec.Template.Spec.Requirements[0].Values = []string{"amd64"}
 	require.NoError(t, cp.Client.Update(e.ctx, np))
 	e.reconcile(nc.Name)
-	assert.Nil(t, nodeclaimutil.Condition(e.get(nc.Name), v1.ConditionTypeDrifted))
+	assert.Nil(t, e.get(nc.Name).Condition(v1.ConditionTypeDrifted))
 	assert.Len(t, e.logs.Matching("removing drifted status condition, not drifted"), 1)
 }
 
@@ -360,11 +359,11 @@ func TestInstanceTypeCheckIsCached(t *testing.T) {
 	e.clock.Step(10 * time.Minute)
 	e.reconcile(nc.Name)
 	assert.Equal(t, 1, e.cloud.typesCalls, "cached verdict reused")
-	assert.Nil(t, nodeclaimutil.Condition(e.get(nc.Name), v1.ConditionTypeDrifted))
+	assert.Nil(t, e.get(nc.Name).Condition(v1.ConditionTypeDrifted))
 	e.clock.Step(25 * time.Minute)
 	e.reconcile(nc.Name)
 	assert.Equal(t, 2, e.cloud.typesCalls, "verdict expired after 30 minutes")
-	got := nodeclaimutil.Condition(e.get(nc.Name), v1.ConditionTypeDrifted)
+	got := e.get(nc.Name).Condition(v1.ConditionTypeDrifted)
 	require.NotNil(t, got)
 	assert.Equal(t, string(disruption.InstanceTypeNotFound), got.Reason)
 }
@@ -378,7 +377,7 @@ func TestNoNodePool(t *testing.T) {
 		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}
 	nc := e.nodeClaim(np, nil, launched(e.clock.Now()))
 	assert.Equal(t, reconcile.Result{}, e.reconcile(nc.Name))
-	assert.Nil(t, nodeclaimutil.Condition(e.get(nc.Name), v1.ConditionTypeDrifted))
+	assert.Nil(t, e.get(nc.Name).Condition(v1.ConditionTypeDrifted))
 }
 
 func TestConsolidatable(t *testing.T) {
@@ -434,7 +433,7 @@ func TestConsolidatable(t *testing.T) {
 			}
 
 			res := e.reconcile(nc.Name)
-			got := nodeclaimutil.Condition(e.get(nc.Name), v1.ConditionTypeConsolidatable)
+			got := e.get(nc.Name).Condition(v1.ConditionTypeConsolidatable)
 			if tt.want {
 				require.NotNil(t, got, "Consolidatable condition")
 				assert.Equal(t, metav1.ConditionTrue, got.Status)
@@ -461,10 +460,10 @@ func TestConsolidatableAfterWait(t *testing.T) {
 	now := e.clock.Now()
 	nc := e.nodeClaim(np, nil, launched(now), cond(v1.ConditionTypeInitialized, metav1.ConditionTrue, now))
 	res := e.reconcile(nc.Name)
-	assert.Nil(t, nodeclaimutil.Condition(e.get(nc.Name), v1.ConditionTypeConsolidatable))
+	assert.Nil(t, e.get(nc.Name).Condition(v1.ConditionTypeConsolidatable))
 	assert.InDelta(t, (5 * time.Minute).Seconds(), res.RequeueAfter.Seconds(), 1.01)
 	e.clock.Step(res.RequeueAfter + time.Second)
 	e.reconcile(nc.Name)
-	assert.True(t, nodeclaimutil.IsTrue(e.get(nc.Name), v1.ConditionTypeConsolidatable))
+	assert.True(t, e.get(nc.Name).IsTrue(v1.ConditionTypeConsolidatable))
 	assert.Len(t, e.logs.Matching("marking consolidatable"), 1)
 }

@@ -16,7 +16,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/disruption"
 )
 
@@ -41,7 +40,7 @@ func TestNodePoolChangeReevaluates(t *testing.T) {
 
 	np := e.nodePool()
 	nc := e.nodeClaim(np, nil, launched(time.Now()))
-	drifted := func() bool { return nodeclaimutil.IsTrue(e.get(nc.Name), v1.ConditionTypeDrifted) }
+	drifted := func() bool { return e.get(nc.Name).IsTrue(v1.ConditionTypeDrifted) }
 	// Give the controller its first pass, which must find nothing.
 	time.Sleep(2 * time.Second)
 	require.False(t, drifted())

@@ -24,7 +24,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 )
 
@@ -62,7 +61,7 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, opts O
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = 10
 	}
-	return &Controller{kube: kube, opts: opts, managed: nodeclaimutil.ManagedBy(kube.Scheme(), cloud)}
+	return &Controller{kube: kube, opts: opts, managed: cloudprovider.ManagedBy(kube.Scheme(), cloud)}
 }
 
 // Register adds the controller to mgr.

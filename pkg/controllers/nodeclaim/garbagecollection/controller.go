@@ -20,8 +20,9 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/recovery"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // Name is the controller name.
@@ -71,7 +72,7 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, opts O
 
 // Register runs the periodic pass under the manager (leader only).
 func (c *Controller) Register(ctx context.Context, mgr manager.Manager) error {
-	if err := nodeclaimutil.RegisterIndexes(ctx, mgr); err != nil {
+	if err := index.RegisterIndexes(ctx, mgr); err != nil {
 		return err
 	}
 	return mgr.Add(manager.RunnableFunc(c.Start))
@@ -124,18 +125,18 @@ func (c *Controller) collectNodeClaims(ctx context.Context, claims []v1.NodeClai
 	var errs []error
 	for i := range claims {
 		nc := &claims[i]
-		if !nc.DeletionTimestamp.IsZero() || !nodeclaimutil.IsTrue(nc, v1.ConditionTypeRegistered) ||
+		if !nc.DeletionTimestamp.IsZero() || !nc.IsTrue(v1.ConditionTypeRegistered) ||
 			nc.Status.ProviderID == "" || alive.Has(nc.Status.ProviderID) {
 			continue
 		}
-		nodes, err := nodeclaimutil.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
+		nodes, err := index.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		ready := false
 		for _, n := range nodes {
-			ready = ready || nodeclaimutil.NodeReady(n)
+			ready = ready || scheduling.NodeReady(n)
 		}
 		if ready {
 			continue

@@ -28,7 +28,8 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/events"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/state/nodepoolhealth"
 )
@@ -54,10 +55,10 @@ type Options struct {
 	Clock clock.Clock
 	// Recorder publishes Kubernetes events; Register fills it from the
 	// manager when nil.
-	Recorder nodeclaimutil.Recorder
+	Recorder events.Recorder
 	// Unavailable receives offerings that failed with insufficient
 	// capacity; a private cache is made when nil.
-	Unavailable *UnavailableOfferings
+	Unavailable *cloudprovider.UnavailableOfferings
 	// RegistrationTTL is how long a launched NodeClaim may go without a
 	// registered Node before it is deleted (15m).
 	RegistrationTTL time.Duration
@@ -95,7 +96,7 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, opts O
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.Unavailable == nil {
-		opts.Unavailable = NewUnavailableOfferings(opts.Clock, 0)
+		opts.Unavailable = cloudprovider.NewUnavailableOfferings(opts.Clock, 0)
 	}
 	if opts.RegistrationTTL <= 0 {
 		opts.RegistrationTTL = DefaultRegistrationTTL
@@ -110,19 +111,19 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, opts O
 		kube:     kube,
 		cloud:    cloud,
 		opts:     opts,
-		managed:  nodeclaimutil.ManagedBy(kube.Scheme(), cloud),
+		managed:  cloudprovider.ManagedBy(kube.Scheme(), cloud),
 		launched: map[types.UID]launchEntry{},
 	}
 }
 
 // Unavailable returns the insufficient-capacity cache the controller writes,
 // for the provisioner to read.
-func (c *Controller) Unavailable() *UnavailableOfferings { return c.opts.Unavailable }
+func (c *Controller) Unavailable() *cloudprovider.UnavailableOfferings { return c.opts.Unavailable }
 
 // Register adds the controller to the manager: NodeClaims drive it, and Node
 // changes wake the NodeClaim with the same provider ID.
 func (c *Controller) Register(ctx context.Context, mgr manager.Manager) error {
-	if err := nodeclaimutil.RegisterIndexes(ctx, mgr); err != nil {
+	if err := index.RegisterIndexes(ctx, mgr); err != nil {
 		return err
 	}
 	if c.opts.Recorder == nil {
@@ -150,7 +151,7 @@ func (c *Controller) nodeToNodeClaims(ctx context.Context, o client.Object) []re
 	if !ok || node.Spec.ProviderID == "" {
 		return nil
 	}
-	claims, err := nodeclaimutil.NodeClaimsForProviderID(ctx, c.kube, node.Spec.ProviderID)
+	claims, err := index.NodeClaimsForProviderID(ctx, c.kube, node.Spec.ProviderID)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "mapping node to nodeclaims", "Node", node.Name)
 		return nil
@@ -201,7 +202,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	stored := nc.DeepCopy()
 	now := c.opts.Clock.Now()
-	nodeclaimutil.InitializeConditions(nc, now)
+	nc.InitializeConditions(now)
 	before := nc.DeepCopy()
 	var post postCommit
 
@@ -221,7 +222,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			errs = append(errs, err)
 		}
 	}
-	nodeclaimutil.UpdateReady(nc, c.opts.Clock.Now())
+	nc.UpdateReady(c.opts.Clock.Now())
 
 	if err := c.commit(ctx, stored, nc); err != nil {
 		if apierrors.IsConflict(err) {
@@ -232,7 +233,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	for _, f := range post {
 		f()
 	}
-	nodeclaimutil.PublishTransitions(c.opts.Recorder, before, nc)
+	events.PublishTransitions(c.opts.Recorder, before, nc)
 	if len(errs) > 0 {
 		if allConflicts(errs) {
 			// Someone else wrote the Node first (the kubelet's status, the
@@ -305,8 +306,8 @@ func (c *Controller) finalize(ctx context.Context, nc *v1.NodeClaim) (reconcile.
 		}
 	}
 
-	if nodeclaimutil.IsTrue(nc, v1.ConditionTypeRegistered) && providerID != "" {
-		nodes, err := nodeclaimutil.NodesForProviderID(ctx, c.kube, providerID)
+	if nc.IsTrue(v1.ConditionTypeRegistered) && providerID != "" {
+		nodes, err := index.NodesForProviderID(ctx, c.kube, providerID)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -333,7 +334,7 @@ func (c *Controller) finalize(ctx context.Context, nc *v1.NodeClaim) (reconcile.
 		}
 		if err == nil {
 			stored := nc.DeepCopy()
-			if nodeclaimutil.SetCondition(nc, c.opts.Clock.Now(), v1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, v1.ConditionTypeInstanceTerminating, "") {
+			if nc.SetCondition(c.opts.Clock.Now(), v1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, v1.ConditionTypeInstanceTerminating, "") {
 				if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
 					if apierrors.IsConflict(err) {
 						return reconcile.Result{Requeue: true}, nil

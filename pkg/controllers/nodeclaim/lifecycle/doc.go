@@ -7,6 +7,7 @@
 // register, and on deletion removes the Node and the instance before letting
 // the NodeClaim go.
 //
-// It also owns UnavailableOfferings, the short-lived memory of offerings that
-// ran out of capacity, which the provisioner consults when planning.
+// When a launch runs out of capacity it records the offering in the shared
+// cloudprovider.UnavailableOfferings, which the provisioner and the provider
+// consult when planning.
 package lifecycle

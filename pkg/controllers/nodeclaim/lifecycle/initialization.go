@@ -12,7 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // knownEphemeralTaints are put on by the kubelet, the node lifecycle
@@ -34,21 +35,21 @@ const readinessTaintPrefix = "readiness.k8s.io/"
 // known ephemeral taint is gone and every requested resource shows up in
 // allocatable (device plugins register extended resources late).
 func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, post *postCommit) (reconcile.Result, bool, error) {
-	if nodeclaimutil.IsTrue(nc, v1.ConditionTypeInitialized) {
+	if nc.IsTrue(v1.ConditionTypeInitialized) {
 		return reconcile.Result{}, false, nil
 	}
 	now := c.opts.Clock.Now()
 	set := func(reason, format string, args ...interface{}) (reconcile.Result, bool, error) {
-		nodeclaimutil.SetCondition(nc, now, v1.ConditionTypeInitialized, metav1.ConditionUnknown, reason, fmt.Sprintf(format, args...))
+		nc.SetCondition(now, v1.ConditionTypeInitialized, metav1.ConditionUnknown, reason, fmt.Sprintf(format, args...))
 		return reconcile.Result{}, false, nil
 	}
-	if !nodeclaimutil.IsTrue(nc, v1.ConditionTypeLaunched) {
+	if !nc.IsTrue(v1.ConditionTypeLaunched) {
 		return set("NotLaunched", "Node not launched")
 	}
-	if !nodeclaimutil.IsTrue(nc, v1.ConditionTypeRegistered) {
+	if !nc.IsTrue(v1.ConditionTypeRegistered) {
 		return set("NodeNotFound", "Node not registered with cluster")
 	}
-	nodes, err := nodeclaimutil.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
+	nodes, err := index.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
 	if err != nil {
 		return reconcile.Result{}, false, fmt.Errorf("finding node for nodeclaim: %w", err)
 	}
@@ -56,7 +57,7 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, post *pos
 		return set("NodeNotFound", "Node not registered with cluster")
 	}
 	node := nodes[0]
-	if !nodeclaimutil.NodeReady(node) {
+	if !scheduling.NodeReady(node) {
 		return set("NodeNotReady", "Node status is NotReady")
 	}
 	for i := range nc.Spec.StartupTaints {
@@ -80,7 +81,7 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, post *pos
 			return reconcile.Result{}, false, fmt.Errorf("labeling node %s initialized: %w", node.Name, err)
 		}
 	}
-	nodeclaimutil.SetCondition(nc, now, v1.ConditionTypeInitialized, metav1.ConditionTrue, v1.ConditionTypeInitialized, "")
+	nc.SetCondition(now, v1.ConditionTypeInitialized, metav1.ConditionTrue, v1.ConditionTypeInitialized, "")
 	allocatable := node.Status.Allocatable.DeepCopy()
 	post.add(func() {
 		log.FromContext(ctx).Info("initialized nodeclaim",

@@ -13,7 +13,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/events"
 )
 
 // launchFailedReason is the Launched reason for errors that do not say more.
@@ -28,7 +28,7 @@ const invalidRequirementsReason = "InvalidRequirements"
 // this process lives: the result is cached until the status that records it
 // is stored, so a failed or stale status write cannot buy a second instance.
 func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim, post *postCommit) (reconcile.Result, bool, error) {
-	if nodeclaimutil.IsTrue(nc, v1.ConditionTypeLaunched) {
+	if nc.IsTrue(v1.ConditionTypeLaunched) {
 		return reconcile.Result{}, false, nil
 	}
 	created := c.cachedLaunch(nc.UID)
@@ -38,8 +38,8 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim, post *postCom
 			// generation (the condition's transition also publishes an
 			// event) and let liveness delete the NodeClaim after the
 			// launch timeout.
-			if nodeclaimutil.SetCondition(nc, c.opts.Clock.Now(), v1.ConditionTypeLaunched, metav1.ConditionFalse,
-				invalidRequirementsReason, nodeclaimutil.Truncate(err.Error())) {
+			if nc.SetCondition(c.opts.Clock.Now(), v1.ConditionTypeLaunched, metav1.ConditionFalse,
+				invalidRequirementsReason, events.Truncate(err.Error())) {
 				post.add(func() { log.FromContext(ctx).Error(err, "failed launching nodeclaim") })
 			}
 			return reconcile.Result{}, false, nil
@@ -52,7 +52,7 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim, post *postCom
 		c.rememberLaunch(nc.UID, created)
 	}
 	populate(nc, created)
-	nodeclaimutil.SetCondition(nc, c.opts.Clock.Now(), v1.ConditionTypeLaunched, metav1.ConditionTrue, v1.ConditionTypeLaunched, "")
+	nc.SetCondition(c.opts.Clock.Now(), v1.ConditionTypeLaunched, metav1.ConditionTrue, v1.ConditionTypeLaunched, "")
 	post.add(func() {
 		log.FromContext(ctx).Info("launched nodeclaim",
 			"provider-id", nc.Status.ProviderID,
@@ -74,14 +74,14 @@ func (c *Controller) launchFailed(ctx context.Context, nc *v1.NodeClaim, err err
 		for _, key := range ice.Offerings {
 			c.opts.Unavailable.MarkUnavailable(key)
 		}
-		c.event(nc, corev1.EventTypeWarning, "InsufficientCapacityError", "NodeClaim %s event: %s", nc.Name, nodeclaimutil.Truncate(err.Error()))
+		c.event(nc, corev1.EventTypeWarning, "InsufficientCapacityError", "NodeClaim %s event: %s", nc.Name, events.Truncate(err.Error()))
 		log.FromContext(ctx).Error(err, "failed launching nodeclaim")
 		if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, false, fmt.Errorf("deleting nodeclaim after insufficient capacity: %w", err)
 		}
 		return reconcile.Result{}, true, nil
 	case cloudprovider.IsNodeClassNotReadyError(err):
-		c.event(nc, corev1.EventTypeWarning, "NodeClassNotReady", "NodeClaim %s event: %s", nc.Name, nodeclaimutil.Truncate(err.Error()))
+		c.event(nc, corev1.EventTypeWarning, "NodeClassNotReady", "NodeClaim %s event: %s", nc.Name, events.Truncate(err.Error()))
 		log.FromContext(ctx).Error(err, "failed launching nodeclaim")
 		if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, false, fmt.Errorf("deleting nodeclaim after nodeclass not ready: %w", err)
@@ -97,7 +97,7 @@ func (c *Controller) launchFailed(ctx context.Context, nc *v1.NodeClaim, err err
 			message = ce.ConditionMessage
 		}
 	}
-	nodeclaimutil.SetCondition(nc, c.opts.Clock.Now(), v1.ConditionTypeLaunched, metav1.ConditionUnknown, reason, nodeclaimutil.Truncate(message))
+	nc.SetCondition(c.opts.Clock.Now(), v1.ConditionTypeLaunched, metav1.ConditionUnknown, reason, events.Truncate(message))
 	return reconcile.Result{}, false, fmt.Errorf("launching nodeclaim: %w", err)
 }
 

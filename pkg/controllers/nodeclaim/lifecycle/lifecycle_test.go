@@ -18,7 +18,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 )
 
 // TestLaunchRegisterInitialize walks one NodeClaim through its whole life:
@@ -141,7 +140,7 @@ func TestCreateOnceAcrossStatusConflicts(t *testing.T) {
 	_, err := e.ctrl.Reconcile(e.ctx, req(nc.Name))
 	require.NoError(t, err) // a conflict requeues, it is not an error
 	require.Equal(t, 1, e.cloud.CreateCalls)
-	require.False(t, nodeclaimutil.IsTrue(e.get(nc.Name), v1.ConditionTypeLaunched))
+	require.False(t, e.get(nc.Name).IsTrue(v1.ConditionTypeLaunched))
 	require.Empty(t, e.logs.Matching("launched nodeclaim"), "nothing is logged for a launch that was not stored")
 
 	for range 3 {

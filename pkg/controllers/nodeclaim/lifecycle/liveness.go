@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 	"github.com/karpenter-go/karpenter/pkg/state/nodepoolhealth"
 )
 
@@ -26,12 +25,12 @@ const (
 // first set Unknown, so retries with new reasons do not reset them. The
 // provisioner then plans a replacement for the pods.
 func (c *Controller) liveness(ctx context.Context, nc *v1.NodeClaim, _ *postCommit) (reconcile.Result, bool, error) {
-	registered := nodeclaimutil.Condition(nc, v1.ConditionTypeRegistered)
-	if registered == nil || nodeclaimutil.IsTrue(nc, v1.ConditionTypeRegistered) {
+	registered := nc.Condition(v1.ConditionTypeRegistered)
+	if registered == nil || nc.IsTrue(v1.ConditionTypeRegistered) {
 		return reconcile.Result{}, false, nil
 	}
 	now := c.opts.Clock.Now()
-	if launched := nodeclaimutil.Condition(nc, v1.ConditionTypeLaunched); launched != nil && !nodeclaimutil.IsTrue(nc, v1.ConditionTypeLaunched) {
+	if launched := nc.Condition(v1.ConditionTypeLaunched); launched != nil && !nc.IsTrue(v1.ConditionTypeLaunched) {
 		left := c.opts.LaunchTimeout - now.Sub(launched.LastTransitionTime.Time)
 		if left > 0 {
 			return reconcile.Result{RequeueAfter: left}, false, nil

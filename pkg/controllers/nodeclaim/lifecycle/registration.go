@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 )
 
@@ -21,29 +21,29 @@ import (
 // NodeClaim's: labels, annotations, taints, the termination finalizer and an
 // owner reference go on, and the unregistered taint comes off, in one write.
 func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, post *postCommit) (reconcile.Result, bool, error) {
-	if !nodeclaimutil.IsTrue(nc, v1.ConditionTypeLaunched) || nodeclaimutil.IsTrue(nc, v1.ConditionTypeRegistered) {
+	if !nc.IsTrue(v1.ConditionTypeLaunched) || nc.IsTrue(v1.ConditionTypeRegistered) {
 		return reconcile.Result{}, false, nil
 	}
-	if cond := nodeclaimutil.Condition(nc, v1.ConditionTypeRegistered); cond != nil && cond.Status == metav1.ConditionFalse {
+	if cond := nc.Condition(v1.ConditionTypeRegistered); cond != nil && cond.Status == metav1.ConditionFalse {
 		return reconcile.Result{}, false, nil // an invariant broke; liveness replaces the NodeClaim
 	}
 	now := c.opts.Clock.Now()
-	nodes, err := nodeclaimutil.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
+	nodes, err := index.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
 	if err != nil {
 		return reconcile.Result{}, false, fmt.Errorf("finding node for nodeclaim: %w", err)
 	}
 	switch len(nodes) {
 	case 0:
-		nodeclaimutil.SetCondition(nc, now, v1.ConditionTypeRegistered, metav1.ConditionUnknown, "NodeNotFound", "Node not registered with cluster")
+		nc.SetCondition(now, v1.ConditionTypeRegistered, metav1.ConditionUnknown, "NodeNotFound", "Node not registered with cluster")
 		return reconcile.Result{}, false, nil
 	case 1:
 	default:
-		nodeclaimutil.SetCondition(nc, now, v1.ConditionTypeRegistered, metav1.ConditionFalse, "MultipleNodesFound", "Invariant violated, matched multiple nodes")
+		nc.SetCondition(now, v1.ConditionTypeRegistered, metav1.ConditionFalse, "MultipleNodesFound", "Invariant violated, matched multiple nodes")
 		return reconcile.Result{}, false, nil
 	}
 	node := nodes[0]
 	if !node.DeletionTimestamp.IsZero() {
-		nodeclaimutil.SetCondition(nc, now, v1.ConditionTypeRegistered, metav1.ConditionUnknown, "NodeNotFound", "Node not registered with cluster")
+		nc.SetCondition(now, v1.ConditionTypeRegistered, metav1.ConditionUnknown, "NodeNotFound", "Node not registered with cluster")
 		return reconcile.Result{}, false, nil
 	}
 	if _, registered := node.Labels[v1.NodeRegisteredLabelKey]; !registered && !hasTaint(node.Spec.Taints, &v1.UnregisteredNoExecuteTaint) {
@@ -56,7 +56,7 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, post *postC
 	if err := c.syncNode(ctx, nc, node); err != nil {
 		return reconcile.Result{}, false, err
 	}
-	nodeclaimutil.SetCondition(nc, now, v1.ConditionTypeRegistered, metav1.ConditionTrue, v1.ConditionTypeRegistered, "")
+	nc.SetCondition(now, v1.ConditionTypeRegistered, metav1.ConditionTrue, v1.ConditionTypeRegistered, "")
 	nc.Status.NodeName = node.Name
 	post.add(func() {
 		log.FromContext(ctx).Info("registered nodeclaim",

@@ -18,7 +18,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/test/controlplane"
@@ -152,7 +151,7 @@ func (e *env) setNodeReady(node *corev1.Node) {
 
 func requireCondition(t *testing.T, nc *v1.NodeClaim, condType string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
-	c := nodeclaimutil.Condition(nc, condType)
+	c := nc.Condition(condType)
 	require.NotNil(t, c, "condition %s missing", condType)
 	require.Equal(t, status, c.Status, "condition %s: %+v", condType, c)
 	require.Equal(t, reason, c.Reason, "condition %s: %+v", condType, c)
@@ -172,7 +171,7 @@ func resourceQ(s string) *resource.Quantity {
 	return &q
 }
 
-func nodeclaimCond(nc *v1.NodeClaim, t string) *v1.Condition { return nodeclaimutil.Condition(nc, t) }
+func nodeclaimCond(nc *v1.NodeClaim, t string) *v1.Condition { return nc.Condition(t) }
 
 // taintKeys lists the node's taints except the one admission adds.
 func taintKeys(node *corev1.Node) []string {

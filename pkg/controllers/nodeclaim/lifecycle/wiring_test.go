@@ -15,7 +15,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/fakecloud"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/node/termination"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/garbagecollection"
@@ -48,13 +47,13 @@ func TestWiredIntoManager(t *testing.T) {
 	var got *v1.NodeClaim
 	require.Eventually(t, func() bool {
 		got = e.get(nc.Name)
-		return nodeclaimutil.IsTrue(got, v1.ConditionTypeLaunched)
+		return got.IsTrue(v1.ConditionTypeLaunched)
 	}, 20*time.Second, 50*time.Millisecond)
 
 	node := e.kubeletNode(got)
 	e.setNodeReady(node)
 	require.Eventually(t, func() bool {
-		return nodeclaimutil.IsTrue(e.get(nc.Name), v1.ConditionTypeReady)
+		return e.get(nc.Name).IsTrue(v1.ConditionTypeReady)
 	}, 20*time.Second, 50*time.Millisecond)
 
 	require.NoError(t, cp.Client.Delete(ctx, node)) // deleting the Node takes the NodeClaim with it

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodeclaimutil"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 )
 
 // Name is the controller name.
@@ -52,7 +52,7 @@ func NewController(kube client.Client, clk clock.Clock) *Controller {
 // Register adds the controller to mgr. Pod events are mapped to the node
 // they concern, so a pod that is already gone still counts.
 func (c *Controller) Register(ctx context.Context, mgr manager.Manager) error {
-	if err := nodeclaimutil.RegisterIndexes(ctx, mgr); err != nil {
+	if err := index.RegisterIndexes(ctx, mgr); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -113,7 +113,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := c.kube.Get(ctx, req.NamespacedName, node); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	claims, err := nodeclaimutil.NodeClaimsForProviderID(ctx, c.kube, node.Spec.ProviderID)
+	claims, err := index.NodeClaimsForProviderID(ctx, c.kube, node.Spec.ProviderID)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("finding nodeclaim for node %s: %w", node.Name, err)
 	}

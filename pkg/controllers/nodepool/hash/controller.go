@@ -1,3 +1,6 @@
+// Package hash owns the controller that keeps the karpenter.sh/nodepool-hash
+// annotation of every NodePool current (the value is NodePool.Hash) and
+// re-stamps its NodeClaims when the hash version changes.
 package hash
 
 import (
@@ -11,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider/hashstamp"
 )
 
 // Controller keeps the nodepool-hash annotations of each NodePool current.
@@ -43,8 +47,8 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !np.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	keys := Annotations{Hash: v1.NodePoolHashAnnotationKey, Version: v1.NodePoolHashVersionAnnotationKey, CurrentVersion: v1.NodePoolHashVersion}
-	return reconcile.Result{}, Stamp(ctx, c.kube, np, keys, NodePool(np), func() ([]v1.NodeClaim, error) {
+	keys := hashstamp.Annotations{Hash: v1.NodePoolHashAnnotationKey, Version: v1.NodePoolHashVersionAnnotationKey, CurrentVersion: v1.NodePoolHashVersion}
+	return reconcile.Result{}, hashstamp.Stamp(ctx, c.kube, np, keys, np.Hash(), func() ([]v1.NodeClaim, error) {
 		list := &v1.NodeClaimList{}
 		if err := c.kube.List(ctx, list, client.MatchingLabels{v1.NodePoolLabelKey: np.Name}); err != nil {
 			return nil, fmt.Errorf("listing nodeclaims of nodepool %s: %w", np.Name, err)

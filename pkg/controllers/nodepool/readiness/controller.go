@@ -18,10 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
-	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 )
 
 // NodeClassReady=False reasons (upstream's strings).
@@ -31,26 +29,24 @@ const (
 	ReasonNodeClassReadinessUnknown = "NodeClassReadinessUnknown"
 )
 
-// NodeClass is what the controller reads of a NodeClass object.
-type NodeClass interface {
-	client.Object
-	GetConditions() []metav1.Condition
+// NodeClasses names the NodeClass kinds a NodePool may reference; the
+// cloud provider implements it.
+type NodeClasses interface {
+	GetSupportedNodeClasses() []cloudprovider.NodeClass
 }
 
 // Controller sets NodeClassReady (and Ready) on NodePools.
 type Controller struct {
 	kube client.Client
 	// classes builds an empty object per supported NodeClass kind.
-	classes map[schema.GroupKind]func() NodeClass
+	classes map[schema.GroupKind]func() cloudprovider.NodeClass
 }
 
-// NewController returns the readiness controller for the NodeClass kinds this
-// project serves: KWOKNodeClass and EC2NodeClass.
-func NewController(kube client.Client) *Controller {
-	return &Controller{kube: kube, classes: map[schema.GroupKind]func() NodeClass{
-		{Group: kwokv1alpha1.Group, Kind: "KWOKNodeClass"}: func() NodeClass { return &kwokv1alpha1.KWOKNodeClass{} },
-		{Group: awsv1.Group, Kind: "EC2NodeClass"}:         func() NodeClass { return &awsv1.EC2NodeClass{} },
-	}}
+// NewController returns the readiness controller for the NodeClass kinds the
+// cloud provider supports; a kind the client's scheme does not know is left
+// out (its pools read NodeClassNotFound).
+func NewController(kube client.Client, provider NodeClasses) *Controller {
+	return &Controller{kube: kube, classes: cloudprovider.SupportedKinds(kube.Scheme(), provider.GetSupportedNodeClasses())}
 }
 
 // Register adds the controller to mgr. It also watches each NodeClass kind
@@ -96,7 +92,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	changed := nodepool.SetCondition(np, v1.ConditionTypeNodeClassReady, status, reason, message)
+	changed := np.SetCondition(v1.ConditionTypeNodeClassReady, status, reason, message)
 	if generation != 0 && np.Status.NodeClassObservedGeneration != generation {
 		np.Status.NodeClassObservedGeneration = generation
 		changed = true
@@ -134,12 +130,6 @@ func (c *Controller) nodeClassReadiness(ctx context.Context, np *v1.NodePool) (m
 		return "", "", "", 0, fmt.Errorf("getting nodeclass %s: %w", ref.Name, err)
 	}
 	ready := meta.FindStatusCondition(class.GetConditions(), v1.ConditionTypeReady)
-	// A KWOKNodeClass resolves nothing, so nothing ever computes its
-	// readiness; treat a missing condition as Ready rather than blocking
-	// every kwok NodePool forever.
-	if ready == nil && ref.GroupKind().Group == kwokv1alpha1.Group {
-		ready = &metav1.Condition{Status: metav1.ConditionTrue}
-	}
 	switch {
 	case ready == nil || ready.Status == metav1.ConditionUnknown:
 		return metav1.ConditionFalse, ReasonNodeClassReadinessUnknown, "Node Class Readiness Unknown", class.GetGeneration(), nil

@@ -27,7 +27,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
 	"github.com/karpenter-go/karpenter/pkg/state/nodepoolhealth"
 )
 
@@ -108,18 +107,18 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	changed := false
 	switch {
 	case st.Known && st.Healthy:
-		changed = nodepool.SetCondition(np, v1.ConditionTypeNodeRegistrationHealthy, metav1.ConditionTrue, "", "")
+		changed = np.SetCondition(v1.ConditionTypeNodeRegistrationHealthy, metav1.ConditionTrue, "", "")
 	case st.Known:
 		reason := st.Reason
 		if reason == "" {
 			reason = nodepoolhealth.ReasonRegistrationFailed
 		}
-		changed = nodepool.SetCondition(np, v1.ConditionTypeNodeRegistrationHealthy, metav1.ConditionFalse, reason,
+		changed = np.SetCondition(v1.ConditionTypeNodeRegistrationHealthy, metav1.ConditionFalse, reason,
 			fmt.Sprintf("%d of the last %d NodeClaims failed to launch or register", st.Failures, st.Observed))
 	case reset || current == nil || current.ObservedGeneration != np.Generation:
 		// No evidence for this configuration yet. (After a restart with no
 		// new outcomes, a verdict for the same generation is kept.)
-		changed = nodepool.SetCondition(np, v1.ConditionTypeNodeRegistrationHealthy, metav1.ConditionUnknown, "", "")
+		changed = np.SetCondition(v1.ConditionTypeNodeRegistrationHealthy, metav1.ConditionUnknown, "", "")
 	}
 	if !changed {
 		return reconcile.Result{RequeueAfter: resync}, nil

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
 )
 
 // ReasonValidationFailed is the ValidationSucceeded=False reason.
@@ -47,9 +46,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	stored := np.DeepCopy()
 	var changed bool
 	if err := RuntimeValidate(np); err != nil {
-		changed = nodepool.SetCondition(np, v1.ConditionTypeValidationSucceeded, metav1.ConditionFalse, ReasonValidationFailed, err.Error())
+		changed = np.SetCondition(v1.ConditionTypeValidationSucceeded, metav1.ConditionFalse, ReasonValidationFailed, err.Error())
 	} else {
-		changed = nodepool.SetCondition(np, v1.ConditionTypeValidationSucceeded, metav1.ConditionTrue, "", "")
+		changed = np.SetCondition(v1.ConditionTypeValidationSucceeded, metav1.ConditionTrue, "", "")
 	}
 	if !changed {
 		return reconcile.Result{}, nil

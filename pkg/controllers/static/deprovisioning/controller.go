@@ -9,18 +9,13 @@ import (
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/static"
+	"github.com/karpenter-go/karpenter/pkg/controllers/static/internal/staticpool"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/state"
 )
@@ -60,24 +55,11 @@ func NewController(kube client.Client, cluster Cluster, clk clock.Clock) *Contro
 // on a replicas change, new NodeClaims of a pool (which may overshoot
 // after a quick scale-down) trigger their pool.
 func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
-	return builder.ControllerManagedBy(mgr).
-		Named(Name).
-		For(&v1.NodePool{}, builder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(event.CreateEvent) bool { return true },
-			UpdateFunc: func(e event.UpdateEvent) bool {
-				return static.Replicas(e.ObjectOld.(*v1.NodePool)) != static.Replicas(e.ObjectNew.(*v1.NodePool))
-			},
-			DeleteFunc:  func(event.DeleteEvent) bool { return false },
-			GenericFunc: func(event.GenericEvent) bool { return false },
-		})).
-		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(static.PoolOf), builder.WithPredicates(predicate.Funcs{
-			CreateFunc:  func(event.CreateEvent) bool { return true },
-			UpdateFunc:  func(event.UpdateEvent) bool { return false },
-			DeleteFunc:  func(event.DeleteEvent) bool { return false },
-			GenericFunc: func(event.GenericEvent) bool { return false },
-		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 10}).
-		Complete(c)
+	return staticpool.Register(mgr, Name, c,
+		func(before, after *v1.NodePool) bool {
+			return staticpool.Replicas(before) != staticpool.Replicas(after)
+		},
+		staticpool.ClaimEvents{Create: true})
 }
 
 // Reconcile deletes the pool's surplus NodeClaims. It does not wait for

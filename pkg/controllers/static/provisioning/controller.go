@@ -8,19 +8,13 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
-	"github.com/karpenter-go/karpenter/pkg/controllers/static"
+	"github.com/karpenter-go/karpenter/pkg/controllers/static/internal/staticpool"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/state"
 )
@@ -121,27 +115,13 @@ func ToCreate(np *v1.NodePool, c Counts) (n int64, limited bool) {
 // replicas change and when they become Ready; NodeClaims of a pool trigger
 // it when they are deleted, so a lost node is replaced at once.
 func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
-	return builder.ControllerManagedBy(mgr).
-		Named(Name).
-		For(&v1.NodePool{}, builder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(e event.CreateEvent) bool { return true },
-			UpdateFunc: func(e event.UpdateEvent) bool {
-				oldNP, newNP := e.ObjectOld.(*v1.NodePool), e.ObjectNew.(*v1.NodePool)
-				return static.Replicas(oldNP) != static.Replicas(newNP) || (!nodepool.IsReady(oldNP) && nodepool.IsReady(newNP))
-			},
-			DeleteFunc:  func(event.DeleteEvent) bool { return false },
-			GenericFunc: func(event.GenericEvent) bool { return false },
-		})).
-		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(static.PoolOf), builder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(event.CreateEvent) bool { return false },
-			UpdateFunc: func(e event.UpdateEvent) bool {
-				return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
-			},
-			DeleteFunc:  func(event.DeleteEvent) bool { return true },
-			GenericFunc: func(event.GenericEvent) bool { return false },
-		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 10}).
-		Complete(c)
+	return staticpool.Register(mgr, Name, c,
+		func(before, after *v1.NodePool) bool {
+			return staticpool.Replicas(before) != staticpool.Replicas(after) || (!before.IsReady() && after.IsReady())
+		},
+		staticpool.ClaimEvents{Delete: true, Update: func(before, after client.Object) bool {
+			return before.GetDeletionTimestamp().IsZero() && !after.GetDeletionTimestamp().IsZero()
+		}})
 }
 
 // Reconcile creates the NodeClaims the pool lacks.
@@ -153,7 +133,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !np.IsStatic() || !np.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	if !nodepool.IsReady(np) {
+	if !np.IsReady() {
 		return reconcile.Result{RequeueAfter: Resync}, nil
 	}
 	if !c.cluster.Synced(ctx) {

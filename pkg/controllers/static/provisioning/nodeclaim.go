@@ -2,7 +2,6 @@ package provisioning
 
 import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	dynamic "github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 )
 
 // NodeClaimFor is the NodeClaim a static pool launches: its template's
@@ -12,5 +11,5 @@ import (
 // cascades). It carries no resource requests: no pods size a static node,
 // so the provider launches the cheapest type the requirements allow.
 func NodeClaimFor(np *v1.NodePool) *v1.NodeClaim {
-	return dynamic.NodeClaimFromTemplate(np, nil).DeepCopy() // share nothing with the pool's template
+	return np.NodeClaimFromTemplate(nil).DeepCopy() // share nothing with the pool's template
 }

@@ -20,8 +20,6 @@ import (
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
 	staticprovisioning "github.com/karpenter-go/karpenter/pkg/controllers/static/provisioning"
 	"github.com/karpenter-go/karpenter/pkg/state"
 	"github.com/karpenter-go/karpenter/test/controlplane"
@@ -84,8 +82,8 @@ func (e *env) setReady(np *v1.NodePool, ready bool) {
 	if !ready {
 		status = metav1.ConditionFalse
 	}
-	nodepool.SetCondition(np, v1.ConditionTypeValidationSucceeded, metav1.ConditionTrue, "", "")
-	nodepool.SetCondition(np, v1.ConditionTypeNodeClassReady, status, "", "")
+	np.SetCondition(v1.ConditionTypeValidationSucceeded, metav1.ConditionTrue, "", "")
+	np.SetCondition(v1.ConditionTypeNodeClassReady, status, "", "")
 	require.NoError(e.t, cp.Client.Status().Update(e.ctx, np))
 }
 
@@ -123,7 +121,7 @@ func TestKeepsReplicas(t *testing.T) {
 	assert.Equal(t, "a", nc.Labels["team"])
 	assert.Equal(t, "default", nc.Labels[v1.NodeClassLabelKey(np.Spec.Template.Spec.NodeClassRef.GroupKind())])
 	assert.Equal(t, "infra", nc.Annotations["example.com/owner"])
-	assert.Equal(t, hash.NodePool(np), nc.Annotations[v1.NodePoolHashAnnotationKey], "static NodeClaims carry the hash drift compares")
+	assert.Equal(t, np.Hash(), nc.Annotations[v1.NodePoolHashAnnotationKey], "static NodeClaims carry the hash drift compares")
 	assert.Equal(t, v1.NodePoolHashVersion, nc.Annotations[v1.NodePoolHashVersionAnnotationKey])
 	assert.Equal(t, np.Spec.Template.Spec.Requirements, nc.Spec.Requirements, "the provider picks among the template's requirements")
 	assert.Empty(t, nc.Spec.Resources.Requests, "no pods size a static node")

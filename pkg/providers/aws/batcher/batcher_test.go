@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sort"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -47,6 +47,11 @@ func (r *recorder) sizes() []int {
 	return out
 }
 
+// The tests run in synctest bubbles: the windows are timers on the
+// bubble's fake clock, so an arrival 5ms after another is 5ms after it
+// however loaded the machine is, and a bucket goroutine that outlives its
+// bucket fails the test (the bubble never empties).
+
 // keyOf buckets "a1", "a2" together and apart from "b1".
 func keyOf(s string) (string, error) {
 	if s == "" {
@@ -84,78 +89,89 @@ func TestBatcherWindows(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &recorder{}
-			b := batcher.New(batcher.Options[string, string]{
-				IdleTimeout: 50 * time.Millisecond, MaxTimeout: 200 * time.Millisecond, MaxItems: tc.maxItems,
-				Hash: keyOf, Exec: rec.exec,
+			synctest.Test(t, func(t *testing.T) {
+				rec := &recorder{}
+				b := batcher.New(batcher.Options[string, string]{
+					IdleTimeout: 50 * time.Millisecond, MaxTimeout: 200 * time.Millisecond, MaxItems: tc.maxItems,
+					Hash: keyOf, Exec: rec.exec,
+				})
+				var wg sync.WaitGroup
+				results := make([]string, len(tc.arrivals))
+				for i, a := range tc.arrivals {
+					time.Sleep(a.after)
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						out, err := b.Add(context.Background(), a.in)
+						assert.NoError(t, err)
+						results[i] = out
+					}()
+					// Keep the arrival order of simultaneous requests.
+					synctest.Wait()
+				}
+				wg.Wait()
+				for i, a := range tc.arrivals {
+					assert.Regexp(t, "^"+a.in+"/[0-9]+$", results[i], "every caller gets its own answer")
+				}
+				if tc.wantSizes != nil {
+					assert.Equal(t, tc.wantSizes, rec.sizes())
+					return
+				}
+				sizes := rec.sizes()
+				assert.GreaterOrEqual(t, len(sizes), 2, "the max timeout split the stream: %v", sizes)
+				assert.Less(t, len(sizes), len(tc.arrivals), "but it was batched: %v", sizes)
 			})
-			var wg sync.WaitGroup
-			results := make([]string, len(tc.arrivals))
-			for i, a := range tc.arrivals {
-				time.Sleep(a.after)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					out, err := b.Add(context.Background(), a.in)
-					assert.NoError(t, err)
-					results[i] = out
-				}()
-				// Keep the arrival order of simultaneous requests.
-				time.Sleep(time.Millisecond)
-			}
-			wg.Wait()
-			for i, a := range tc.arrivals {
-				assert.Regexp(t, "^"+a.in+"/[0-9]+$", results[i], "every caller gets its own answer")
-			}
-			if tc.wantSizes != nil {
-				assert.Equal(t, tc.wantSizes, rec.sizes())
-				return
-			}
-			sizes := rec.sizes()
-			assert.GreaterOrEqual(t, len(sizes), 2, "the max timeout split the stream: %v", sizes)
-			assert.Less(t, len(sizes), len(tc.arrivals), "but it was batched: %v", sizes)
 		})
 	}
 }
 
 func TestBatcherCancellation(t *testing.T) {
-	rec := &recorder{}
-	b := batcher.New(batcher.Options[string, string]{
-		IdleTimeout: 100 * time.Millisecond, MaxTimeout: time.Second, Hash: keyOf, Exec: rec.exec,
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.Add(ctx, "a-cancelled")
-		done <- err
-	}()
-	time.Sleep(10 * time.Millisecond)
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled, "the caller returns at once")
-	out, err := b.Add(context.Background(), "a-kept")
-	require.NoError(t, err)
-	assert.Equal(t, "a-kept/1", out, "the cancelled request left the bucket before it was sent")
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		b := batcher.New(batcher.Options[string, string]{
+			IdleTimeout: 100 * time.Millisecond, MaxTimeout: time.Second, Hash: keyOf, Exec: rec.exec,
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.Add(ctx, "a-cancelled")
+			done <- err
+		}()
+		time.Sleep(10 * time.Millisecond)
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled, "the caller returns at once")
+		out, err := b.Add(context.Background(), "a-kept")
+		require.NoError(t, err)
+		assert.Equal(t, "a-kept/1", out, "the cancelled request left the bucket before it was sent")
 
-	// A request whose context has already ended is never queued.
-	_, err = b.Add(ctx, "a-late")
-	require.ErrorIs(t, err, context.Canceled)
-	// Nor one that does not hash.
-	_, err = b.Add(context.Background(), "")
-	require.Error(t, err)
-	assert.Equal(t, []int{1}, rec.sizes())
+		// A request whose context has already ended is never queued.
+		_, err = b.Add(ctx, "a-late")
+		require.ErrorIs(t, err, context.Canceled)
+		// Nor one that does not hash.
+		_, err = b.Add(context.Background(), "")
+		require.Error(t, err)
+		assert.Equal(t, []int{1}, rec.sizes())
+	})
 }
 
 func TestBatcherCancelWhileExecuting(t *testing.T) {
-	rec := &recorder{delay: 100 * time.Millisecond}
-	b := batcher.New(batcher.Options[string, string]{
-		IdleTimeout: 10 * time.Millisecond, MaxTimeout: time.Second, Hash: keyOf, Exec: rec.exec,
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{delay: 100 * time.Millisecond}
+		b := batcher.New(batcher.Options[string, string]{
+			IdleTimeout: 10 * time.Millisecond, MaxTimeout: time.Second, Hash: keyOf, Exec: rec.exec,
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+		_, err := b.Add(ctx, "a1")
+		require.ErrorIs(t, err, context.Canceled)
+		// The call was on the wire (from 10ms to 110ms): it completes
+		// without its caller.
+		synctest.Wait()
+		assert.Empty(t, rec.sizes(), "the call is still on the wire")
+		time.Sleep(60 * time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, []int{1}, rec.sizes())
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
-	_, err := b.Add(ctx, "a1")
-	require.ErrorIs(t, err, context.Canceled)
-	// The call was on the wire: it completes without its caller.
-	require.Eventually(t, func() bool { return len(rec.sizes()) == 1 }, time.Second, 10*time.Millisecond)
 }
 
 func TestBatcherExecFailures(t *testing.T) {
@@ -187,81 +203,76 @@ func TestBatcherExecFailures(t *testing.T) {
 }
 
 // TestBatcherConcurrentUse hammers one batcher from many goroutines (run
-// with -race) and checks every request is answered once and no goroutine
-// outlives its bucket.
+// with -race) and checks every request is answered once; the bubble checks
+// that no goroutine outlives its bucket.
 func TestBatcherConcurrentUse(t *testing.T) {
-	before := runtime.NumGoroutine()
-	rec := &recorder{}
-	b := batcher.New(batcher.Options[string, string]{
-		IdleTimeout: 5 * time.Millisecond, MaxTimeout: 50 * time.Millisecond, MaxItems: 7, Hash: keyOf, Exec: rec.exec,
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		b := batcher.New(batcher.Options[string, string]{
+			IdleTimeout: 5 * time.Millisecond, MaxTimeout: 50 * time.Millisecond, MaxItems: 7, Hash: keyOf, Exec: rec.exec,
+		})
+		var wg sync.WaitGroup
+		for i := 0; i < 400; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx := context.Background()
+				if i%10 == 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*time.Millisecond)
+					defer cancel()
+				}
+				in := fmt.Sprintf("%c%d", 'a'+i%3, i)
+				out, err := b.Add(ctx, in)
+				if err != nil {
+					assert.ErrorIs(t, err, context.DeadlineExceeded)
+					return
+				}
+				assert.Regexp(t, "^"+in+"/[1-7]$", out)
+			}()
+		}
+		wg.Wait()
+		total := 0
+		for _, n := range rec.sizes() {
+			total += n
+		}
+		assert.LessOrEqual(t, total, 400)
+		assert.GreaterOrEqual(t, total, 360, "only the requests with a deadline may be dropped")
 	})
-	var wg sync.WaitGroup
-	for i := 0; i < 400; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := context.Background()
-			if i%10 == 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*time.Millisecond)
-				defer cancel()
-			}
-			in := fmt.Sprintf("%c%d", 'a'+i%3, i)
-			out, err := b.Add(ctx, in)
-			if err != nil {
-				assert.ErrorIs(t, err, context.DeadlineExceeded)
-				return
-			}
-			assert.Regexp(t, "^"+in+"/[1-7]$", out)
-		}()
-	}
-	wg.Wait()
-	total := 0
-	for _, n := range rec.sizes() {
-		total += n
-	}
-	assert.LessOrEqual(t, total, 400)
-	assert.GreaterOrEqual(t, total, 360, "only the requests with a deadline may be dropped")
-	// Polled here, not with Eventually, which counts its own goroutines.
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<16)
-		t.Fatalf("bucket goroutines leaked: %d before, %d now:\n%s", before, n, buf[:runtime.Stack(buf, true)])
-	}
 }
 
 // TestBatcherObserve: each executed batch reports its size and how long its
 // window stayed open (at least the idle timeout after the last request);
 // a batch every caller left is not reported.
 func TestBatcherObserve(t *testing.T) {
-	type seen struct {
-		window time.Duration
-		size   int
-	}
-	var mu sync.Mutex
-	var got []seen
-	rec := &recorder{}
-	b := batcher.New(batcher.Options[string, string]{
-		IdleTimeout: 30 * time.Millisecond, MaxTimeout: time.Second, Hash: keyOf, Exec: rec.exec,
-		Observe: func(w time.Duration, n int) { mu.Lock(); got = append(got, seen{w, n}); mu.Unlock() },
+	synctest.Test(t, func(t *testing.T) {
+		type seen struct {
+			window time.Duration
+			size   int
+		}
+		var mu sync.Mutex
+		var got []seen
+		rec := &recorder{}
+		b := batcher.New(batcher.Options[string, string]{
+			IdleTimeout: 30 * time.Millisecond, MaxTimeout: time.Second, Hash: keyOf, Exec: rec.exec,
+			Observe: func(w time.Duration, n int) { mu.Lock(); got = append(got, seen{w, n}); mu.Unlock() },
+		})
+		var wg sync.WaitGroup
+		for _, in := range []string{"a1", "a2", "a3"} {
+			wg.Add(1)
+			go func() { defer wg.Done(); _, _ = b.Add(context.Background(), in) }()
+		}
+		wg.Wait()
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { time.Sleep(5 * time.Millisecond); cancel() }()
+		_, err := b.Add(ctx, "b1")
+		require.Error(t, err)
+		time.Sleep(60 * time.Millisecond) // the abandoned window closes unreported
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, got, 1)
+		assert.Equal(t, 3, got[0].size)
+		assert.Equal(t, 30*time.Millisecond, got[0].window, "the idle timeout after the last request")
 	})
-	var wg sync.WaitGroup
-	for _, in := range []string{"a1", "a2", "a3"} {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, _ = b.Add(context.Background(), in) }()
-	}
-	wg.Wait()
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(5 * time.Millisecond); cancel() }()
-	_, err := b.Add(ctx, "b1")
-	require.Error(t, err)
-	time.Sleep(60 * time.Millisecond) // the abandoned window closes unreported
-	mu.Lock()
-	defer mu.Unlock()
-	require.Len(t, got, 1)
-	assert.Equal(t, 3, got[0].size)
-	assert.GreaterOrEqual(t, got[0].window, 30*time.Millisecond)
 }

@@ -75,7 +75,9 @@ type Subnets interface {
 
 // Options are the parts the provider is assembled from.
 type Options struct {
-	Kube            client.Client
+	// Kube reads EC2NodeClasses (the manager's cache; the CLI's listed
+	// objects).
+	Kube            client.Reader
 	InstanceTypes   InstanceTypes
 	LaunchTemplates LaunchTemplates
 	Instances       Instances
@@ -90,6 +92,9 @@ type Options struct {
 	// Create launch into the class's capacity reservations; without it
 	// reserved offerings are never launched into.
 	Reservations Reservations
+	// HashCABundle is the CA bundle the EC2NodeClass hash is computed with
+	// (EC2NodeClass.Hash); it must be the hash controller's.
+	HashCABundle *string
 }
 
 // CloudProvider is the AWS cloud provider. It is safe for concurrent use.
@@ -224,6 +229,11 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		NodeClassName: nodeClass.Name,
 		ClassTags:     nodeClass.Spec.Tags,
 	}
+	// As upstream, a NodeClaim whose minValues were relaxed launches
+	// without the class's Context.
+	if nodeClass.Spec.Context != nil && nc.Annotations[v1.NodeClaimMinValuesRelaxedAnnotationKey] != "true" {
+		req.Context = *nodeClass.Spec.Context
+	}
 	gate := coreoptions.FromContext(ctx).FeatureGates.ReservedCapacity
 	var reserved []reservedOffering
 	if gate && c.opts.Reservations != nil && reqs.Get(scheduling.LabelCapacityType).Has(scheduling.CapacityTypeReserved) {
@@ -240,8 +250,11 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		// configs: it returns the instance an earlier Create launched (a
 		// reserved NodeClaim whose reservation that launch filled) before
 		// answering insufficient capacity.
-		its := compatibleTypes(all, reqs, nc.Spec.Resources.Requests)
+		its := filterLaunchTypes(compatibleTypes(all, reqs, nc.Spec.Resources.Requests), reqs)
 		req.CapacityType = chooseCapacityType(its, reqs)
+		if its, err = truncateTypes(its, reqs, req.CapacityType, instance.MaxInstanceTypes); err != nil {
+			return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("truncating instance types for nodeclaim %s: %w", nc.Name, err))
+		}
 		// With the gate on, an unreserved launch must not land in an open
 		// reservation Karpenter does not count.
 		preference := ""
@@ -283,7 +296,7 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if res.Annotations == nil {
 		res.Annotations = map[string]string{}
 	}
-	res.Annotations[awsv1.AnnotationEC2NodeClassHash] = nodeClass.Hash()
+	res.Annotations[awsv1.AnnotationEC2NodeClassHash] = nodeClass.Hash(c.opts.HashCABundle)
 	res.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
 	res.Annotations[awsv1.AnnotationInstanceProfile] = nodeClass.Status.InstanceProfile
 	res.Status.ProviderID = out.Status.ProviderID
@@ -309,34 +322,18 @@ func (c *CloudProvider) markFull(ids []string) {
 func compatibleTypes(its []*scheduling.InstanceType, reqs scheduling.Requirements, requests corev1.ResourceList) []*scheduling.InstanceType {
 	var out []*scheduling.InstanceType
 	for _, it := range its {
-		if reqs.Intersects(it.Requirements) != nil || !fits(requests, cloudprovider.Allocatable(it)) {
+		if reqs.Intersects(it.Requirements) != nil || !scheduling.Fits(requests, cloudprovider.Allocatable(it)) {
 			continue
 		}
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			if o.Available && o.ReservationID == "" && cloudprovider.OfferingCompatible(o, reqs) {
+			if o.Available && o.ReservationID == "" && scheduling.OfferingCompatible(o, reqs) {
 				out = append(out, it)
 				break
 			}
 		}
 	}
 	return out
-}
-
-func fits(requests, allocatable corev1.ResourceList) bool {
-	for name, q := range requests {
-		a, ok := allocatable[name]
-		if !ok {
-			if q.IsZero() {
-				continue
-			}
-			return false
-		}
-		if q.Cmp(a) > 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // chooseCapacityType is spot when the NodeClaim allows it and a type has an
@@ -347,7 +344,7 @@ func chooseCapacityType(its []*scheduling.InstanceType, reqs scheduling.Requirem
 		for _, it := range its {
 			for i := range it.Offerings {
 				o := &it.Offerings[i]
-				if o.CapacityType == instance.CapacityTypeSpot && o.Available && cloudprovider.OfferingCompatible(o, reqs) {
+				if o.CapacityType == instance.CapacityTypeSpot && o.Available && scheduling.OfferingCompatible(o, reqs) {
 					return instance.CapacityTypeSpot
 				}
 			}
@@ -428,7 +425,7 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 			for j := range it.Offerings {
 				o := &it.Offerings[j]
 				subnet, ok := subnetOf[o.Zone]
-				if !ok || !o.Available || o.CapacityType != capacityType || o.ReservationID != "" || !cloudprovider.OfferingCompatible(o, reqs) {
+				if !ok || !o.Available || o.CapacityType != capacityType || o.ReservationID != "" || !scheduling.OfferingCompatible(o, reqs) {
 					continue
 				}
 				cfg.Overrides = append(cfg.Overrides, instance.Override{InstanceType: it.Name, Zone: o.Zone, ZoneID: zoneIDOf[o.Zone], SubnetID: subnet, Price: o.Price})

@@ -46,7 +46,7 @@ func TestCreateStampsHashAndProfile(t *testing.T) {
 	got, err := e.cp.Create(ctx, nc)
 	require.NoError(t, err)
 	t.Cleanup(func() { cleanup(t, e, got) })
-	assert.Equal(t, e.nodeClass.Hash(), got.Annotations[awsv1.AnnotationEC2NodeClassHash])
+	assert.Equal(t, e.nodeClass.Hash(nil), got.Annotations[awsv1.AnnotationEC2NodeClassHash])
 	assert.Equal(t, awsv1.EC2NodeClassHashVersion, got.Annotations[awsv1.AnnotationEC2NodeClassHashVersion])
 	assert.Equal(t, e.nodeClass.Status.InstanceProfile, got.Annotations[awsv1.AnnotationInstanceProfile])
 	assert.Equal(t, "me", got.Annotations["keep"], "the NodeClaim's own annotations stay")

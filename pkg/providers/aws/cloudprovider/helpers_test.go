@@ -12,7 +12,6 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
@@ -28,7 +27,7 @@ func resourceMilli(m int64) *resource.Quantity {
 // newEnvSharingClass is a second, freshly built provider on e's class: a
 // controller that restarted and lost its in-memory state.
 func newEnvSharingClass(t *testing.T, e *env) *env {
-	unavailable := lifecycle.NewUnavailableOfferings(nil, 0)
+	unavailable := cloudprovider.NewUnavailableOfferings(nil, 0)
 	types := instancetypes.NewProvider(ec2API, prices, instancetypes.Options{Region: "us-east-1", Settings: instancetype.DefaultSettings(), Unavailable: unavailable})
 	subnets := subnet.NewProvider(ec2API, time.Minute)
 	return &env{unavailable: unavailable, types: types, subnets: subnets, nodeClass: e.nodeClass, cp: awscloudprovider.New(awscloudprovider.Options{

@@ -43,12 +43,12 @@ func (r reservedOffering) reservationType() string {
 func selectReserved(its []*scheduling.InstanceType, reqs scheduling.Requirements, requests corev1.ResourceList, nodeClass *awsv1.EC2NodeClass, subnetOf map[string]string, tracker Reservations) []reservedOffering {
 	var cands []reservedOffering
 	for _, it := range its {
-		if reqs.Intersects(it.Requirements) != nil || !fits(requests, cloudprovider.Allocatable(it)) {
+		if reqs.Intersects(it.Requirements) != nil || !scheduling.Fits(requests, cloudprovider.Allocatable(it)) {
 			continue
 		}
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			if o.ReservationID == "" || !o.Available || !cloudprovider.OfferingCompatible(o, reqs) {
+			if o.ReservationID == "" || !o.Available || !scheduling.OfferingCompatible(o, reqs) {
 				continue
 			}
 			if _, ok := subnetOf[o.Zone]; !ok {

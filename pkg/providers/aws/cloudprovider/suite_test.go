@@ -23,7 +23,7 @@ import (
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
@@ -84,7 +84,7 @@ func run(m *testing.M) int {
 // newEnvIn names others).
 type env struct {
 	cp          *awscloudprovider.CloudProvider
-	unavailable *lifecycle.UnavailableOfferings
+	unavailable *cloudprovider.UnavailableOfferings
 	types       *instancetypes.Provider
 	subnets     *subnet.Provider
 	nodeClass   *awsv1.EC2NodeClass
@@ -144,7 +144,7 @@ func newEnvIn(t *testing.T, instanceAPI instance.EC2API, subnets []ec2types.Subn
 	}
 	require.NoError(t, kube.Status().Update(ctx, nodeClass))
 
-	unavailable := lifecycle.NewUnavailableOfferings(nil, 0)
+	unavailable := cloudprovider.NewUnavailableOfferings(nil, 0)
 	types := instancetypes.NewProvider(ec2API, prices, instancetypes.Options{Region: "us-east-1", Settings: instancetype.DefaultSettings(), Unavailable: unavailable})
 	launchSubnets := subnet.NewProvider(ec2API, time.Minute)
 	e := &env{

@@ -83,7 +83,7 @@ type EC2API interface {
 }
 
 // UnavailableOfferings is the insufficient-capacity cache
-// (lifecycle.UnavailableOfferings) that launches feed.
+// (cloudprovider.UnavailableOfferings) that launches feed.
 type UnavailableOfferings interface {
 	MarkUnavailable(cloudprovider.OfferingKey)
 }
@@ -186,6 +186,9 @@ type Request struct {
 	Configs         []LaunchConfig
 	// ClassTags are the EC2NodeClass's spec.tags; Karpenter's own tags win.
 	ClassTags map[string]string
+	// Context is the class's spec.context, EC2 Fleet's reserved Context
+	// field ("" sends none).
+	Context string
 }
 
 // Provider launches, finds and terminates the cluster's instances. It is
@@ -312,6 +315,9 @@ func (p *Provider) newLaunch(req Request) (*launch, error) {
 			DefaultTargetCapacityType: targetCapacityType(req),
 			TotalTargetCapacity:       aws.Int32(1),
 		},
+	}
+	if req.Context != "" {
+		l.input.Context = aws.String(req.Context)
 	}
 	if req.CapacityType == CapacityTypeSpot {
 		l.input.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/test/awslocal"
 )
@@ -69,7 +68,7 @@ func TestReservedLaunches(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { local.RemoveCapacityReservation(cr.ID) })
 			lt := e.reservedLT(t, cr.ID, tc.reservationType)
-			unavailable := lifecycle.NewUnavailableOfferings(nil, 0)
+			unavailable := cloudprovider.NewUnavailableOfferings(nil, 0)
 			p := instance.NewProvider(ec2API, e.cluster, unavailable, wideWindow)
 
 			var reqs []instance.Request

@@ -40,6 +40,11 @@ type API interface {
 // CacheTTL is upstream's instance-profile cache lifetime.
 const CacheTTL = 15 * time.Minute
 
+// ProtectionTTL is how long a profile a role change replaced is kept from
+// garbage collection: instances launched with it may not yet carry the
+// NodeClaim annotation that protects it afterwards (upstream's 1h).
+const ProtectionTTL = time.Hour
+
 // Provider creates, finds and deletes managed instance profiles. It is safe
 // for concurrent use.
 type Provider struct {
@@ -50,12 +55,14 @@ type Provider struct {
 	// the existence of roles.
 	profiles *ttl.Cache[iamtypes.InstanceProfile]
 	roles    *ttl.Cache[bool]
+	// protected are the profiles replaced within ProtectionTTL.
+	protected *ttl.Cache[bool]
 }
 
 // NewProvider returns a provider for the cluster's profiles in region.
 func NewProvider(api API, region, cluster string) *Provider {
 	return &Provider{iam: api, region: region, cluster: cluster,
-		profiles: ttl.New[iamtypes.InstanceProfile](nil), roles: ttl.New[bool](nil)}
+		profiles: ttl.New[iamtypes.InstanceProfile](nil), roles: ttl.New[bool](nil), protected: ttl.New[bool](nil)}
 }
 
 // NewName is a fresh managed profile name for the class, as upstream forms
@@ -113,7 +120,20 @@ func (p *Provider) Ensure(ctx context.Context, nodeClass *awsv1.EC2NodeClass) (s
 	if err := p.Create(ctx, name, role, Tags(nodeClass, p.cluster, p.region), string(nodeClass.UID)); err != nil {
 		return "", err
 	}
+	if current := nodeClass.Status.InstanceProfile; current != "" {
+		p.Protect(current)
+	}
 	return name, nil
+}
+
+// Protect keeps the named profile from garbage collection for
+// ProtectionTTL.
+func (p *Provider) Protect(name string) { p.protected.Set(name, true, ProtectionTTL) }
+
+// IsProtected reports a profile Protect named within ProtectionTTL.
+func (p *Provider) IsProtected(name string) bool {
+	_, ok := p.protected.Get(name)
+	return ok
 }
 
 // Get returns the named profile; found is false when IAM has none.

@@ -8,14 +8,15 @@ import (
 	"strings"
 )
 
-// branchInterfacesTSV lists, for every trunking-compatible instance type,
-// how many branch network interfaces the VPC resource controller can attach
-// (it advertises them as vpc.amazonaws.com/pod-eni for security groups for
-// pods). EC2 does not publish this through DescribeInstanceTypes; the values
-// are the facts of aws/amazon-vpc-resource-controller-k8s pkg/aws/vpc/limits.go,
-// the table upstream Karpenter generates its own from. Types not listed are
-// not trunking-compatible and get 0.
+// branchInterfacesTSV holds, for every instance type EC2 lists, how many
+// branch network interfaces the VPC resource controller can attach (it
+// advertises them as vpc.amazonaws.com/pod-eni for security groups for
+// pods); 0 for types that are not trunking-compatible. EC2 does not publish
+// this through DescribeInstanceTypes: ./gen writes the table from the VPC
+// resource controller's pkg/aws/vpc/limits.go (what upstream Karpenter
+// generates its own from) and the local AWS's instance-type data.
 //
+//go:generate go run ./gen -out branch_interfaces.tsv
 //go:embed branch_interfaces.tsv
 var branchInterfacesTSV string
 

@@ -3,10 +3,14 @@ package instancetypes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
@@ -31,6 +35,9 @@ func (p *Provider) compute(ctx context.Context, nc *awsv1.EC2NodeClass, infos []
 	var firstErr error
 	failed := 0
 	for _, info := range infos {
+		if !supportsClass(info, nc) {
+			continue
+		}
 		name := string(info.InstanceType)
 		var typeZones []instancetype.Zone
 		for _, z := range zones {
@@ -139,11 +146,17 @@ func compatible(info ec2types.InstanceTypeInfo, nc *awsv1.EC2NodeClass) bool {
 	return true
 }
 
-// applyOverlay lays the insufficient-capacity cache and reservation counts
-// over the base list. Types they do not touch are shared with the base;
-// touched ones are copied with fresh offerings.
-func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map[string]int) []*scheduling.InstanceType {
+// applyOverlay lays the insufficient-capacity cache, reservation counts,
+// zonal shifts and the memory capacity real nodes reported over the base
+// list. Types they do not touch are shared with the base; touched ones are
+// copied with fresh offerings.
+func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map[string]int, shifted map[string]bool, memory map[string]resource.Quantity) []*scheduling.InstanceType {
 	touched := map[int]bool{}
+	for name := range memory {
+		if i, ok := e.byName[name]; ok {
+			touched[i] = true
+		}
+	}
 	for _, k := range unavailable {
 		if i, ok := e.byName[k.InstanceType]; ok {
 			touched[i] = true
@@ -151,7 +164,7 @@ func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map
 	}
 	for i, it := range e.base {
 		for j := range it.Offerings {
-			if it.Offerings[j].ReservationID != "" {
+			if it.Offerings[j].ReservationID != "" || shifted[it.Offerings[j].Zone] {
 				touched[i] = true
 				break
 			}
@@ -168,10 +181,16 @@ func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map
 	copy(out, e.base)
 	for i := range touched {
 		cp := *e.base[i]
+		if m, ok := memory[cp.Name]; ok {
+			// Upstream replaces only the capacity; the overhead stays what
+			// the estimate gave.
+			cp.Capacity = maps.Clone(cp.Capacity)
+			cp.Capacity[corev1.ResourceMemory] = m
+		}
 		cp.Offerings = append([]scheduling.Offering(nil), cp.Offerings...)
 		for j := range cp.Offerings {
 			o := &cp.Offerings[j]
-			if ice[cloudprovider.Key(&cp, o)] {
+			if ice[cloudprovider.Key(&cp, o)] || shifted[o.Zone] {
 				o.Available = false
 			}
 			if o.ReservationID != "" {
@@ -185,4 +204,25 @@ func (e *entry) applyOverlay(unavailable []cloudprovider.OfferingKey, counts map
 		out[i] = &cp
 	}
 	return out
+}
+
+// supportsClass: the type can carry the class's launch settings, as
+// upstream filters them: connection tracking needs a Nitro type, and
+// nested virtualization one whose processor lists the feature.
+func supportsClass(info ec2types.InstanceTypeInfo, nc *awsv1.EC2NodeClass) bool {
+	if nc.Spec.ConnectionTracking != nil && info.Hypervisor != ec2types.InstanceTypeHypervisorNitro {
+		return false
+	}
+	if o := nc.Spec.CPUOptions; o != nil && aws.ToString(o.NestedVirtualization) == string(ec2types.NestedVirtualizationSpecificationEnabled) {
+		if info.ProcessorInfo == nil {
+			return false
+		}
+		for _, f := range info.ProcessorInfo.SupportedFeatures {
+			if f == ec2types.SupportedAdditionalProcessorFeatureNestedVirtualization {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }

@@ -72,7 +72,7 @@ type Pricing interface {
 }
 
 // UnavailableOfferings is the insufficient-capacity cache the launch path
-// writes (lifecycle.UnavailableOfferings): the offerings it lists are
+// writes (cloudprovider.UnavailableOfferings): the offerings it lists are
 // returned with Available=false.
 type UnavailableOfferings interface {
 	// Keys lists the offerings unavailable now.
@@ -84,6 +84,13 @@ type UnavailableOfferings interface {
 // solver must not plan on capacity nobody has counted.
 type ReservationCounts interface {
 	Available(reservationID string) (int, bool)
+}
+
+// ZonalShifts reports the zones ARC has shifted traffic away from
+// (zonalshift.Provider): every offering there is unavailable while the
+// shift lasts.
+type ZonalShifts interface {
+	IsShifted(zoneID string) bool
 }
 
 // Options configure NewProvider.
@@ -98,6 +105,9 @@ type Options struct {
 	// Reservations counts capacity reservations' remaining instances; when
 	// nil, reserved offerings are listed but unavailable.
 	Reservations ReservationCounts
+	// ZonalShifts makes offerings in shifted zones unavailable (none when
+	// nil: ENABLE_ZONAL_SHIFT off).
+	ZonalShifts ZonalShifts
 	// Clock drives the cache TTL and Tick (the real clock when nil).
 	Clock clock.Clock
 }
@@ -122,6 +132,11 @@ type Provider struct {
 	// ticks gates Tick; it has its own lock.
 	ticks interval.Gate
 
+	// discovered are memory capacities real nodes reported (discovered.go).
+	discoveredMu  sync.Mutex
+	discovered    map[string]discovered
+	discoveredSeq uint64
+
 	// cacheMu also serializes computing lists, so NodePools asking at once
 	// for the same class wait for one computation instead of each doing it.
 	cacheMu sync.Mutex
@@ -143,7 +158,7 @@ func NewProvider(api EC2API, prices Pricing, opts Options) *Provider {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Provider{ec2: api, pricing: prices, opts: opts, cache: map[string]*entry{}}
+	return &Provider{ec2: api, pricing: prices, opts: opts, cache: map[string]*entry{}, discovered: map[string]discovered{}}
 }
 
 // Tick refreshes instance types and offerings when RefreshInterval has
@@ -272,6 +287,8 @@ func (p *Provider) List(ctx context.Context, nodeClass *awsv1.EC2NodeClass) ([]*
 		unavailable = p.opts.Unavailable.Keys()
 	}
 	counts := p.reservationCounts(nodeClass)
+	shifted := p.shiftedZones(nodeClass)
+	memory, memorySeq := p.discoveredFor(nodeClass)
 
 	p.cacheMu.Lock()
 	defer p.cacheMu.Unlock()
@@ -289,9 +306,9 @@ func (p *Provider) List(ctx context.Context, nodeClass *awsv1.EC2NodeClass) ([]*
 		}
 		p.cache[key] = e
 	}
-	fp := overlayFingerprint(unavailable, counts)
+	fp := overlayFingerprint(unavailable, counts, shifted) + fmt.Sprintf("|mem:%d/%d", memorySeq, len(memory))
 	if e.out == nil || e.overlay != fp {
-		e.out, e.overlay = e.applyOverlay(unavailable, counts), fp
+		e.out, e.overlay = e.applyOverlay(unavailable, counts, shifted, memory), fp
 	}
 	return e.out, nil
 }
@@ -321,6 +338,24 @@ func (p *Provider) reservationCounts(nodeClass *awsv1.EC2NodeClass) map[string]i
 	return out
 }
 
+// shiftedZones are the names of the class's zones that a zonal shift has
+// traffic away from now.
+func (p *Provider) shiftedZones(nodeClass *awsv1.EC2NodeClass) map[string]bool {
+	if p.opts.ZonalShifts == nil {
+		return nil
+	}
+	var out map[string]bool
+	for _, z := range classZones(nodeClass) {
+		if p.opts.ZonalShifts.IsShifted(z.ID) {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[z.Name] = true
+		}
+	}
+	return out
+}
+
 // cacheKey covers every input of the computed list: the parts of the class
 // that change capacity, requirements or offerings, and the versions of the
 // EC2 data and prices.
@@ -333,9 +368,12 @@ func cacheKey(nc *awsv1.EC2NodeClass, infoHash, offerHash, priceSeq uint64) (str
 		NetworkInterfaces    any
 		Zones                []instancetype.Zone
 		CapacityReservations []awsv1.CapacityReservation
+		ConnectionTracking   bool
+		CPUOptions           any
 	}{
 		nc.AMIFamily(), nc.Spec.Kubelet, nc.Spec.BlockDeviceMappings, nc.Spec.InstanceStorePolicy,
 		nc.Spec.NetworkInterfaces, classZones(nc), nc.Status.CapacityReservations,
+		nc.Spec.ConnectionTracking != nil, nc.Spec.CPUOptions,
 	})
 	if err != nil {
 		return "", fmt.Errorf("hashing EC2NodeClass %s: %w", nc.Name, err)
@@ -343,8 +381,14 @@ func cacheKey(nc *awsv1.EC2NodeClass, infoHash, offerHash, priceSeq uint64) (str
 	return fmt.Sprintf("%x/%x/%x/%d", h, infoHash, offerHash, priceSeq), nil
 }
 
-func overlayFingerprint(unavailable []cloudprovider.OfferingKey, counts map[string]int) string {
+func overlayFingerprint(unavailable []cloudprovider.OfferingKey, counts map[string]int, shifted map[string]bool) string {
 	var b strings.Builder
+	zones := make([]string, 0, len(shifted))
+	for z := range shifted {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	b.WriteString("shifted:" + strings.Join(zones, ",") + ";")
 	for _, k := range unavailable {
 		b.WriteString(k.InstanceType + "/" + k.Zone + "/" + k.CapacityType + ";")
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -22,7 +24,6 @@ import (
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/capacityreservation"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetypes"
@@ -188,7 +189,7 @@ func TestOfferingsPerClassZoneAndCapacityTypeWithPrices(t *testing.T) {
 func TestUnavailableOfferingIsMarkedAndRecovers(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
-	ice := lifecycle.NewUnavailableOfferings(clk, time.Minute)
+	ice := cloudprovider.NewUnavailableOfferings(clk, time.Minute)
 	p := newProvider(instancetypes.Options{Unavailable: ice, Clock: clk})
 	nc := twoZoneClass("ice")
 	before, err := p.List(ctx, nc)
@@ -333,7 +334,7 @@ func TestTickRefreshesEveryTwelveHours(t *testing.T) {
 func TestNodePoolsSharingAClassShareOneList(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
-	ice := lifecycle.NewUnavailableOfferings(clk, 0)
+	ice := cloudprovider.NewUnavailableOfferings(clk, 0)
 	p := newProvider(instancetypes.Options{Unavailable: ice, Clock: clk})
 	env := newPools(20, twoZoneClass("shared"))
 	lists := make([][]*scheduling.InstanceType, len(env.pools))
@@ -453,4 +454,106 @@ func TestReservedOfferingsFollowTheReservationTracker(t *testing.T) {
 		assert.Equal(t, s.capacity, o.ReservationCapacity, s.name)
 		assert.Equal(t, scheduling.CapacityTypeReserved, o.CapacityType, s.name)
 	}
+}
+
+// shiftedZones is a zonal shift provider answering from a set of zone IDs.
+type shiftedZones map[string]bool
+
+func (s shiftedZones) IsShifted(zoneID string) bool { return s[zoneID] }
+
+// TestZonalShiftMakesTheZoneUnavailable: while us-east-1a (use1-az6) is
+// shifted away from, every offering there, on-demand, spot and reserved, is
+// unavailable and the other zone's are untouched; when the shift ends they
+// are available again without waiting for the list's cache.
+func TestZonalShiftMakesTheZoneUnavailable(t *testing.T) {
+	ctx := context.Background()
+	shifted := shiftedZones{}
+	p := newProvider(instancetypes.Options{ZonalShifts: shifted, Reservations: counts{"cr-0123456789abcdef0": 2}})
+	nc := twoZoneClass("shifted")
+	nc.Status.CapacityReservations = []awsv1.CapacityReservation{{ID: "cr-0123456789abcdef0", InstanceType: "m5.large", AvailabilityZone: "us-east-1a", InstanceMatchCriteria: "targeted", OwnerID: "123456789012"}}
+	available := func() map[string]int {
+		its, err := p.List(ctx, nc)
+		require.NoError(t, err)
+		out := map[string]int{}
+		for _, it := range its {
+			for _, o := range it.Offerings {
+				if o.Available {
+					out[o.Zone+"/"+o.CapacityType]++
+				}
+			}
+		}
+		return out
+	}
+	before := available()
+	require.Positive(t, before["us-east-1a/on-demand"])
+	require.Positive(t, before["us-east-1a/spot"])
+	require.Equal(t, 1, before["us-east-1a/reserved"])
+
+	shifted["use1-az6"] = true
+	during := available()
+	for k, n := range during {
+		require.NotContains(t, k, "us-east-1a", "%d offerings available in the shifted zone (%s)", n, k)
+	}
+	require.Equal(t, before["us-east-1c/on-demand"], during["us-east-1c/on-demand"])
+	require.Equal(t, before["us-east-1c/spot"], during["us-east-1c/spot"])
+
+	delete(shifted, "use1-az6")
+	require.Equal(t, before, available())
+}
+
+// TestDiscoveredMemoryReplacesTheEstimate: a registered m5.large of the
+// class's current image reports its memory (more than the
+// VM_MEMORY_OVERHEAD_PERCENT estimate, as real nodes do); from then on the class's m5.large
+// has that capacity (overhead unchanged) while other types, and classes
+// with other AMIs, keep the estimate. A larger report, or one from a node
+// of an image the class no longer maps, changes nothing; after 60 days the
+// estimate is back.
+func TestDiscoveredMemoryReplacesTheEstimate(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := newProvider(instancetypes.Options{Clock: clk})
+	amd64 := []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}
+	nc := twoZoneClass("discovered")
+	nc.Status.AMIs = []awsv1.AMI{{ID: "ami-0000000000000new1", Requirements: amd64}}
+	other := twoZoneClass("other-amis")
+	other.Status.AMIs = []awsv1.AMI{{ID: "ami-00000000000other1", Requirements: amd64}}
+	memoryOf := func(class *awsv1.EC2NodeClass, name string) resource.Quantity {
+		its, err := p.List(ctx, class)
+		require.NoError(t, err)
+		return byName(its)[name].Capacity[corev1.ResourceMemory]
+	}
+	its, err := p.List(ctx, nc)
+	require.NoError(t, err)
+	estimate := byName(its)["m5.large"].Capacity[corev1.ResourceMemory]
+	overhead := byName(its)["m5.large"].Overhead
+	node := func(memory, image string) (*corev1.Node, string) {
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{corev1.LabelInstanceTypeStable: "m5.large", corev1.LabelArchStable: "amd64"}},
+			Status:     corev1.NodeStatus{Capacity: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memory)}},
+		}, image
+	}
+	real := resource.MustParse("7910260Ki")
+	require.NotZero(t, real.Cmp(estimate), "the report differs from the estimate %s", estimate.String())
+
+	n, img := node("7910260Ki", "ami-0000000000000new1")
+	require.True(t, p.RecordCapacity(ctx, n, img, nc))
+	got := memoryOf(nc, "m5.large")
+	require.Zero(t, got.Cmp(real), "m5.large now has the node's memory, got %s", got.String())
+	its, _ = p.List(ctx, nc)
+	require.Equal(t, overhead, byName(its)["m5.large"].Overhead)
+	c5 := memoryOf(nc, "c5.large")
+	require.NotZero(t, c5.Cmp(real))
+	otherMem := memoryOf(other, "m5.large")
+	require.Zero(t, otherMem.Cmp(estimate), "a class with other AMIs keeps the estimate")
+
+	n, img = node("7950000Ki", "ami-0000000000000new1")
+	require.False(t, p.RecordCapacity(ctx, n, img, nc), "a larger report does not raise it")
+	n, img = node("7000000Ki", "ami-00000000000000old")
+	require.False(t, p.RecordCapacity(ctx, n, img, nc), "a node of an image the class no longer maps says nothing")
+	got = memoryOf(nc, "m5.large")
+	require.Zero(t, got.Cmp(real))
+
+	clk.Step(instancetypes.DiscoveredCapacityTTL + time.Hour)
+	got = memoryOf(nc, "m5.large")
+	require.Zero(t, got.Cmp(estimate), "after 60 days the estimate is back, got %s", got.String())
 }

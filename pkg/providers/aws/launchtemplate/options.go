@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,6 +40,50 @@ type Options struct {
 	// launches may use; part of the name, so a template targeting a
 	// reservation never serves another launch.
 	CapacityReservation CapacityReservation
+	// Interface are the primary interface's address and connection
+	// tracking settings.
+	Interface InterfaceOptions
+	// NestedVirtualization is the class's cpuOptions.nestedVirtualization
+	// ("" leaves the template silent).
+	NestedVirtualization string
+}
+
+// InterfaceOptions are the settings that live on the primary network
+// interface: spec.ipPrefixCount as IPv4 prefixes, or IPv6 prefixes in an
+// IPv6 cluster (whose primary interface also gets a primary IPv6 address),
+// and spec.connectionTracking.
+type InterfaceOptions struct {
+	IPv4PrefixCount       *int32
+	IPv6PrefixCount       *int32
+	IPv6                  bool
+	TCPEstablishedTimeout *int32
+	UDPStreamTimeout      *int32
+	UDPTimeout            *int32
+}
+
+// needed: the template must describe its primary interface.
+func (i InterfaceOptions) needed() bool {
+	return i.IPv4PrefixCount != nil || i.IPv6PrefixCount != nil || i.IPv6 || i.connectionTracking()
+}
+
+func (i InterfaceOptions) connectionTracking() bool {
+	return i.TCPEstablishedTimeout != nil || i.UDPStreamTimeout != nil || i.UDPTimeout != nil
+}
+
+// interfaceOptions resolves the class's interface settings for a cluster
+// whose kube-dns address is dns: an IPv6 address means an IPv6 cluster.
+func interfaceOptions(nodeClass *awsv1.EC2NodeClass, dns string) InterfaceOptions {
+	var out InterfaceOptions
+	if ip := net.ParseIP(dns); ip != nil && ip.To4() == nil {
+		out.IPv6 = true
+		out.IPv6PrefixCount = nodeClass.Spec.IPPrefixCount
+	} else {
+		out.IPv4PrefixCount = nodeClass.Spec.IPPrefixCount
+	}
+	if ct := nodeClass.Spec.ConnectionTracking; ct != nil {
+		out.TCPEstablishedTimeout, out.UDPStreamTimeout, out.UDPTimeout = ct.TCPEstablishedTimeout, ct.UDPStreamTimeout, ct.UDPTimeout
+	}
+	return out
 }
 
 // CapacityReservation is a launch template's capacity reservation
@@ -178,7 +223,16 @@ func Resolve(ctx context.Context, nodeClass *awsv1.EC2NodeClass, cluster Cluster
 		AssociatePublicIPAddress: nodeClass.Spec.AssociatePublicIPAddress,
 		Tags:                     tags,
 		CapacityReservation:      launch.CapacityReservation,
+		Interface:                interfaceOptions(nodeClass, cluster.DNS),
+		NestedVirtualization:     nestedVirtualization(nodeClass),
 	}, nil
+}
+
+func nestedVirtualization(nodeClass *awsv1.EC2NodeClass) string {
+	if nodeClass.Spec.CPUOptions == nil {
+		return ""
+	}
+	return aws.ToString(nodeClass.Spec.CPUOptions.NestedVirtualization)
 }
 
 func metadataOptions(in *awsv1.MetadataOptions) MetadataOptions {
@@ -313,16 +367,34 @@ func (o *Options) requestData() *ec2types.RequestLaunchTemplateData {
 			},
 		})
 	}
-	if o.AssociatePublicIPAddress != nil {
-		// The public-IP flag lives on an interface, and EC2 refuses
-		// template-level groups next to interfaces: both go on the primary.
-		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{{
+	if o.AssociatePublicIPAddress != nil || o.Interface.needed() {
+		// The public-IP flag, prefixes and connection tracking live on an
+		// interface, and EC2 refuses template-level groups next to
+		// interfaces: all go on the primary.
+		primary := ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{
 			DeviceIndex:              aws.Int32(0),
 			AssociatePublicIpAddress: o.AssociatePublicIPAddress,
 			Groups:                   o.SecurityGroupIDs,
-		}}
+			Ipv4PrefixCount:          o.Interface.IPv4PrefixCount,
+			Ipv6PrefixCount:          o.Interface.IPv6PrefixCount,
+		}
+		if o.Interface.IPv6 {
+			primary.PrimaryIpv6 = aws.Bool(true)
+			primary.Ipv6AddressCount = aws.Int32(1)
+		}
+		if o.Interface.connectionTracking() {
+			primary.ConnectionTrackingSpecification = &ec2types.ConnectionTrackingSpecificationRequest{
+				TcpEstablishedTimeout: o.Interface.TCPEstablishedTimeout,
+				UdpStreamTimeout:      o.Interface.UDPStreamTimeout,
+				UdpTimeout:            o.Interface.UDPTimeout,
+			}
+		}
+		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{primary}
 	} else {
 		data.SecurityGroupIds = o.SecurityGroupIDs
+	}
+	if o.NestedVirtualization != "" {
+		data.CpuOptions = &ec2types.LaunchTemplateCpuOptionsRequest{NestedVirtualization: ec2types.NestedVirtualizationSpecification(o.NestedVirtualization)}
 	}
 	switch cr := o.CapacityReservation; {
 	case cr.ID != "":

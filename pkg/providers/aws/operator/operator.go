@@ -14,10 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/arczonalshift"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/go-logr/logr"
@@ -32,18 +32,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/amifamily"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/capacityreservation"
 	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacity"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacityreservation/capacitytype"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacityreservation/expiration"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/instanceprofilegc"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
 	awsmetrics "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/metrics"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/tagging"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass"
 	nodeclasshash "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass/hash"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/ssminvalidation"
+	zonalshiftcontroller "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/zonalshift"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instanceprofile"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
@@ -54,6 +57,8 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/sdk"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/securitygroup"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/subnet"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/version"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/zonalshift"
 )
 
 // RefreshPeriod is how often the refresher ticks the price and instance-type
@@ -73,7 +78,7 @@ type Options struct {
 	Settings *options.Options
 	// Unavailable is the insufficient-capacity cache shared with the core
 	// controllers.
-	Unavailable *lifecycle.UnavailableOfferings
+	Unavailable *cloudprovider.UnavailableOfferings
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 	// Logger reports refresh failures; logr.Discard when zero.
@@ -98,10 +103,21 @@ type Provider struct {
 	amis      *amifamily.Provider
 	opts      Options
 	log       logr.Logger
+	// hashCA is the CA bundle the EC2NodeClass hash includes.
+	hashCA *string
 
 	// reservations resolves capacity reservations and tracks their
 	// remaining instances.
 	reservations *capacityreservation.Provider
+	// shifts are the cluster's ARC zonal shifts; nil unless
+	// ENABLE_ZONAL_SHIFT.
+	shifts *zonalshift.Provider
+	// versions is the cluster's Kubernetes version, refreshed every five
+	// minutes.
+	versions *version.Provider
+	// profiles manages the classes' instance profiles; the EC2NodeClass
+	// controller protects a replaced profile from the garbage collector.
+	profiles *instanceprofile.Provider
 }
 
 // WellKnownLabels are the label keys the AWS provider's instance types
@@ -127,9 +143,21 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	}
 	s := o.Settings
 	clients := sdk.New(o.AWS, 0)
-	cluster, err := discoverCluster(ctx, o, eks.NewFromConfig(o.AWS))
+	eksAPI := eks.NewFromConfig(o.AWS)
+	cluster, err := discoverCluster(ctx, o, eksAPI)
 	if err != nil {
 		return nil, err
+	}
+	// With ENABLE_ZONAL_SHIFT the cluster must be registered with ARC, or
+	// the setting could not act: refuse to start, as upstream.
+	var shifts *zonalshift.Provider
+	var typeShifts instancetypes.ZonalShifts
+	if s.EnableZonalShift {
+		if shifts, err = zonalshift.Discover(ctx, eksAPI, arczonalshift.NewFromConfig(o.AWS), s.ClusterName, o.Clock); err != nil {
+			return nil, err
+		}
+		typeShifts = shifts
+		o.Logger.Info("zonal shift awareness enabled", "cluster", shifts.ClusterARN(), "shifted", shifts.ShiftedZoneIDs())
 	}
 	var pricingAPI pricing.API
 	if !s.IsolatedVPC {
@@ -142,11 +170,18 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		Settings:     instancetype.Settings{VMMemoryOverheadPercent: s.VMMemoryOverheadPercent, ReservedENIs: s.ReservedENIs},
 		Unavailable:  o.Unavailable,
 		Reservations: reservations,
+		ZonalShifts:  typeShifts,
 		Clock:        o.Clock,
 	})
 	launchTemplates := launchtemplate.NewProvider(clients.EC2, s.ClusterName, launchtemplate.ProviderOptions{})
-	version := kubernetesVersion(o.RestConfig)
-	amis := amifamily.NewProvider(clients.EC2, clients.SSM, amifamily.Options{KubernetesVersion: version})
+	var serverVersion discovery.ServerVersionInterface
+	if o.RestConfig != nil {
+		if serverVersion, err = discovery.NewDiscoveryClientForConfig(o.RestConfig); err != nil {
+			return nil, fmt.Errorf("building a discovery client: %w", err)
+		}
+	}
+	versions := version.New(eksAPI, serverVersion, s.ClusterName, s.EKSControlPlane)
+	amis := amifamily.NewProvider(clients.EC2, clients.SSM, amifamily.Options{KubernetesVersion: versions.Get, ImageTTL: s.AMIRefreshInterval})
 	// One subnet provider for status and launches: launches' address
 	// tracking rides on the same DescribeSubnets cache.
 	subnets := subnet.NewProvider(clients.EC2, s.SubnetRefreshInterval)
@@ -159,7 +194,13 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		nodeClassReservations = reservations
 		launchReservations = reservations
 	}
+	hashCA, err := hashCABundle(o)
+	if err != nil {
+		return nil, err
+	}
+	profiles := instanceprofile.NewProvider(clients.IAM, clients.Region, s.ClusterName)
 	p := &Provider{
+		hashCA:  hashCA,
 		Cluster: cluster,
 		clients: clients,
 		prices:  prices,
@@ -175,12 +216,13 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			Subnets:         subnets,
 			Cluster:         cluster,
 			Reservations:    launchReservations,
+			HashCABundle:    hashCA,
 		}),
 		nodeClass: nodeclass.NewController(o.Kube, nodeclass.Options{
 			Subnets:          subnets,
 			SecurityGroups:   securitygroup.NewProvider(clients.EC2, 0),
 			AMIs:             amis,
-			InstanceProfiles: instanceprofile.NewProvider(clients.IAM, clients.Region, s.ClusterName),
+			InstanceProfiles: profiles,
 			PlacementGroups:  clients.EC2,
 			LaunchTemplates:  launchTemplates,
 			ClusterName:      s.ClusterName,
@@ -188,9 +230,13 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			// Nil with the ReservedCapacity gate off.
 			CapacityReservations: nodeClassReservations,
 			Clock:                o.Clock,
+			InstanceTypes:        types,
 		}),
 	}
 	p.reservations = reservations
+	p.shifts = shifts
+	p.versions = versions
+	p.profiles = profiles
 	return p, nil
 }
 
@@ -207,11 +253,19 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		Register(context.Context, manager.Manager) error
 	}{
 		p.nodeClass,
-		nodeclasshash.NewController(kube),
+		nodeclasshash.NewController(kube, p.hashCA),
 		tagging.NewController(kube, p.clients.EC2, s.ClusterName),
 		awsmetrics.NewController(kube, p.CloudProvider, p.opts.Unavailable, p.log.WithName("metrics")),
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
 		ssminvalidation.New(p.amis, p.nodeClass, s.SSMInvalidationInterval, p.log.WithName("ssm")),
+		capacity.NewController(kube, p.types),
+	}
+	if !s.IsolatedVPC {
+		// IAM has no endpoint inside an isolated VPC.
+		registrars = append(registrars, instanceprofilegc.NewController(kube, p.profiles, instanceprofilegc.Options{Clock: p.opts.Clock.Now, Log: p.log.WithName("instanceprofile")}))
+	}
+	if p.shifts != nil {
+		registrars = append(registrars, zonalshiftcontroller.NewController(kube, p.shifts, recorder, 0, p.log.WithName("zonalshift")))
 	}
 	if p.opts.ReservedCapacity {
 		// The capacity-type check only lists instances: a provider of its
@@ -234,6 +288,10 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 	}
 	if err := mgr.Add(manager.RunnableFunc(p.refresh)); err != nil {
 		return fmt.Errorf("registering the aws refresher: %w", err)
+	}
+	// A new version re-resolves every class's aliases at once.
+	if err := mgr.Add(p.versions.Refresher(s.VersionRefreshInterval, p.nodeClass.Resync, p.log.WithName("version"))); err != nil {
+		return fmt.Errorf("registering the kubernetes version refresher: %w", err)
 	}
 	return nil
 }
@@ -313,6 +371,29 @@ func discoverCluster(ctx context.Context, o Options, api EKSAPI) (launchtemplate
 	return c, nil
 }
 
+// hashCABundle is the CA bundle the EC2NodeClass hash includes, chosen as
+// upstream chooses it so that both controllers stamp equal hashes on one
+// cluster: the cluster-ca-bundle setting, else the CA of the controller's
+// own connection to the API server (base64; empty without one). EKS's
+// DescribeCluster answer is not used here, as upstream does not.
+func hashCABundle(o Options) (*string, error) {
+	if s := o.Settings.ClusterCABundle; s != "" {
+		return &s, nil
+	}
+	var ca []byte
+	if o.RestConfig != nil {
+		ca = o.RestConfig.CAData
+		if len(ca) == 0 && o.RestConfig.CAFile != "" {
+			var err error
+			if ca, err = os.ReadFile(o.RestConfig.CAFile); err != nil {
+				return nil, fmt.Errorf("reading the API server's CA %s: %w", o.RestConfig.CAFile, err)
+			}
+		}
+	}
+	s := base64.StdEncoding.EncodeToString(ca)
+	return &s, nil
+}
+
 // kubeDNS is kube-dns's ClusterIP, read once and directly: the manager's
 // cache has not started when the provider is built, and a cached read
 // would start a cluster-wide Service informer (list and watch on every
@@ -335,43 +416,4 @@ func kubeDNS(ctx context.Context, o Options) string {
 		return ""
 	}
 	return svc.Spec.ClusterIP
-}
-
-// kubernetesVersion is the API server's minor version ("1.34"), asked once
-// and then remembered; a failure is retried on the next call.
-func kubernetesVersion(cfg *rest.Config) func(context.Context) (string, error) {
-	var mu sync.Mutex
-	var cached string
-	return func(context.Context) (string, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if cached != "" {
-			return cached, nil
-		}
-		if cfg == nil {
-			return "", errors.New("no API server configuration to read the Kubernetes version from")
-		}
-		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-		if err != nil {
-			return "", fmt.Errorf("building a discovery client: %w", err)
-		}
-		v, err := dc.ServerVersion()
-		if err != nil {
-			return "", fmt.Errorf("reading the Kubernetes version: %w", err)
-		}
-		minor := trimMinor(v.Minor)
-		cached = v.Major + "." + minor
-		return cached, nil
-	}
-}
-
-// trimMinor drops what some distributions append to the minor version
-// ("34+" on EKS).
-func trimMinor(m string) string {
-	for i, r := range m {
-		if r < '0' || r > '9' {
-			return m[:i]
-		}
-	}
-	return m
 }

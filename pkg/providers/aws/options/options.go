@@ -44,6 +44,10 @@ type Options struct {
 	// are checked for deprecated images; zero is upstream's 30 minutes.
 	// Test-only (env SSM_INVALIDATION_INTERVAL, no flag).
 	SSMInvalidationInterval time.Duration
+	// VersionRefreshInterval is how often the Kubernetes version is read
+	// again; zero is upstream's 5 minutes. Test-only (env
+	// KUBERNETES_VERSION_REFRESH_INTERVAL, no flag).
+	VersionRefreshInterval time.Duration
 	// ReservedENIs are ENIs left out of the max-pods computation.
 	ReservedENIs          int
 	DisableDryRun         bool
@@ -141,6 +145,7 @@ func (o *Options) Parse(fs *flag.FlagSet, lookupEnv func(string) (string, bool),
 	for env, dst := range map[string]*time.Duration{
 		EnvInstanceStatusInterval:  &o.InstanceStatusInterval,
 		EnvSSMInvalidationInterval: &o.SSMInvalidationInterval,
+		EnvVersionRefreshInterval:  &o.VersionRefreshInterval,
 	} {
 		if v, ok := lookupEnv(env); ok {
 			d, err := time.ParseDuration(v)
@@ -160,6 +165,10 @@ const EnvInstanceStatusInterval = "INSTANCE_STATUS_INTERVAL"
 // EnvSSMInvalidationInterval is the test-only environment variable behind
 // SSMInvalidationInterval.
 const EnvSSMInvalidationInterval = "SSM_INVALIDATION_INTERVAL"
+
+// EnvVersionRefreshInterval is the test-only environment variable behind
+// VersionRefreshInterval.
+const EnvVersionRefreshInterval = "KUBERNETES_VERSION_REFRESH_INTERVAL"
 
 // Validate reports every invalid setting at once, with upstream's rules.
 func (o *Options) Validate() error {

@@ -26,7 +26,7 @@ import (
 const Name = "interruption"
 
 // UnavailableOfferings is the shared insufficient-capacity cache
-// (lifecycle.UnavailableOfferings).
+// (cloudprovider.UnavailableOfferings).
 type UnavailableOfferings interface {
 	MarkUnavailable(cloudprovider.OfferingKey)
 }

@@ -17,7 +17,6 @@ import (
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
 	recv "github.com/karpenter-go/karpenter/pkg/providers/aws/interruption"
@@ -46,7 +45,7 @@ func (r *reservations) marked() []string {
 type harness struct {
 	name, url    string
 	rec          *recorder
-	unavailable  *lifecycle.UnavailableOfferings
+	unavailable  *cloudprovider.UnavailableOfferings
 	reservations *reservations
 	ctrl         *interruption.Controller
 }
@@ -54,7 +53,7 @@ type harness struct {
 // start runs a controller on a fresh queue until the test ends.
 func start(t *testing.T, mutate func(*interruption.Options)) *harness {
 	t.Helper()
-	h := &harness{rec: newRecorder(), unavailable: lifecycle.NewUnavailableOfferings(nil, 0), reservations: &reservations{}}
+	h := &harness{rec: newRecorder(), unavailable: cloudprovider.NewUnavailableOfferings(nil, 0), reservations: &reservations{}}
 	h.name, h.url = createQueue(t)
 	opts := interruption.Options{Unavailable: h.unavailable, Reservations: h.reservations, Recorder: h.rec,
 		Receiver: recv.Options{Workers: 2, MinBackoff: 10 * time.Millisecond}}
@@ -310,7 +309,7 @@ func TestRegisterWithManager(t *testing.T) {
 	})
 	require.NoError(t, err)
 	name, url := createQueue(t)
-	unavailable := lifecycle.NewUnavailableOfferings(nil, 0)
+	unavailable := cloudprovider.NewUnavailableOfferings(nil, 0)
 	rec := newRecorder()
 	ctrl := interruption.NewController(mgr.GetClient(), sqsClient, name, interruption.Options{Unavailable: unavailable, Recorder: rec,
 		Learner: interruption.NewLearner(unavailable, interruption.LearnerOptions{})})

@@ -9,7 +9,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 )
 
@@ -31,13 +30,13 @@ type LearnerOptions struct {
 	HalfLife time.Duration
 	// BaseHold is how long a first interruption keeps the offering out;
 	// each further recent interruption doubles it. Default: the cache's TTL
-	// (lifecycle.DefaultUnavailableTTL, 3m), so one interruption behaves
+	// (cloudprovider.DefaultUnavailableTTL, 3m), so one interruption behaves
 	// exactly as upstream.
 	BaseHold time.Duration
 	// MaxHold caps the hold. Default 2h.
 	MaxHold time.Duration
 	// CacheTTL is how long one MarkUnavailable lasts in the cache. Default
-	// lifecycle.DefaultUnavailableTTL.
+	// cloudprovider.DefaultUnavailableTTL.
 	CacheTTL time.Duration
 	// Refresh is how often held offerings are marked again. Default 30s.
 	Refresh time.Duration
@@ -75,7 +74,7 @@ func NewLearner(cache UnavailableOfferings, opts LearnerOptions) *Learner {
 		opts.HalfLife = DefaultLearnerHalfLife
 	}
 	if opts.CacheTTL <= 0 {
-		opts.CacheTTL = lifecycle.DefaultUnavailableTTL
+		opts.CacheTTL = cloudprovider.DefaultUnavailableTTL
 	}
 	if opts.BaseHold <= 0 {
 		opts.BaseHold = opts.CacheTTL

@@ -8,7 +8,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
 )
@@ -31,7 +30,7 @@ func TestLearnerHold(t *testing.T) {
 // count decays.
 func TestLearnerHoldsAndDecays(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
-	cache := lifecycle.NewUnavailableOfferings(clk, 0)
+	cache := cloudprovider.NewUnavailableOfferings(clk, 0)
 	l := interruption.NewLearner(cache, interruption.LearnerOptions{Clock: clk, HalfLife: time.Hour})
 	key := cloudprovider.OfferingKey{InstanceType: "m5.xlarge", Zone: "us-east-1a", CapacityType: "spot"}
 	rate := metrics.InterruptionOfferingInterruptionsPerHour.WithLabelValues(key.InstanceType, key.Zone, key.CapacityType)

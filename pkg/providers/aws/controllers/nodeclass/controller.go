@@ -92,6 +92,9 @@ type Options struct {
 	// Clock judges capacity blocks' expiring state; the real clock when
 	// nil.
 	Clock clock.Clock
+	// InstanceTypes lets validation check the kubelet reserves against
+	// the types the class can launch (FieldsSupported); nil skips that.
+	InstanceTypes InstanceTypes
 }
 
 // Controller reconciles EC2NodeClass status and finalization.
@@ -375,7 +378,7 @@ func (c *Controller) placementGroup(ctx context.Context, nc *awsv1.EC2NodeClass)
 // would put on instances. Upstream's dry-run authorization checks
 // (CreateFleet, CreateLaunchTemplate, RunInstances) need launch templates
 // and are not done yet; DISABLE_DRY_RUN reports that they were skipped.
-func (c *Controller) validation(_ context.Context, nc *awsv1.EC2NodeClass) (reconcile.Result, error) {
+func (c *Controller) validation(ctx context.Context, nc *awsv1.EC2NodeClass) (reconcile.Result, error) {
 	const waiting = "Awaiting AMI, Instance Profile, Security Group, and Subnet resolution"
 	required := []string{awsv1.ConditionTypeAMIsReady, awsv1.ConditionTypeInstanceProfileReady,
 		awsv1.ConditionTypeSecurityGroupsReady, awsv1.ConditionTypeSubnetsReady}
@@ -397,6 +400,18 @@ func (c *Controller) validation(_ context.Context, nc *awsv1.EC2NodeClass) (reco
 		setFalse(nc, awsv1.ConditionTypeValidationSucceeded, ReasonTagValidationFailed,
 			fmt.Sprintf("%q tag does not pass tag validation requirements", key))
 		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("validating tags: restricted tag %q", key))
+	}
+	if reason, message := validateKubelet(nc); reason != "" {
+		setFalse(nc, awsv1.ConditionTypeValidationSucceeded, reason, message)
+		return reconcile.Result{}, nil
+	}
+	reason, message, err := c.fieldsSupported(ctx, nc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if reason != "" {
+		setFalse(nc, awsv1.ConditionTypeValidationSucceeded, reason, message)
+		return reconcile.Result{}, nil
 	}
 	if c.opts.DisableDryRun {
 		setTrueWithReason(nc, awsv1.ConditionTypeValidationSucceeded, ReasonDryRunDisabled, "Dry run is disabled")

@@ -14,7 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/karpenter-go/karpenter/pkg/controllers/periodic"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/internal/periodic"
 )
 
 // DefaultInterval is upstream's period.

@@ -8,8 +8,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 
-	"github.com/karpenter-go/karpenter/pkg/controllers/periodic"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/ssminvalidation"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/internal/periodic"
 )
 
 type params struct {

@@ -26,8 +26,8 @@ import (
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/periodic"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/internal/periodic"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 

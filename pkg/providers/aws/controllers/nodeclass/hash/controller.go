@@ -25,17 +25,20 @@ import (
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	nodepoolhash "github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider/hashstamp"
 )
 
 // Controller keeps each EC2NodeClass's hash annotations current.
 type Controller struct {
-	kube client.Client
+	kube     client.Client
+	caBundle *string
 }
 
-// NewController returns the hash controller.
-func NewController(kube client.Client) *Controller {
-	return &Controller{kube: kube}
+// NewController returns the hash controller. caBundle is the cluster CA
+// bundle the hash includes (see EC2NodeClass.Hash); the cloud provider must
+// stamp NodeClaims with the same one.
+func NewController(kube client.Client, caBundle *string) *Controller {
+	return &Controller{kube: kube, caBundle: caBundle}
 }
 
 // Name is the controller's name in logs and metrics.
@@ -62,8 +65,8 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !nodeClass.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	keys := nodepoolhash.Annotations{Hash: awsv1.AnnotationEC2NodeClassHash, Version: awsv1.AnnotationEC2NodeClassHashVersion, CurrentVersion: awsv1.EC2NodeClassHashVersion}
-	return reconcile.Result{}, nodepoolhash.Stamp(ctx, c.kube, nodeClass, keys, nodeClass.Hash(), func() ([]v1.NodeClaim, error) {
+	keys := hashstamp.Annotations{Hash: awsv1.AnnotationEC2NodeClassHash, Version: awsv1.AnnotationEC2NodeClassHashVersion, CurrentVersion: awsv1.EC2NodeClassHashVersion}
+	return reconcile.Result{}, hashstamp.Stamp(ctx, c.kube, nodeClass, keys, nodeClass.Hash(c.caBundle), func() ([]v1.NodeClaim, error) {
 		// No field index is assumed (the wiring may not register one); the
 		// list comes from the manager's cache, so filtering here is cheap.
 		list := &v1.NodeClaimList{}

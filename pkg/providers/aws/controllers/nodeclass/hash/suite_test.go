@@ -25,6 +25,9 @@ import (
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
 
+// caBundle is the controller's cluster CA bundle, which the hash includes.
+var caBundle = ptr.To("dGVzdC1jYQ==")
+
 // cp is one etcd + kube-apiserver with the CRDs, shared by the package.
 var cp *controlplane.ControlPlane
 
@@ -99,13 +102,13 @@ func hashes(hash, version string) map[string]string {
 
 func TestStampsTheClass(t *testing.T) {
 	ctx := context.Background()
-	c := hash.NewController(cp.Client)
+	c := hash.NewController(cp.Client, caBundle)
 	class := newNodeClass(t, map[string]string{"other": "kept"})
 	reconcileOnce(t, c, class.Name)
 
 	got := getClass(t, class.Name)
 	first := got.Annotations[awsv1.AnnotationEC2NodeClassHash]
-	assert.Equal(t, got.Hash(), first)
+	assert.Equal(t, got.Hash(caBundle), first)
 	assert.Equal(t, awsv1.EC2NodeClassHashVersion, got.Annotations[awsv1.AnnotationEC2NodeClassHashVersion])
 	assert.Equal(t, "kept", got.Annotations["other"])
 
@@ -134,10 +137,10 @@ func TestStampsTheClass(t *testing.T) {
 // version moves its NodeClaims to the current hash, so the upgrade does not
 // drift them; drifted ones keep their hash, others' NodeClaims are left.
 func TestVersionChangeRestampsNodeClaims(t *testing.T) {
-	c := hash.NewController(cp.Client)
+	c := hash.NewController(cp.Client, caBundle)
 	class := newNodeClass(t, hashes("111", "v5"))
 	other := newNodeClass(t, hashes("222", "v5"))
-	want := class.Hash()
+	want := class.Hash(caBundle)
 
 	stale := newNodeClaim(t, class.Name, hashes("111", "v5"), false)
 	unstamped := newNodeClaim(t, class.Name, nil, false)
@@ -181,7 +184,7 @@ func TestInManager(t *testing.T) {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true), RecoverPanic: ptr.To(true)},
 	})
 	require.NoError(t, err)
-	c := hash.NewController(mgr.GetClient())
+	c := hash.NewController(mgr.GetClient(), caBundle)
 	require.Equal(t, "nodeclass.hash", c.Name())
 	require.NoError(t, c.Register(ctx, mgr))
 	done := make(chan struct{})
@@ -191,7 +194,7 @@ func TestInManager(t *testing.T) {
 	class := newNodeClass(t, nil)
 	stamped := func(t *testing.T) string {
 		got := getClass(t, class.Name)
-		if got.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] != awsv1.EC2NodeClassHashVersion || got.Annotations[awsv1.AnnotationEC2NodeClassHash] != got.Hash() {
+		if got.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] != awsv1.EC2NodeClassHashVersion || got.Annotations[awsv1.AnnotationEC2NodeClassHash] != got.Hash(caBundle) {
 			return ""
 		}
 		return got.Annotations[awsv1.AnnotationEC2NodeClassHash]

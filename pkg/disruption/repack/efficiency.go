@@ -1,0 +1,139 @@
+package repack
+
+import (
+	"math"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
+)
+
+// efficiency is the cheapest conceivable price of the node's pods (the
+// fractional cover of their cpu and memory by the pool's types) over its
+// price, in (0, 1]. Pricing cpu at the cheapest cpu type and memory at
+// the cheapest memory type instead (both from different families) rated
+// a full balanced node well under 1, so well-packed nodes were repacked
+// over and over in a churning cluster.
+func (w *worker) efficiency(m *machine) float64 {
+	if m.price <= 0 {
+		return 1
+	}
+	var r vec
+	for _, p := range m.pods {
+		r = r.add(w.p.reqs[p])
+	}
+	return coverCost(w.p.cover[w.pool], r) / m.price
+}
+
+// cheapestPerUnit is the pool's cheapest $/h per millicore and per byte of
+// allocatable.
+// launchable reports whether the pool's requirements allow the type: a
+// pool's types are its NodeClass's (the cloud provider does not filter
+// them by the pool), and a cover priced with types the pool cannot launch
+// rated every node of a pool restricted to dearer types inefficient, so
+// that the planner drained them all.
+func launchable(sp *scheduling.NodePool, it *scheduling.InstanceType) bool {
+	return it.Requirements.Intersects(sp.Requirements) == nil
+}
+
+func cheapestPerUnit(sp *scheduling.NodePool) [2]float64 {
+	best := [2]float64{math.Inf(1), math.Inf(1)}
+	for _, it := range sp.InstanceTypes {
+		if !launchable(sp, it) {
+			continue
+		}
+		price := math.Inf(1)
+		for i := range it.Offerings {
+			o := &it.Offerings[i]
+			if o.Available && sp.Requirements.Get(v1.CapacityTypeLabelKey).Has(o.CapacityType) && sp.Requirements.Get(corev1.LabelTopologyZone).Has(o.Zone) && o.Price < price {
+				price = o.Price
+			}
+		}
+		if math.IsInf(price, 1) {
+			continue
+		}
+		alloc := allocOf(it)
+		for r := 0; r < 2; r++ {
+			if alloc[r] > 0 {
+				best[r] = math.Min(best[r], price/alloc[r])
+			}
+		}
+	}
+	for r := range best {
+		if math.IsInf(best[r], 1) {
+			best[r] = 0
+		}
+	}
+	return best
+}
+
+// coverFront is the pool's types as millicores and bytes of allocatable
+// per $/h (at their cheapest offering the pool may buy), without the types
+// another beats on both.
+func coverFront(sp *scheduling.NodePool) [][2]float64 {
+	var pts [][2]float64
+	for _, it := range sp.InstanceTypes {
+		if !launchable(sp, it) {
+			continue
+		}
+		price := math.Inf(1)
+		for i := range it.Offerings {
+			o := &it.Offerings[i]
+			if o.Available && sp.Requirements.Get(v1.CapacityTypeLabelKey).Has(o.CapacityType) && sp.Requirements.Get(corev1.LabelTopologyZone).Has(o.Zone) && o.Price < price {
+				price = o.Price
+			}
+		}
+		if math.IsInf(price, 1) || price <= 0 {
+			continue
+		}
+		alloc := allocOf(it)
+		if alloc[0] > 0 && alloc[1] > 0 {
+			pts = append(pts, [2]float64{alloc[0] / price, alloc[1] / price})
+		}
+	}
+	sort.Slice(pts, func(i, j int) bool {
+		if pts[i][0] != pts[j][0] {
+			return pts[i][0] > pts[j][0]
+		}
+		return pts[i][1] > pts[j][1]
+	})
+	var front [][2]float64
+	for _, q := range pts {
+		if len(front) == 0 || q[1] > front[len(front)-1][1] {
+			front = append(front, q)
+		}
+	}
+	return front
+}
+
+// coverCost is the cheapest $/h of fractional machines of the front's
+// types whose allocatable covers d's cpu and memory: the LP relaxation
+// of buying a fleet for d. It is at most any real fleet's price, and
+// tighter than pricing cpu and memory each at its cheapest type, which
+// no single family offers together.
+func coverCost(front [][2]float64, d vec) float64 {
+	best := math.Inf(1)
+	for _, q := range front {
+		best = math.Min(best, math.Max(d[0]/q[0], d[1]/q[1]))
+	}
+	for i := range front {
+		for j := i + 1; j < len(front); j++ {
+			a, b := front[i], front[j]
+			det := a[0]*b[1] - a[1]*b[0]
+			if math.Abs(det) < 1e-18 {
+				continue
+			}
+			xa := (d[0]*b[1] - d[1]*b[0]) / det
+			xb := (a[0]*d[1] - a[1]*d[0]) / det
+			if xa >= 0 && xb >= 0 {
+				best = math.Min(best, xa+xb)
+			}
+		}
+	}
+	if math.IsInf(best, 1) {
+		return 0
+	}
+	return best
+}
