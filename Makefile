@@ -6,7 +6,7 @@ export KARPENTER_TOOLS_DIR := $(TOOLS_DIR)
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools generate verify test unit run bench fmt vet
+.PHONY: all tools generate verify test unit run bench fmt vet image
 
 all: test
 
@@ -52,6 +52,13 @@ run:
 	go build -o bin/controller ./cmd/controller
 	go run ./hack/localcluster --provider $(PROVIDER) --examples examples$(if $(filter aws,$(PROVIDER)),$(comma)examples/aws) --controller bin/controller
 comma := ,
+
+## image: the controller's OCI image for linux/amd64 and linux/arm64 in bin/image
+## (an OCI image layout: push it with `crane push --index bin/image REF` or
+## `skopeo copy --all oci:bin/image docker://REF`). No container daemon: hack/image
+## builds it; the same commit gives the same digest.
+image:
+	go run -C hack/image . -root $(CURDIR) -out $(CURDIR)/bin/image
 
 ## bench: the benchmarks (not part of `make test`).
 bench:

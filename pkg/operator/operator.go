@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	goruntime "runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -104,6 +105,9 @@ func New(ctx context.Context, cfg *rest.Config, opts *options.Options) (*Operato
 	// controller-runtime and client-go (leader election) log through these.
 	log.SetLogger(logger)
 	klog.SetLogger(logger)
+	// The first line says which build runs (the commit is a field of every
+	// line): a values file that pins another image shows here.
+	logger.Info("karpenter-go", "version", Version, "go", goruntime.Version(), "platform", goruntime.GOOS+"/"+goruntime.GOARCH)
 
 	if limit := opts.GoMemLimit(); limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(limit)
