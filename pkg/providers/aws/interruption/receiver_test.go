@@ -201,7 +201,9 @@ func instanceID(n int) string { return fmt.Sprintf("i-%017x", n) }
 // and 10 real ones on a real (local) SQS queue: the handler sees exactly
 // the 10, every message is deleted, and the metrics count each by type.
 func TestReceiverDrainsMixedQueue(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	// Generous: on a loaded machine moto alone takes over a minute to take
+	// the 101 batches, and the drain's deadline starts after them.
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	url := createQueue(t, ctx, "interruption-mixed")
 
@@ -273,7 +275,7 @@ func TestReceiverDrainsMixedQueue(t *testing.T) {
 		}
 		visible, inFlight = queueDepth(t, ctx, url)
 		return visible == 0 && inFlight == 0
-	}, 3*time.Minute, 200*time.Millisecond, "every message deleted and the queue empty")
+	}, 5*time.Minute, 200*time.Millisecond, "every message deleted and the queue empty")
 	stop()
 	t.Logf("drained in %s", time.Since(drainStart))
 	assert.Zero(t, visible, "ApproximateNumberOfMessages")
