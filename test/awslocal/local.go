@@ -48,7 +48,7 @@ type Options struct {
 	// KubernetesVersions are the minor versions ("1.33") the public SSM
 	// parameters exist for; empty means DefaultKubernetesVersions.
 	KubernetesVersions []string
-	// StartTimeout bounds the wait for moto to answer; zero means 60s
+	// StartTimeout bounds the wait for moto to answer; zero means 3m
 	// (moto imports slowly on a loaded machine).
 	StartTimeout time.Duration
 	// Throttle, Consistency and Limits are EC2's request throttling and
@@ -146,7 +146,7 @@ func Start(ctx context.Context, opts Options) (*Local, error) {
 
 	timeout := opts.StartTimeout
 	if timeout == 0 {
-		timeout = 60 * time.Second
+		timeout = 3 * time.Minute
 	}
 	if err := l.waitReady(ctx, timeout); err != nil {
 		l.Stop()
