@@ -6,7 +6,7 @@ export KARPENTER_TOOLS_DIR := $(TOOLS_DIR)
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools generate verify test unit run bench fmt vet image
+.PHONY: all tools generate verify test unit run bench fmt vet image krew
 
 all: test
 
@@ -59,6 +59,12 @@ comma := ,
 ## builds it; the same commit gives the same digest.
 image:
 	go run -C hack/image . -root $(CURDIR) -out $(CURDIR)/bin/image
+
+## krew: kubectl-karpenter archives for linux and darwin (amd64, arm64) and the krew plugin
+## manifest naming their sha256, in bin/krew. KREW_VERSION=vX.Y.Z KREW_URL=<where the archives
+## are uploaded>; then `kubectl krew install --manifest=bin/krew/karpenter.yaml`.
+krew:
+	go run ./hack/krew -root $(CURDIR) -out $(CURDIR)/bin/krew -version $(KREW_VERSION) -url $(KREW_URL)
 
 ## bench: the benchmarks (not part of `make test`).
 bench:

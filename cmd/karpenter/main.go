@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,7 +37,9 @@ const usage = `usage: karpenter [flags] COMMAND
   why node NAME       why the disruption pass keeps (or would disrupt) a node
   simulate -f FILE    what NodePool edits and Deployment replicas in FILE would do: new NodeClaims,
                       drifted nodes, the next disruption commands, evictions, $/h before and after
-  snapshot            write the listed objects (JSON, or YAML with -o yaml) to stdout
+  snapshot            write the listed objects (JSON, or YAML with -o yaml) to stdout, env values
+                      and credential-looking annotations redacted (--redact=false keeps them)
+  completion SHELL    a completion script for bash or zsh
 flags:
 `
 
@@ -47,9 +50,10 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("karpenter", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	kubeContext := fs.String("context", "", "kubeconfig context")
-	snapshotFile := fs.String("snapshot", "", "answer offline from a file written by `karpenter snapshot`")
+	kube := kubeFlags{}
+	kube.register(fs)
+	redact := fs.Bool("redact", true, "snapshot: replace env values and credential-looking annotations with "+cli.Redacted+" (--redact=false keeps them)")
+	snapshotFile := fs.String("snapshot", "", "answer offline from `FILE`, written by karpenter snapshot")
 	output := fs.StringP("output", "o", cli.FormatTable, "output format: table, json or yaml")
 	catalog := fs.String(kwok.FlagCatalog, kwok.CatalogDefault, "kwok catalog KWOKNodeClass pools launch from (as the controller's)")
 	changesFile := fs.StringP("filename", "f", "", "simulate: the NodePools and Deployments (spec.replicas) to apply to the snapshot")
@@ -57,14 +61,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	horizon := fs.Duration("consolidation-payback-horizon", repack.DefaultHorizon, "planner: the payback horizon (as the controller's)")
 	restartCost := fs.Float64("consolidation-restart-cost", repack.DefaultRestartCost, "planner: dollars per evicted pod (as the controller's)")
 	coolDown := fs.Duration("consolidation-cool-down", repack.DefaultCoolDown, "planner: the cool-down (as the controller's)")
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	// Help asked for goes to stdout, as kubectl's; usage after a mistake
+	// to stderr.
+	usageOut := stderr
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--help" {
+			usageOut = stdout
+		}
+	}
+	fs.Usage = func() { fs.SetOutput(usageOut); fmt.Fprint(usageOut, usage); fs.PrintDefaults(); fs.SetOutput(stderr) }
 	if err := fs.Parse(args); err != nil {
+		// Asking for help is not a mistake: kubectl exits 0 on --help too.
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "error: %v\nSee 'karpenter --help'.\n", err)
 		return 2
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
 		fs.Usage()
 		return 2
+	}
+	if rest[0] == "completion" {
+		if len(rest) != 2 {
+			fmt.Fprintln(stderr, "error: completion takes one shell: bash or zsh")
+			return 2
+		}
+		if err := completion(stdout, rest[1], fs); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		return 0
 	}
 	load := func() (*cli.Objects, error) {
 		if *snapshotFile != "" {
@@ -74,11 +105,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			return cli.ReadObjects(raw)
 		}
-		kube, err := newClient(*kubeconfig, *kubeContext)
+		c, err := kube.client()
 		if err != nil {
 			return nil, err
 		}
-		return cli.Load(ctx, kube, time.Now())
+		return cli.Load(ctx, c, time.Now())
 	}
 	err := func() error {
 		o, err := load()
@@ -88,6 +119,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if rest[0] == "snapshot" {
 			if len(rest) != 1 {
 				return fmt.Errorf("snapshot takes no arguments")
+			}
+			if *redact {
+				o.Redact()
 			}
 			return o.Write(stdout, *output == cli.FormatYAML)
 		}
@@ -116,7 +150,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case rest[0] == "why" && len(rest) == 3 && rest[1] == "pod":
 			ns, name, ok := strings.Cut(rest[2], "/")
 			if !ok {
-				ns, name = "default", rest[2]
+				ns, name = kube.namespace(), rest[2]
 			}
 			answer, err = s.WhyPod(ctx, types.NamespacedName{Namespace: ns, Name: name})
 		case rest[0] == "why" && len(rest) == 3 && rest[1] == "node":
@@ -150,12 +184,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// newClient builds a read-only use of the kubeconfig's credentials.
-func newClient(path, kubeContext string) (client.Client, error) {
+// kubeFlags are kubectl's connection flags, with kubectl's meanings.
+type kubeFlags struct {
+	kubeconfig, context, ns, as, requestTimeout string
+	asGroups                                    []string
+}
+
+func (k *kubeFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&k.context, "context", "", "kubeconfig context")
+	fs.StringVarP(&k.ns, "namespace", "n", "", "namespace of a pod named without one in why pod (default: the kubeconfig context's, else default)")
+	fs.StringVar(&k.as, "as", "", "user to impersonate")
+	fs.StringArrayVar(&k.asGroups, "as-group", nil, "group to impersonate (repeat for several)")
+	fs.StringVar(&k.requestTimeout, "request-timeout", "0", "time to wait for each request (1s, 2m; a bare number is seconds; 0 waits forever)")
+}
+
+func (k *kubeFlags) clientConfig() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: kubeContext}).ClientConfig()
+	rules.ExplicitPath = k.kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: k.context, Timeout: k.requestTimeout}
+	overrides.Context.Namespace = k.ns
+	overrides.AuthInfo.Impersonate = k.as
+	overrides.AuthInfo.ImpersonateGroups = k.asGroups
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+}
+
+// namespace is -n, else the kubeconfig context's namespace, else default;
+// offline (--snapshot without a usable kubeconfig) it is -n or default.
+func (k *kubeFlags) namespace() string {
+	ns, _, err := k.clientConfig().Namespace()
+	if err != nil || ns == "" {
+		if k.ns != "" {
+			return k.ns
+		}
+		return "default"
+	}
+	return ns
+}
+
+// client builds a read-only use of the kubeconfig's credentials.
+func (k *kubeFlags) client() (client.Client, error) {
+	cfg, err := k.clientConfig().ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
@@ -165,7 +234,7 @@ func newClient(path, kubeContext string) (client.Client, error) {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
 	if err := apis.AddToScheme(scheme); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("building scheme: %w", err)
 	}
 	kube, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {

@@ -204,12 +204,14 @@ func runAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.Con
 // the log's path; the controller stops when the test ends.
 func startAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns string, values, extraEnv []string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "controller")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/controller")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building controller: %v\n%s", err, out)
-	}
+	return startController(ctx, t, cp, ns, values, extraEnv, nil)
+}
+
+// startController is startAsServiceAccount with the controller built from
+// the work tree (image nil) or taken from an unpacked image and run as the
+// rendered securityContext says.
+func startController(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, ns string, values, extraEnv []string, image *imageRun) string {
+	t.Helper()
 	// A bearer token of the ServiceAccount's name and groups, as a pod's
 	// projected token gives (the control plane must list the user).
 	kubeconfig, err := cp.KubeconfigFor(chartServiceAccount(ns).Name)
@@ -218,7 +220,8 @@ func startAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.C
 	}
 
 	_, objs := render(t, values...)
-	env, _ := controllerEnv(t, deployment(t, objs, "karpenter"))
+	d := deployment(t, objs, "karpenter")
+	env, _ := controllerEnv(t, d)
 	metricsPort, probePort := freePort(t), freePort(t)
 	env["METRICS_PORT"] = strconv.Itoa(metricsPort)
 	env["HEALTH_PROBE_PORT"] = strconv.Itoa(probePort)
@@ -229,14 +232,28 @@ func startAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+	for _, kv := range extraEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
 	}
-	cmd.Env = append(cmd.Env, extraEnv...)
+	var cmd *exec.Cmd
+	if image == nil {
+		bin := filepath.Join(t.TempDir(), "controller")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/controller")
+		build.Dir = repoRoot(t)
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building controller: %v\n%s", err, out)
+		}
+		cmd = exec.Command(bin, "--kubeconfig="+kubeconfig)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	} else {
+		cmd = image.command(t, d.Spec.Template.Spec.Containers[0], env, kubeconfig)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -283,6 +300,15 @@ func startAsServiceAccount(ctx context.Context, t *testing.T, cp *controlplane.C
 	})
 	if err != nil {
 		t.Fatalf("controller never took the leader Lease in %s: %v", ns, err)
+	}
+	if image != nil {
+		want := strconv.FormatInt(*d.Spec.Template.Spec.Containers[0].SecurityContext.RunAsUser, 10)
+		if os.Geteuid() != 0 {
+			want = strconv.Itoa(os.Geteuid())
+		}
+		if uids, err := processUser(cmd.Process.Pid); err != nil || strings.Fields(uids)[0] != want || strings.Fields(uids)[1] != want {
+			t.Errorf("the image's controller runs as uids %q (%v), want %s", uids, err, want)
+		}
 	}
 	return logPath
 }

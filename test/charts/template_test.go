@@ -37,11 +37,17 @@ var seedArgs = []string{
 	"-f", filepath.Join("testdata", "seed-values.yaml"),
 }
 
+// renderCluster is the clusterName render gives the chart.
+const renderCluster = "test-cluster"
+
 const roleARN = "arn:aws:iam::111122223333:role/KarpenterControllerRole-lab-cluster"
 
+// render is `helm template` of the karpenter chart with args. The AWS
+// provider's required clusterName comes first, so that args can override it.
 func render(t *testing.T, args ...string) (string, []*unstructured.Unstructured) {
 	t.Helper()
-	out := helm(t, nil, append([]string{"template", "karpenter", chartDir(t, "karpenter"), "--namespace", "kube-system"}, args...)...)
+	base := []string{"template", "karpenter", chartDir(t, "karpenter"), "--namespace", "kube-system", "--set", "settings.clusterName=" + renderCluster}
+	out := helm(t, nil, append(base, args...)...)
 	return out, documents(t, out)
 }
 
@@ -539,8 +545,10 @@ func TestTemplateOverrides(t *testing.T) {
 		pod.TerminationGracePeriodSeconds == nil || *pod.TerminationGracePeriodSeconds != 60 || d.Spec.Template.Labels["extra"] != "yes" {
 		t.Errorf("pod spec %+v", pod)
 	}
-	if sc := pod.Containers[0].SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 1000 || sc.ReadOnlyRootFilesystem != nil {
-		t.Errorf("controller.securityContext must replace the default: %+v", sc)
+	// A field set replaces the default's; the others stay hardened.
+	if sc := pod.Containers[0].SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 1000 || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 {
+		t.Errorf("controller.securityContext.runAsUser must replace only the default's runAsUser: %+v", sc)
 	}
 	if got := pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector.MatchLabels; !maps.Equal(got, map[string]string{"own": "true"}) {
 		t.Errorf("a given labelSelector must be kept: %v", got)

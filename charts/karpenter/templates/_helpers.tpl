@@ -142,3 +142,32 @@ nodeAffinity:
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+The controller container's securityContext: the hardened default with each
+field the user sets in controller.securityContext replacing the default's
+field of that name. Fields left empty ({} or "", as upstream's values file
+ships appArmorProfile, seLinuxOptions and seccompProfile) are dropped: the
+API server rejects an appArmorProfile without a type. false and 0 are kept
+(readOnlyRootFilesystem: false must win over the default's true), which is
+why this is a loop over set and not sprig's merge, which overwrites false.
+*/}}
+{{- define "karpenter.controller.securityContext" -}}
+{{- $sc := dict "runAsUser" 65532 "runAsGroup" 65532 "runAsNonRoot" true "privileged" false "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "capabilities" (dict "drop" (list "ALL")) "seccompProfile" (dict "type" "RuntimeDefault") }}
+{{- range $k, $v := .Values.controller.securityContext | default dict }}
+{{- if or (kindIs "bool" $v) (kindIs "float64" $v) (kindIs "int64" $v) (kindIs "int" $v) (not (empty $v)) }}
+{{- $_ := set $sc $k $v }}
+{{- end }}
+{{- end }}
+{{- toYaml $sc }}
+{{- end }}
+
+{{/*
+A setting's value after tpl, so that an umbrella chart can pass
+"{{ .Values.global.clusterName }}"; nil renders as "".
+*/}}
+{{- define "karpenter.setting" -}}
+{{- $v := index . 1 }}
+{{- if kindIs "invalid" $v }}{{ $v = "" }}{{ end }}
+{{- tpl (toString $v) (index . 0) }}
+{{- end }}
