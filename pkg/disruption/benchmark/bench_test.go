@@ -236,7 +236,12 @@ func BenchmarkTraces(b *testing.B) {
 		b.Run("trace="+t.Name, func(b *testing.B) {
 			for b.Loop() {
 				var rs []TraceResult
-				for _, alg := range []Algorithm{Upstream(), Planner("planner", repack.Options{SpotToSpot: true})} {
+				algs := []Algorithm{Upstream(), Planner("planner", repack.Options{SpotToSpot: true})}
+				if os.Getenv("BENCH_TRACE_ALL") != "" {
+					algs = append(algs, Planner("keep-0.88", repack.Options{SpotToSpot: true, KeepEfficiency: 0.88}),
+						Planner("any-saving", repack.Options{SpotToSpot: true, TakeAnySaving: true}))
+				}
+				for _, alg := range algs {
 					r, err := t.run(alg)
 					if err != nil {
 						b.Fatal(err)

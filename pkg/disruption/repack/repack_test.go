@@ -321,7 +321,7 @@ func TestPlanner(t *testing.T) {
 			name: "budget: one node allowed, the other told why",
 			snap: func() *disruption.Snapshot {
 				return snapshot([]*scheduling.InstanceType{cheapBig}, "1",
-					node("a", cheapBig, pod("a1", 500)), node("b", cheapBig, pod("b1", 6000)), node("c", cheapBig, pod("c1", 1000)))
+					node("a", cheapBig, pod("a1", 500)), node("b", cheapBig, pod("b1", 3000)), node("c", cheapBig, pod("c1", 2000)))
 			},
 			commands: []string{"[a]->[]"},
 			verdicts: map[string]disruption.Kind{"b": disruption.KindBudgetExhausted},
@@ -578,8 +578,8 @@ func TestStrategy(t *testing.T) {
 	assert.Equal(t, v1.DisruptionReasonEmpty, d.Method.Reason())
 }
 
-// TestDrain: a node the history rules hold is drained when it is below
-// KeepEfficiency (and the plan does not put pods on it), kept as a
+// TestDrain: a node the history rules hold is drained when the keep rule
+// does not keep it (and the plan does not put pods on it), kept as a
 // destination when it is efficient.
 func TestDrain(t *testing.T) {
 	cheapBig := itype("big", 8, 0.50)
