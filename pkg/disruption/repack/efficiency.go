@@ -149,6 +149,7 @@ func coverCost(front [][2]float64, d vec) float64 {
 // cost of restarting its pods, that is when its efficiency is at least
 // 1 − cost·RestartCost ÷ (price·Horizon): the threshold follows from the
 // restart cost and the horizon, per node, instead of being a constant.
+// With TakeAnySaving (no payback gate) the restart cost counts as 0.
 func (w *worker) kept(m *machine, total vec) bool {
 	if k := w.p.opts.KeepEfficiency; k > 0 {
 		return w.efficiency(m) >= k
@@ -174,6 +175,11 @@ func (w *worker) kept(m *machine, total vec) bool {
 		pb.Cost = cost * w.p.opts.RestartCost
 	}
 	w.keepFigures[m] = pb
+	if w.p.opts.TakeAnySaving {
+		// Without the payback gate no restart is priced: only a node no
+		// repack could save anything on is kept.
+		return pb.Saving <= 1e-9
+	}
 	return pb.Saving <= pb.Cost
 }
 
