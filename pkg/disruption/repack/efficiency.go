@@ -143,8 +143,8 @@ func coverCost(front [][2]float64, d vec) float64 {
 // left out of replacements and N→M moves (a delete into free room may
 // still take it). With Options.KeepEfficiency set, a node at least that
 // efficient is kept. Otherwise the payback gate's own rule decides, applied
-// to the most a repack could save on m: its price less what its pods add
-// to the cheapest conceivable fleet for the pool's pods (keepPrice). m is
+// to what a repack could save on m: its price less what its pods would
+// cost on the pool's cheapest machines (keepPrice). m is
 // kept when that saving over the horizon does not exceed the disruption
 // cost of restarting its pods, that is when its efficiency is at least
 // 1 − cost·RestartCost ÷ (price·Horizon): the threshold follows from the
@@ -183,15 +183,15 @@ func (w *worker) kept(m *machine, total vec) bool {
 	return pb.Saving <= pb.Cost
 }
 
-// keepPrice is the least m's pods could conceivably cost on the pool's
-// cheapest machines: the larger of what they add to the fractional cover
-// of the pool's pods (total) and the sum of their whole-machine floors
-// (podFloor). With two resources the cover is subadditive (memory-heavy
-// pods share machines with cpu-heavy ones), so the first is at most the
-// cover of m's pods alone; it is what they cost in the whole fleet's ideal
-// mix. The second counts that pods are indivisible: a pod of 7.5 of a
-// machine's 8 vCPU costs a whole machine however the fleet is packed,
-// where the fractional cover would price it at 94% of one.
+// keepPrice is what m's pods would cost on the pool's cheapest machines:
+// the larger of what they add to the fractional cover of the pool's pods
+// (total) and the sum of their whole-machine floors (podFloor). With two
+// resources the cover is subadditive (memory-heavy pods share machines
+// with cpu-heavy ones), so the first is at most the cover of m's pods
+// alone; it is their share of the whole fleet's ideal mix. The second
+// counts that pods are indivisible: a pod of 7.5 of a machine's 8 vCPU
+// costs a whole machine unless smaller pods fill the rest, where the
+// fractional cover would price it at 94% of one.
 func (w *worker) keepPrice(m *machine, total vec) float64 {
 	var r vec
 	floor := 0.0

@@ -61,9 +61,9 @@ type Plan struct {
 	Solves int
 	// Drain names the nodes the planner wants emptied but leaves this pass
 	// (nodes the keep rule does not keep, held by the cool-down, the
-	// payback gate or the budget), sorted. The caller taints them with DrainTaint so
-	// that the kube-scheduler places new and evicted pods elsewhere, and
-	// the plan never counts on their room.
+	// payback gate or the budget), sorted. The caller taints them with
+	// DrainTaint so that the kube-scheduler places new and evicted pods
+	// elsewhere, and the plan never counts on their room.
 	Drain []string
 }
 

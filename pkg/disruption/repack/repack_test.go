@@ -2,6 +2,7 @@ package repack_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -713,4 +714,40 @@ func TestEfficiencyCountsLaunchableTypesOnly(t *testing.T) {
 	commands, drained := planWithDrain(t, snap, repack.History{})
 	assert.Empty(t, commands)
 	assert.Empty(t, drained, "full nodes of the only type the pool launches are kept")
+}
+
+// TestKeepRuleFollowsRestartCost: whether a node is kept follows from the
+// restart cost and the horizon. Node a runs four 1.5 vCPU pods on an 8
+// vCPU $0.50/h machine, the pool's only type: five such pods fit one, so
+// its pods' floor is $0.40/h and a repack could save at most $0.10/h. The
+// recent eviction of a1 holds a this pass; a node the rule does not keep
+// is then drained, a kept one is not.
+func TestKeepRuleFollowsRestartCost(t *testing.T) {
+	big := itype("big", 8, 0.50)
+	tests := []struct {
+		name    string
+		opts    repack.Options
+		drained bool
+	}{
+		// 4 pods × $0.009 = $0.036 < $0.10 over 1 h: repacking pays.
+		{name: "default restart cost: not kept", opts: repack.Options{}, drained: true},
+		// 4 × $0.03 = $0.12 > $0.10: no repack of a can pay.
+		{name: "dearer restarts: kept", opts: repack.Options{RestartCost: 0.03}, drained: false},
+		// Over 2 h the saving is $0.20 > $0.12: repacking pays again.
+		{name: "dearer restarts, longer horizon: not kept", opts: repack.Options{RestartCost: 0.03, Horizon: 2 * time.Hour}, drained: true},
+		// The former constant: a is 75% efficient, below 0.88.
+		{name: "keep efficiency override", opts: repack.Options{RestartCost: 0.03, KeepEfficiency: 0.88}, drained: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := snapshot([]*scheduling.InstanceType{big}, "100%",
+				node("a", big, pod("a1", 1500), pod("a2", 1500), pod("a3", 1500), pod("a4", 1500)))
+			hist := repack.History{Evicted: map[string]time.Time{"default/a1": now.Add(-2 * time.Minute)}}
+			var drained []string
+			p := repack.Planner{Options: tt.opts, History: func(time.Time) repack.History { return hist }, Drained: func(n []string) { drained = n }}
+			_, err := disruption.Disrupt(snap, planning(p), nil)
+			require.NoError(t, err)
+			assert.Equal(t, tt.drained, slices.Contains(drained, "a"), "drained: %v", drained)
+		})
+	}
 }
