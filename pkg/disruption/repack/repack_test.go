@@ -751,3 +751,25 @@ func TestKeepRuleFollowsRestartCost(t *testing.T) {
 		})
 	}
 }
+
+// TestKeptVerdictNamesTheRule: a node the rule keeps is told so with the
+// rule's figures (what the cheapest machines would save, over the horizon,
+// against its pods' disruption cost), for `karpenter why node`.
+func TestKeptVerdictNamesTheRule(t *testing.T) {
+	big := itype("big", 8, 0.50)
+	snap := snapshot([]*scheduling.InstanceType{big}, "100%",
+		node("a", big, pod("a1", 1500), pod("a2", 1500), pod("a3", 1500), pod("a4", 1500)))
+	p := repack.Planner{Options: repack.Options{RestartCost: 0.03}}
+	d, err := disruption.Disrupt(snap, planning(p), nil)
+	require.NoError(t, err)
+	var got []string
+	for _, e := range d.Explanations {
+		for _, v := range e.Verdicts {
+			if e.Node == "a" && v.Kind == repack.KindNoCheaperPlacement {
+				got = append(got, v.Detail)
+			}
+		}
+	}
+	require.Len(t, got, 1)
+	assert.Equal(t, "Node is kept: the cheapest machines would run its pods for $0.1000/h less than its $0.5000/h, $0.1000 over 1h0m0s, not more than the disruption cost $0.1200 of its 4 pod(s)", got[0])
+}
