@@ -83,9 +83,14 @@ const podStartup = 30 * time.Second
 // provisionBatch is how many pending pods a provisioning round places.
 const provisionBatch = 25
 
-// maxPassesPerStep bounds a step's consolidation (a trace that has not
-// settled by then is reported as capped).
-const maxPassesPerStep = 60
+// QuietFor is how long a step's consolidation goes on without a command
+// before the step counts as settled: longer than the planner's 5 minute
+// cool-down, so that what it holds back and takes later is measured.
+const QuietFor = 6 * time.Minute
+
+// maxPassesPerStep bounds a step's consolidation, 40 simulated minutes (a
+// trace that has not settled by then is reported as capped).
+const maxPassesPerStep = 120
 
 // TraceResult is one algorithm's run of a trace.
 type TraceResult struct {
@@ -99,9 +104,10 @@ type TraceResult struct {
 	// AllocPerRequest is the fleet's allocatable CPU over the application
 	// pods' CPU requests at the end, MemPerRequest the same for memory.
 	AllocPerRequest, MemPerRequest float64
-	// Passes counts consolidation passes, each step's final quiet one
-	// included; Busy the passes that issued commands, Settle the simulated
-	// time from each step to its last command, summed over steps.
+	// Passes counts consolidation passes, quiet ones included; Busy the
+	// passes that issued commands, Settle the simulated time from each
+	// step's first pass to the end of its last busy one, summed over
+	// steps.
 	Passes, Busy int
 	Settle       time.Duration
 	Capped       bool
@@ -153,6 +159,7 @@ func (t Trace) steps(c *Cluster, alg Algorithm) (TraceResult, error) {
 		}
 		stepAt := c.Snap.Now
 		c.Snap.Now = c.Snap.Now.Add(time.Minute)
+		settled := c.Snap.Now
 		for pass := 0; ; pass++ {
 			if pass == maxPassesPerStep {
 				r.Capped = true
@@ -169,22 +176,28 @@ func (t Trace) steps(c *Cluster, alg Algorithm) (TraceResult, error) {
 			}
 			c.applyDrain(alg)
 			r.Passes++
-			if len(d.Commands) == 0 {
+			if len(d.Commands) > 0 {
+				r.Busy++
+				launched, err := c.Execute(d.Commands, c.Snap.Now)
+				if err != nil {
+					return r, fmt.Errorf("%s step %d: %w", t.Name, s, err)
+				}
+				alg.executed(c.Snap.Now, d.Commands, launched)
+				c.sortNodes()
+				settled = c.Snap.Now.Add(PassEvery)
+			}
+			c.Snap.Now = c.Snap.Now.Add(PassEvery)
+			// The controller keeps passing: a quiet pass ends the step only
+			// once nothing has moved for QuietFor, so that moves a strategy
+			// defers (the planner's cool-down) are counted too.
+			if len(d.Commands) == 0 && c.Snap.Now.Sub(settled) >= QuietFor {
 				break
 			}
-			r.Busy++
-			launched, err := c.Execute(d.Commands, c.Snap.Now)
-			if err != nil {
-				return r, fmt.Errorf("%s step %d: %w", t.Name, s, err)
-			}
-			alg.executed(c.Snap.Now, d.Commands, launched)
-			c.sortNodes()
-			c.Snap.Now = c.Snap.Now.Add(PassEvery)
 			if s+1 < len(t.Replicas) && c.Snap.Now.Sub(stepAt) >= t.StepEvery {
 				break
 			}
 		}
-		r.Settle += c.Snap.Now.Sub(stepAt) - time.Minute
+		r.Settle += settled.Sub(stepAt) - time.Minute
 	}
 	r.Evictions, r.Fresh, r.Commands = c.Evictions-ev0, c.Fresh-fr0, c.Commands-cm0
 	r.PriceEnd = c.Price()
