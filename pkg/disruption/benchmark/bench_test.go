@@ -221,3 +221,44 @@ func BenchmarkChurnRestartCost(b *testing.B) {
 		b.Log("\n" + strings.TrimSuffix(t.String(), "\n"))
 	}
 }
+
+// BenchmarkTraces plays the trace suite (Traces) with upstream's
+// algorithm and the planner and reports, per trace, evictions, $/h at the
+// end, allocatable CPU over requested CPU and the passes to settle, with
+// the planner's $/h and evictions over upstream's. The issue-32 bar for
+// making the planner the default: on every held-out trace at most 1.00×
+// upstream's $/h and 0.6× its evictions.
+//
+//	go test -run '^$' -bench 'BenchmarkTraces' -benchtime 1x ./pkg/disruption/benchmark/
+//	go test -run '^$' -bench 'BenchmarkTraces/trace=mixed4$' -benchtime 1x ./pkg/disruption/benchmark/
+func BenchmarkTraces(b *testing.B) {
+	for _, t := range Traces {
+		b.Run("trace="+t.Name, func(b *testing.B) {
+			for b.Loop() {
+				var rs []TraceResult
+				algs := []Algorithm{Upstream(), Planner("planner", repack.Options{SpotToSpot: true})}
+				if os.Getenv("BENCH_TRACE_ALL") != "" {
+					algs = append(algs, Planner("keep-0.88", repack.Options{SpotToSpot: true, KeepEfficiency: 0.88}),
+						Planner("any-saving", repack.Options{SpotToSpot: true, TakeAnySaving: true}))
+				}
+				for _, alg := range algs {
+					r, err := t.run(alg)
+					if err != nil {
+						b.Fatal(err)
+					}
+					rs = append(rs, r)
+					b.ReportMetric(float64(r.Evictions), alg.Name+"-evictions")
+					b.ReportMetric(r.PriceEnd, alg.Name+"-$/h")
+					b.ReportMetric(r.AllocPerRequest, alg.Name+"-alloc/req")
+					b.ReportMetric(float64(r.Passes), alg.Name+"-passes")
+				}
+				up, pl := rs[0], rs[1]
+				b.ReportMetric(pl.PriceEnd/up.PriceEnd, "planner/upstream-$/h")
+				if up.Evictions > 0 {
+					b.ReportMetric(float64(pl.Evictions)/float64(up.Evictions), "planner/upstream-evictions")
+				}
+				b.Log("\n" + TraceTable(rs))
+			}
+		})
+	}
+}

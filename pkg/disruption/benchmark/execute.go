@@ -182,13 +182,14 @@ func (c *Cluster) bindLeastAllocated(pods []*corev1.Pod) []*corev1.Pod {
 	var left []*corev1.Pod
 	for _, p := range pods {
 		q := podReq(p)
+		counts, maxSkew := zoneSkew(p, c.Snap.Nodes)
 		var best *room
 		bestScore := -1.0
 		for _, r := range rooms {
 			if r.used[0]+q[0] > r.alloc[0] || r.used[1]+q[1] > r.alloc[1] || r.used[2]+q[2] > r.alloc[2] {
 				continue
 			}
-			if sel := p.Spec.NodeSelector[v1.NodePoolLabelKey]; sel != "" && r.n.NodePool != sel {
+			if !admits(p, r.n, counts, maxSkew) {
 				continue
 			}
 			// TaintToleration (weight 3) outweighs LeastAllocated (weight
@@ -271,10 +272,76 @@ func (c *Cluster) input(pods []*corev1.Pod) *scheduling.Input {
 			Allocatable: n.Node.Status.Allocatable, Pods: n.Pods, Initialized: true, Managed: true})
 	}
 	for _, name := range c.poolNames() {
-		in.NodePools = append(in.NodePools, &scheduling.NodePool{Name: name, Requirements: c.poolReqs(name),
+		var weight int32
+		if w := c.Snap.NodePools[name].Spec.Weight; w != nil {
+			weight = *w
+		}
+		in.NodePools = append(in.NodePools, &scheduling.NodePool{Name: name, Weight: weight, Requirements: c.poolReqs(name),
 			Labels: map[string]string{v1.NodePoolLabelKey: name}, InstanceTypes: c.Catalog})
 	}
 	return in
+}
+
+// selects reports whether p's node selector allows n.
+func selects(p *corev1.Pod, n *disruption.Node) bool {
+	for k, v := range p.Spec.NodeSelector {
+		if n.Node.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// zoneSkew is, for a pod with a DoNotSchedule zone spread, its maxSkew and
+// how many of its deployment's pods run in each zone of the nodes its
+// selector allows (nil when it has no such spread).
+func zoneSkew(p *corev1.Pod, nodes []*disruption.Node) (map[string]int, int) {
+	for _, tsc := range p.Spec.TopologySpreadConstraints {
+		if tsc.TopologyKey != corev1.LabelTopologyZone || tsc.WhenUnsatisfiable != corev1.DoNotSchedule {
+			continue
+		}
+		counts := map[string]int{}
+		for _, m := range nodes {
+			if !selects(p, m) {
+				continue
+			}
+			z := m.Node.Labels[corev1.LabelTopologyZone]
+			counts[z] += 0
+			for _, q := range m.Pods {
+				if q.Labels["app"] == p.Labels["app"] && q.Namespace == p.Namespace {
+					counts[z]++
+				}
+			}
+		}
+		return counts, int(tsc.MaxSkew)
+	}
+	return nil, 0
+}
+
+// admits reports whether the kube-scheduler's filters let p onto n: its
+// node selector, a required anti-affinity to its own pods per hostname,
+// and its zone spread (counts and maxSkew from zoneSkew).
+func admits(p *corev1.Pod, n *disruption.Node, counts map[string]int, maxSkew int) bool {
+	if !selects(p, n) {
+		return false
+	}
+	if a := p.Spec.Affinity; a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+		for _, q := range n.Pods {
+			if q.Labels["app"] == p.Labels["app"] {
+				return false
+			}
+		}
+	}
+	if counts != nil {
+		low := math.MaxInt
+		for _, k := range counts {
+			low = min(low, k)
+		}
+		if counts[n.Node.Labels[corev1.LabelTopologyZone]]+1-low > maxSkew {
+			return false
+		}
+	}
+	return true
 }
 
 // daemonSet is the node agent's DaemonSet.

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -130,6 +131,122 @@ func coverCost(front [][2]float64, d vec) float64 {
 			if xa >= 0 && xb >= 0 {
 				best = math.Min(best, xa+xb)
 			}
+		}
+	}
+	if math.IsInf(best, 1) {
+		return 0
+	}
+	return best
+}
+
+// kept reports whether m stays as it is this pass: it receives pods and is
+// left out of replacements and N→M moves (a delete into free room may
+// still take it). With Options.KeepEfficiency set, a node at least that
+// efficient is kept. Otherwise the payback gate's own rule decides, applied
+// to what a repack could save on m: its price less what its pods would
+// cost on the pool's cheapest machines (keepPrice). m is
+// kept when that saving over the horizon does not exceed the disruption
+// cost of restarting its pods, that is when its efficiency is at least
+// 1 − cost·RestartCost ÷ (price·Horizon): the threshold follows from the
+// restart cost and the horizon, per node, instead of being a constant.
+// With TakeAnySaving (no payback gate) the restart cost counts as 0.
+func (w *worker) kept(m *machine, total vec) bool {
+	if k := w.p.opts.KeepEfficiency; k > 0 {
+		return w.efficiency(m) >= k
+	}
+	if m.price <= 0 {
+		return true
+	}
+	var pb disruption.Payback
+	if m.candidate != nil {
+		pb = w.payback([]*machine{m}, w.keepPrice(m, total))
+	} else {
+		// A node the history rules hold is no candidate this pass; its
+		// pods' eviction costs are what a later move would pay.
+		pb = disruption.Payback{PriceBefore: m.price, PriceAfter: w.keepPrice(m, total), Horizon: w.p.opts.Horizon}
+		cost := 0.0
+		for _, p := range m.pods {
+			if disruption.Reschedulable(p) {
+				cost += math.Max(0, disruption.EvictionCost(p))
+				pb.Evictions++
+			}
+		}
+		pb.Saving = (pb.PriceBefore - pb.PriceAfter) * pb.Horizon.Hours()
+		pb.Cost = cost * w.p.opts.RestartCost
+	}
+	w.keepFigures[m] = pb
+	if w.p.opts.TakeAnySaving {
+		// Without the payback gate no restart is priced: only a node no
+		// repack could save anything on is kept.
+		return pb.Saving <= 1e-9
+	}
+	return pb.Saving <= pb.Cost
+}
+
+// keepPrice is what m's pods would cost on the pool's cheapest machines:
+// the larger of what they add to the fractional cover of the pool's pods
+// (total) and the sum of their whole-machine floors (podFloor). With two
+// resources the cover is subadditive (memory-heavy pods share machines
+// with cpu-heavy ones), so the first is at most the cover of m's pods
+// alone; it is their share of the whole fleet's ideal mix. The second
+// counts that pods are indivisible: a pod of 7.5 of a machine's 8 vCPU
+// costs a whole machine unless smaller pods fill the rest, where the
+// fractional cover would price it at 94% of one.
+func (w *worker) keepPrice(m *machine, total vec) float64 {
+	var r vec
+	floor := 0.0
+	for _, p := range m.pods {
+		q := w.p.reqs[p]
+		r = r.add(q)
+		floor += podFloor(w.p.shelves[w.pool], q)
+	}
+	front := w.p.cover[w.pool]
+	return math.Max(floor, coverCost(front, total)-coverCost(front, total.sub(r)))
+}
+
+// shelf is one launchable type of a pool: its allocatable and its
+// cheapest price the pool may buy.
+type shelf struct {
+	alloc vec
+	price float64
+}
+
+// shelvesOf are the pool's launchable types as shelves.
+func shelvesOf(sp *scheduling.NodePool) []shelf {
+	var out []shelf
+	for _, it := range sp.InstanceTypes {
+		if !launchable(sp, it) {
+			continue
+		}
+		price := math.Inf(1)
+		for i := range it.Offerings {
+			o := &it.Offerings[i]
+			if o.Available && sp.Requirements.Get(v1.CapacityTypeLabelKey).Has(o.CapacityType) && sp.Requirements.Get(corev1.LabelTopologyZone).Has(o.Zone) && o.Price < price {
+				price = o.Price
+			}
+		}
+		if !math.IsInf(price, 1) && price > 0 {
+			out = append(out, shelf{alloc: allocOf(it), price: price})
+		}
+	}
+	return out
+}
+
+// podFloor is the cheapest price per pod of machines holding copies of a
+// pod of requests q only: the price of a type over how many copies its
+// allocatable holds, at its best. For small pods it is close to their
+// fractional cover; for a pod near a machine's size it is a whole machine.
+func podFloor(shelves []shelf, q vec) float64 {
+	best := math.Inf(1)
+	for _, s := range shelves {
+		k := s.alloc[2]
+		for i := 0; i < 2; i++ {
+			if q[i] > 0 {
+				k = math.Min(k, math.Floor(s.alloc[i]/q[i]))
+			}
+		}
+		if k >= 1 {
+			best = math.Min(best, s.price/k)
 		}
 	}
 	if math.IsInf(best, 1) {

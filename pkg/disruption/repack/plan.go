@@ -60,10 +60,10 @@ type Plan struct {
 	// Solves counts the solver calls.
 	Solves int
 	// Drain names the nodes the planner wants emptied but leaves this pass
-	// (kept by the cool-down, the payback gate or the budget while below
-	// KeepEfficiency), sorted. The caller taints them with DrainTaint so
-	// that the kube-scheduler places new and evicted pods elsewhere, and
-	// the plan never counts on their room.
+	// (nodes the keep rule does not keep, held by the cool-down, the
+	// payback gate or the budget), sorted. The caller taints them with
+	// DrainTaint so that the kube-scheduler places new and evicted pods
+	// elsewhere, and the plan never counts on their room.
 	Drain []string
 }
 
@@ -92,6 +92,8 @@ type planner struct {
 	// cover is, by pool, the Pareto front of its types in resources per
 	// dollar (see coverCost).
 	cover map[string][][2]float64
+	// shelves are, by pool, its launchable types' allocatable and price.
+	shelves map[string][]shelf
 }
 
 // Compute plans one pass over the candidates (those the disruption
@@ -99,7 +101,7 @@ type planner struct {
 // decremented). It is pure and deterministic.
 func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets map[string]*disruption.BudgetStatus, hist History, opts Options) (*Plan, error) {
 	opts = opts.withDefaults()
-	p := &planner{snap: snap, opts: opts, now: snap.Now, types: newTypeIndex(snap), reqs: map[*corev1.Pod]vec{}, perUnit: map[string][2]float64{}, cover: map[string][][2]float64{}}
+	p := &planner{snap: snap, opts: opts, now: snap.Now, types: newTypeIndex(snap), reqs: map[*corev1.Pod]vec{}, perUnit: map[string][2]float64{}, cover: map[string][][2]float64{}, shelves: map[string][]shelf{}}
 	// The pools the plan may launch into are the ones provisioning would
 	// launch into: the same builder, over the pass's snapshot.
 	pools, err := snapshot.Build(context.Background(), snap.View(), snapshot.Request{NoPending: true})
@@ -111,6 +113,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 	for _, sp := range p.pools {
 		p.perUnit[sp.Name] = cheapestPerUnit(sp)
 		p.cover[sp.Name] = coverFront(sp)
+		p.shelves[sp.Name] = shelvesOf(sp)
 	}
 	isCand := map[*disruption.Node]*disruption.Candidate{}
 	for _, c := range cands {

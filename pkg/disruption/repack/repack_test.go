@@ -2,6 +2,7 @@ package repack_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -321,7 +322,7 @@ func TestPlanner(t *testing.T) {
 			name: "budget: one node allowed, the other told why",
 			snap: func() *disruption.Snapshot {
 				return snapshot([]*scheduling.InstanceType{cheapBig}, "1",
-					node("a", cheapBig, pod("a1", 500)), node("b", cheapBig, pod("b1", 6000)), node("c", cheapBig, pod("c1", 1000)))
+					node("a", cheapBig, pod("a1", 500)), node("b", cheapBig, pod("b1", 3000)), node("c", cheapBig, pod("c1", 2000)))
 			},
 			commands: []string{"[a]->[]"},
 			verdicts: map[string]disruption.Kind{"b": disruption.KindBudgetExhausted},
@@ -578,8 +579,8 @@ func TestStrategy(t *testing.T) {
 	assert.Equal(t, v1.DisruptionReasonEmpty, d.Method.Reason())
 }
 
-// TestDrain: a node the history rules hold is drained when it is below
-// KeepEfficiency (and the plan does not put pods on it), kept as a
+// TestDrain: a node the history rules hold is drained when the keep rule
+// does not keep it (and the plan does not put pods on it), kept as a
 // destination when it is efficient.
 func TestDrain(t *testing.T) {
 	cheapBig := itype("big", 8, 0.50)
@@ -713,4 +714,62 @@ func TestEfficiencyCountsLaunchableTypesOnly(t *testing.T) {
 	commands, drained := planWithDrain(t, snap, repack.History{})
 	assert.Empty(t, commands)
 	assert.Empty(t, drained, "full nodes of the only type the pool launches are kept")
+}
+
+// TestKeepRuleFollowsRestartCost: whether a node is kept follows from the
+// restart cost and the horizon. Node a runs four 1.5 vCPU pods on an 8
+// vCPU $0.50/h machine, the pool's only type: five such pods fit one, so
+// its pods' floor is $0.40/h and a repack could save at most $0.10/h. The
+// recent eviction of a1 holds a this pass; a node the rule does not keep
+// is then drained, a kept one is not.
+func TestKeepRuleFollowsRestartCost(t *testing.T) {
+	big := itype("big", 8, 0.50)
+	tests := []struct {
+		name    string
+		opts    repack.Options
+		drained bool
+	}{
+		// 4 pods × $0.009 = $0.036 < $0.10 over 1 h: repacking pays.
+		{name: "default restart cost: not kept", opts: repack.Options{}, drained: true},
+		// 4 × $0.03 = $0.12 > $0.10: no repack of a can pay.
+		{name: "dearer restarts: kept", opts: repack.Options{RestartCost: 0.03}, drained: false},
+		// Over 2 h the saving is $0.20 > $0.12: repacking pays again.
+		{name: "dearer restarts, longer horizon: not kept", opts: repack.Options{RestartCost: 0.03, Horizon: 2 * time.Hour}, drained: true},
+		// The former constant: a is 75% efficient, below 0.88.
+		{name: "keep efficiency override", opts: repack.Options{RestartCost: 0.03, KeepEfficiency: 0.88}, drained: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := snapshot([]*scheduling.InstanceType{big}, "100%",
+				node("a", big, pod("a1", 1500), pod("a2", 1500), pod("a3", 1500), pod("a4", 1500)))
+			hist := repack.History{Evicted: map[string]time.Time{"default/a1": now.Add(-2 * time.Minute)}}
+			var drained []string
+			p := repack.Planner{Options: tt.opts, History: func(time.Time) repack.History { return hist }, Drained: func(n []string) { drained = n }}
+			_, err := disruption.Disrupt(snap, planning(p), nil)
+			require.NoError(t, err)
+			assert.Equal(t, tt.drained, slices.Contains(drained, "a"), "drained: %v", drained)
+		})
+	}
+}
+
+// TestKeptVerdictNamesTheRule: a node the rule keeps is told so with the
+// rule's figures (what the cheapest machines would save, over the horizon,
+// against its pods' disruption cost), for `karpenter why node`.
+func TestKeptVerdictNamesTheRule(t *testing.T) {
+	big := itype("big", 8, 0.50)
+	snap := snapshot([]*scheduling.InstanceType{big}, "100%",
+		node("a", big, pod("a1", 1500), pod("a2", 1500), pod("a3", 1500), pod("a4", 1500)))
+	p := repack.Planner{Options: repack.Options{RestartCost: 0.03}}
+	d, err := disruption.Disrupt(snap, planning(p), nil)
+	require.NoError(t, err)
+	var got []string
+	for _, e := range d.Explanations {
+		for _, v := range e.Verdicts {
+			if e.Node == "a" && v.Kind == repack.KindNoCheaperPlacement {
+				got = append(got, v.Detail)
+			}
+		}
+	}
+	require.Len(t, got, 1)
+	assert.Equal(t, "Node is kept: the cheapest machines would run its pods for $0.1000/h less than its $0.5000/h, $0.1000 over 1h0m0s, not more than the disruption cost $0.1200 of its 4 pod(s)", got[0])
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -24,9 +25,11 @@ type worker struct {
 	solves   int
 	// keep are the nodes the target fleet keeps (the only destinations).
 	keep map[*machine]bool
+	// keepFigures are the figures of the keep rule, by node.
+	keepFigures map[*machine]disruption.Payback
 	// split caches, by candidate shape, the pools cut to half its size.
 	split map[[2]float64][]*scheduling.NodePool
-	// drain: nodes below KeepEfficiency this pass leaves (Plan.Drain).
+	// drain: nodes not kept that this pass leaves (Plan.Drain).
 	drain []string
 	// held: inefficient nodes the history rules keep, drained and never
 	// destinations.
@@ -44,12 +47,19 @@ func (w *worker) run() {
 	// and any node may be deleted into the others' free room.
 	w.keep = map[*machine]bool{}
 	w.held = map[*machine]bool{}
+	w.keepFigures = map[*machine]disruption.Payback{}
+	var total vec
+	for _, m := range w.machines {
+		for _, p := range m.pods {
+			total = total.add(w.p.reqs[p])
+		}
+	}
 	var cands []*machine
 	for _, m := range w.machines {
 		// A node the history rules hold is kept only if it is efficient:
 		// an inefficient one is drained (tainted, so the kube-scheduler
 		// avoids it), and the plan must not count on its room.
-		if (m.candidate == nil && !m.blocked) || w.efficiency(m) >= w.p.opts.KeepEfficiency {
+		if (m.candidate == nil && !m.blocked) || w.kept(m, total) {
 			w.keep[m] = true
 		} else if m.blocked {
 			w.drain = append(w.drain, m.name)
@@ -87,8 +97,14 @@ func (w *worker) run() {
 			continue
 		}
 		v := verdict(m.candidate, KindNoCheaperPlacement, &disruption.ConsolidationDetail{Price: m.price})
-		v.Detail = fmt.Sprintf("Node is kept: its pods use %.0f%% of what its price buys on the cheapest machines (at least %.0f%% is kept)",
-			100*w.efficiency(m), 100*w.p.opts.KeepEfficiency)
+		if w.p.opts.KeepEfficiency > 0 {
+			v.Detail = fmt.Sprintf("Node is kept: its pods use %.0f%% of what its price buys on the cheapest machines (at least %.0f%% is kept)",
+				100*w.efficiency(m), 100*w.p.opts.KeepEfficiency)
+		} else {
+			pb := w.keepFigures[m]
+			v.Detail = fmt.Sprintf("Node is kept: the cheapest machines would run its pods for $%.4f/h less than its $%.4f/h, $%.4f over %s, not more than the disruption cost $%.4f of its %d pod(s)",
+				pb.PriceBefore-pb.PriceAfter, pb.PriceBefore, pb.Saving, pb.Horizon.Round(time.Second), pb.Cost, pb.Evictions)
+		}
 		w.verdicts[m.name] = v
 	}
 }
