@@ -159,18 +159,18 @@ type provisioningBench struct {
 	// beforeStart runs right before the Deployments are applied (to take
 	// a baseline of provider-side counters).
 	beforeStart func()
-	// label prefixes the metrics ("kwok" reports kwok-s-bound) and
-	// suffixes the kept controller log, for a second run in one
-	// benchmark; "" for none.
+	// label names a run that is not the benchmark's own (its log lines
+	// and kept controller log say it), "" for the benchmark's own. A
+	// labelled run reports no metrics: the next run's ResetTimer would
+	// delete them, so the benchmark reports what it wants of the result.
 	label string
 }
 
-// metric is unit under pb's label.
-func (pb provisioningBench) metric(unit string) string {
+// report is b.ReportMetric for the benchmark's own run only.
+func (pb provisioningBench) report(b *testing.B, v float64, unit string) {
 	if pb.label == "" {
-		return unit
+		b.ReportMetric(v, unit)
 	}
-	return pb.label + "-" + unit
 }
 
 // provisioningResult is what a run measured.
@@ -429,16 +429,16 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	perSecond := progress.boundPerSecond[:min(int(progress.boundAt.Seconds())+1, len(progress.boundPerSecond))]
 	progress.mu.Unlock()
 	res.firstClaimAt, res.launchDelays = launches.result()
-	b.ReportMetric(res.bound.Seconds(), pb.metric("s-bound"))
-	b.ReportMetric(res.running.Seconds(), pb.metric("s-running"))
-	b.ReportMetric(float64(len(res.claims)), pb.metric("nodeclaims"))
-	b.ReportMetric(float64(res.rounds), pb.metric("rounds"))
-	b.ReportMetric(res.cost, pb.metric("$/h"))
-	b.ReportMetric(res.peakMiB, pb.metric("MiB-peak-rss"))
-	b.ReportMetric(res.cpuSeconds, pb.metric("cpu-s"))
-	b.ReportMetric(res.firstClaimAt.Seconds(), pb.metric("s-first-nodeclaim"))
+	pb.report(b, res.bound.Seconds(), "s-bound")
+	pb.report(b, res.running.Seconds(), "s-running")
+	pb.report(b, float64(len(res.claims)), "nodeclaims")
+	pb.report(b, float64(res.rounds), "rounds")
+	pb.report(b, res.cost, "$/h")
+	pb.report(b, res.peakMiB, "MiB-peak-rss")
+	pb.report(b, res.cpuSeconds, "cpu-s")
+	pb.report(b, res.firstClaimAt.Seconds(), "s-first-nodeclaim")
 	if n := len(res.launchDelays); n > 0 {
-		b.ReportMetric(res.launchDelays[n-1].Seconds(), pb.metric("s-launch-max"))
+		pb.report(b, res.launchDelays[n-1].Seconds(), "s-launch-max")
 	}
 	b.Logf("%sfirst NodeClaim at %.1fs; NodeClaim creation to Launched: %v", labelPrefix(pb.label), res.firstClaimAt.Seconds(), roundDurations(res.launchDelays))
 	nodesMu.Lock()
