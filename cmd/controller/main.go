@@ -102,6 +102,9 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		if err := p.Register(ctx, op.Manager); err != nil {
 			return err
 		}
+		// Lead only with instance types loaded: the first round after a
+		// start or a leader change does not wait for EC2.
+		op.HoldLeadership(p.Warm())
 		op.Logger.Info("discovered cluster", "cluster", p.Cluster.Name, "endpoint", p.Cluster.Endpoint, "service-cidr", p.Cluster.CIDR, "region", awsCfg.Region)
 		cloud, wellKnown, reservationKey = p.CloudProvider, awsoperator.WellKnownLabels(), awsoperator.ReservationIDLabel()
 	default:

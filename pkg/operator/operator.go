@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -90,6 +91,10 @@ type Operator struct {
 	EventRecorder record.EventRecorder
 	Options       *options.Options
 	Logger        logr.Logger
+
+	// gate holds the campaign for the lease (HoldLeadership); nil with
+	// leader election disabled.
+	gate *leadershipGate
 }
 
 // New builds the manager from cfg and opts (nil means defaults). Nothing
@@ -122,6 +127,16 @@ func New(ctx context.Context, cfg *rest.Config, opts *options.Options) (*Operato
 	if leNamespace == "" {
 		leNamespace = systemNamespace()
 	}
+	// Our own Lease lock, so the campaign can wait for HoldLeadership.
+	var gate *leadershipGate
+	var lock resourcelock.Interface
+	lockEvents := &lateRecorder{}
+	if !opts.DisableLeaderElection {
+		gate = &leadershipGate{max: MaxLeadershipHold}
+		if lock, _, err = newLeaseLock(cfg, leNamespace, opts.LeaderElectionName, opts.LeaderElectionRenewDeadline, gate, lockEvents); err != nil {
+			return nil, err
+		}
+	}
 	mgrOpts := manager.Options{
 		Scheme: Scheme,
 		Logger: logger,
@@ -133,14 +148,16 @@ func New(ctx context.Context, cfg *rest.Config, opts *options.Options) (*Operato
 				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{nodeLeaseNamespace: {}}},
 			},
 		},
-		LeaderElection:                !opts.DisableLeaderElection,
-		LeaderElectionID:              opts.LeaderElectionName,
-		LeaderElectionNamespace:       leNamespace,
-		LeaderElectionResourceLock:    "leases",
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 durationOrNil(opts.LeaderElectionLeaseDuration),
-		RenewDeadline:                 durationOrNil(opts.LeaderElectionRenewDeadline),
-		RetryPeriod:                   durationOrNil(opts.LeaderElectionRetryPeriod),
+		LeaderElection:             !opts.DisableLeaderElection,
+		LeaderElectionID:           opts.LeaderElectionName,
+		LeaderElectionNamespace:    leNamespace,
+		LeaderElectionResourceLock: "leases",
+		// Nil with leader election disabled: the manager then builds none.
+		LeaderElectionResourceLockInterface: lock,
+		LeaderElectionReleaseOnCancel:       true,
+		LeaseDuration:                       durationOrNil(opts.LeaderElectionLeaseDuration),
+		RenewDeadline:                       durationOrNil(opts.LeaderElectionRenewDeadline),
+		RetryPeriod:                         durationOrNil(opts.LeaderElectionRetryPeriod),
 		Metrics: metricsserver.Options{
 			BindAddress:   ":" + strconv.Itoa(opts.MetricsPort),
 			ExtraHandlers: profilingHandlers(opts.EnableProfiling),
@@ -181,7 +198,11 @@ func New(ctx context.Context, cfg *rest.Config, opts *options.Options) (*Operato
 		return nil, fmt.Errorf("creating clientset: %w", err)
 	}
 	metrics.SetBuildInfo(Version, Commit)
+	if lock != nil {
+		lockEvents.set(mgr.GetEventRecorderFor(lock.Identity())) //nolint:staticcheck // the events controller-runtime's own lock records
+	}
 	return &Operator{
+		gate:          gate,
 		Manager:       mgr,
 		Client:        mgr.GetClient(),
 		KubeClient:    kube,

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -169,4 +170,32 @@ func TestLeaderElectionDisabled(t *testing.T) {
 		}
 		return false
 	}, 10*time.Second, 50*time.Millisecond)
+}
+
+// TestHoldLeadership: a replica with a hold does not take a free lease
+// until the hold is released, while its manager runs (a standby warming
+// its caches); and a replica that leads hands over to a warm standby.
+func TestHoldLeadership(t *testing.T) {
+	o := testOptions(t)
+	o.LeaderElectionName = "test-hold-leadership"
+	ctx, cancel := context.WithCancel(context.Background())
+	op, err := operator.New(ctx, cp.Config, o)
+	require.NoError(t, err)
+	ready := make(chan struct{})
+	op.HoldLeadership(ready)
+	r := &running{op: op, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- op.Start(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+
+	probe := "http://127.0.0.1:" + strconv.Itoa(o.HealthProbePort)
+	require.Eventually(t, func() bool { c, _ := get(probe + "/healthz"); return c == http.StatusOK }, 20*time.Second, 50*time.Millisecond,
+		"the manager runs while leadership is held")
+	time.Sleep(2 * time.Second)
+	assert.False(t, elected(r), "no lease while held")
+	l := &coordinationv1.Lease{}
+	err = cp.Client.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: o.LeaderElectionName}, l)
+	assert.True(t, apierrors.IsNotFound(err), "the held replica did not create the lease: %v", err)
+
+	close(ready)
+	require.Eventually(t, func() bool { return elected(r) }, 20*time.Second, 50*time.Millisecond)
 }

@@ -3,11 +3,14 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,13 +55,21 @@ spec:
 // instances CreateFleet launches booted into Nodes from their user data.
 // Besides the kwok benchmark's figures it reports the CreateFleet and
 // CreateTags calls (batching) and prices each NodeClaim at the local AWS's
-// on-demand or spot price. After the run an ARC zonal shift takes the
-// busiest zone away (zonalShiftPhase): the next round and consolidation
-// launch nothing there, and once it is cancelled the zone is used again. It
-// runs only with -bench, e.g.
+// on-demand or spot price. Our controller on kwok runs the same burst
+// first, on a control plane of its own, so the AWS figures print beside it
+// (first NodeClaim, bound, the ratio). After the run the controller is
+// restarted and a 200-pod burst timed (restartBurst), then an ARC zonal
+// shift takes the busiest zone away (zonalShiftPhase): the next round and
+// consolidation launch nothing there, and once it is cancelled the zone is
+// used again. It runs only with -bench, e.g.
 //
 //	go test ./test/e2e -run '^$' -bench ProvisioningAWS1000 -benchtime 1x -timeout 50m
 func BenchmarkProvisioningAWS1000(b *testing.B) {
+	// Our controller on the simulated provider first, on a control plane
+	// of its own that is gone before the AWS run starts: the bound-time
+	// target is a ratio to it, measured on the same machine at the same
+	// load.
+	kwokRes := kwokProvisioning(b, "kwok")
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	cp, err := controlplane.Start(ctx, controlplane.Options{
@@ -102,11 +113,16 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	// (the shipped one in its shadow), throttled at EC2's figures.
 	e := &awsEnv{cp: cp, local: local, policy: underUpstream}
 	env := append(local.EnvWith(e.controllerCredentials(b)), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+cp.Config.Host, "ENABLE_ZONAL_SHIFT=true")
-	pid, err := cp.SpawnEnv(controllerBin, "controller", env,
-		"--cloud-provider=aws",
-		"--kubeconfig="+cp.KubeconfigPath,
-		"--metrics-port="+strconv.Itoa(freePort(b)), "--health-probe-port="+strconv.Itoa(freePort(b)),
-		"--leader-election-namespace=kube-system")
+	metricsPort := map[string]int{}
+	spawn := func(name string) (int, error) {
+		metricsPort[name] = freePort(b)
+		return cp.SpawnEnv(controllerBin, name, env,
+			"--cloud-provider=aws",
+			"--kubeconfig="+cp.KubeconfigPath,
+			"--metrics-port="+strconv.Itoa(metricsPort[name]), "--health-probe-port="+strconv.Itoa(freePort(b)),
+			"--leader-election-namespace=kube-system")
+	}
+	pid, err := spawn("controller")
 	if err != nil {
 		b.Fatalf("starting controller: %v", err)
 	}
@@ -158,6 +174,27 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	launched := len(byID)
 	b.Logf("EC2 calls per launched node during the scale-up (%d nodes): %s", launched, perNode(before, after, launched))
 	b.Logf("throttled: %s", local.ThrottleSummary())
+	// How much of NodeClaim creation to Launched is the local AWS
+	// answering CreateFleet, from the controller's own SDK metrics.
+	if n, sum, err := sdkCallSeconds(metricsPort["controller"], "EC2", "CreateFleet"); err != nil {
+		b.Logf("reading the controller's CreateFleet durations: %v", err)
+	} else if n > 0 {
+		b.Logf("CreateFleet on the local AWS: %d call(s), %.1fs on average", n, sum/float64(n))
+		b.ReportMetric(sum/float64(n), "s-createfleet-mean")
+	}
+	ratio := res.bound.Seconds() / kwokRes.bound.Seconds()
+	b.ReportMetric(ratio, "bound-ratio-aws/kwok")
+	b.ReportMetric(kwokRes.bound.Seconds(), "kwok-s-bound")
+	b.ReportMetric(kwokRes.running.Seconds(), "kwok-s-running")
+	b.ReportMetric(kwokRes.firstClaimAt.Seconds(), "kwok-s-first-nodeclaim")
+	b.Logf("ours on AWS vs ours on kwok (same run): first NodeClaim %.1fs vs %.1fs, bound %.1fs vs %.1fs (%.2f×), Running %.1fs vs %.1fs",
+		res.firstClaimAt.Seconds(), kwokRes.firstClaimAt.Seconds(), res.bound.Seconds(), kwokRes.bound.Seconds(), ratio,
+		res.running.Seconds(), kwokRes.running.Seconds())
+
+	// A restart, as a rolling update does it, then a burst the running
+	// nodes cannot hold: the new controller's first round must not wait
+	// for instance types either.
+	restartBurst(b, ctx, cp, pid, spawn)
 	zonalShiftPhase(b, ctx, cp, local, arn)
 
 	// Scale to zero: every instance goes, with at most one
@@ -203,4 +240,120 @@ func perNode(before, after map[string]int, nodes int) string {
 		parts[i] = fmt.Sprintf("%s %d (%.2f/node)", e.api, e.n, float64(e.n)/float64(max(nodes, 1)))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// restartBurst stops the controller pid as a rolling update does (SIGTERM,
+// so it releases the lease), starts another with spawn, and once that one
+// leads applies a Deployment of 200 pods of 3500m/28Gi, more than the
+// running nodes hold. It reports when the new controller led (from its
+// start), and when the first new NodeClaim appeared and all 200 pods were
+// bound (from the Deployment's creation).
+func restartBurst(b *testing.B, ctx context.Context, cp *controlplane.ControlPlane, pid int, spawn func(name string) (int, error)) {
+	b.Helper()
+	const replicas, name = 200, "controller-restarted"
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		b.Fatalf("stopping the controller: %v", err)
+	}
+	if !waitFor(ctx, time.Minute, func() bool { return syscall.Kill(pid, 0) != nil }) {
+		b.Fatalf("the controller (pid %d) did not stop within a minute of SIGTERM", pid)
+	}
+	restarted := time.Now()
+	if _, err := spawn(name); err != nil {
+		b.Fatalf("restarting the controller: %v", err)
+	}
+	newLog := func() string {
+		raw, _ := os.ReadFile(cp.LogPath(name))
+		return string(raw)
+	}
+	b.Cleanup(func() {
+		if dst := os.Getenv("BENCH_CONTROLLER_LOG"); dst != "" {
+			if err := os.WriteFile(dst+".restarted", []byte(newLog()), 0o644); err != nil {
+				b.Logf("keeping the restarted controller's log: %v", err)
+			}
+		}
+	})
+	if !waitFor(ctx, 2*time.Minute, func() bool {
+		l := newLog()
+		return logHas(l, "Successfully acquired lease") && logHas(l, "Starting workers")
+	}) {
+		b.Fatalf("the restarted controller did not lead:\n%s", tail(newLog(), 4000))
+	}
+	led := time.Since(restarted)
+	loaded := ""
+	for _, line := range strings.Split(newLog(), "\n") {
+		if strings.Contains(line, `"message":"loaded instance types and offerings"`) {
+			loaded = line
+		}
+	}
+	b.Logf("restarted controller led %.1fs after its start; %s", led.Seconds(), loaded)
+
+	var existing v1.NodeClaimList
+	if err := cp.Client.List(ctx, &existing); err != nil {
+		b.Fatal(err)
+	}
+	var names []string
+	for _, nc := range existing.Items {
+		names = append(names, nc.Name)
+	}
+	claims := newClaimProgress(names)
+	stop := make(chan struct{})
+	defer close(stop)
+	pollClaims(ctx, cp, claims, stop)
+	start := time.Now()
+	claims.mu.Lock()
+	claims.start = start
+	claims.mu.Unlock()
+	if err := controlplane.Apply(ctx, cp.Client, []byte(benchDeployment("bench-restart", "3500m", "28Gi", replicas))); err != nil {
+		b.Fatalf("applying the post-restart Deployment: %v", err)
+	}
+	var bound time.Duration
+	if !waitFor(ctx, 10*time.Minute, func() bool {
+		var pods corev1.PodList
+		if err := cp.Client.List(ctx, &pods, client.InNamespace(benchNamespace), client.MatchingLabels{"app": "bench-restart"}); err != nil {
+			return false
+		}
+		n := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				n++
+			}
+		}
+		return n >= replicas
+	}) {
+		b.Fatalf("the %d pods applied after the restart were not all bound within 10m", replicas)
+	}
+	bound = time.Since(start)
+	first, delays := claims.result()
+	b.ReportMetric(first.Seconds(), "s-first-nodeclaim-after-restart")
+	b.ReportMetric(bound.Seconds(), "s-bound-after-restart")
+	b.ReportMetric(led.Seconds(), "s-lead-after-restart")
+	b.Logf("after the restart: first NodeClaim %.1fs after the Deployment, %d pods bound in %.1fs; NodeClaim creation to Launched: %v",
+		first.Seconds(), replicas, bound.Seconds(), roundDurations(delays))
+}
+
+// sdkCallSeconds reads the controller's aws_sdk_go_request_duration_seconds
+// for one service and action: how many calls answered 200 and their total
+// seconds.
+func sdkCallSeconds(port int, service, action string) (int, float64, error) {
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/metrics")
+	if err != nil {
+		return 0, 0, fmt.Errorf("scraping the controller's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading the controller's metrics: %w", err)
+	}
+	labels := `{action="` + action + `",code="200",service="` + service + `"}`
+	var n int
+	var sum float64
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "aws_sdk_go_request_duration_seconds_sum"+labels+" "); ok {
+			sum, _ = strconv.ParseFloat(v, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "aws_sdk_go_request_duration_seconds_count"+labels+" "); ok {
+			n, _ = strconv.Atoi(v)
+		}
+	}
+	return n, sum, nil
 }

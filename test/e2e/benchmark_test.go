@@ -98,6 +98,16 @@ func (p *podProgress) observe(obj interface{}) {
 //
 //	go test ./test/e2e -run '^$' -bench Provisioning1000 -benchtime=1x
 func BenchmarkProvisioning1000(b *testing.B) {
+	res := kwokProvisioning(b, "")
+	b.Logf("1000 pods: bound in %.1fs, Running in %.1fs; %d NodeClaims in %d round(s) %v; $%.2f/h; controller peak RSS %.0f MiB (upstream: 15.2s, 18.3s, 10 in 2, $55.84/h, 124-150 MiB)",
+		res.bound.Seconds(), res.running.Seconds(), len(res.claims), res.rounds, res.types, res.cost, res.peakMiB)
+}
+
+// kwokProvisioning is the 1,000-pod scale-up on the simulated provider, on
+// a control plane of its own that it stops before returning. label names
+// its metrics and kept log apart from another run's in the same benchmark
+// ("" for none).
+func kwokProvisioning(b *testing.B, label string) provisioningResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cp, err := controlplane.Start(ctx, controlplane.Options{
@@ -106,6 +116,9 @@ func BenchmarkProvisioning1000(b *testing.B) {
 	if err != nil {
 		b.Fatalf("starting control plane: %v", err)
 	}
+	// Stopped on return, so a run that follows has the machine to itself;
+	// Stop may run again in cleanup.
+	defer cp.Stop()
 	b.Cleanup(cp.Stop)
 	if err := controlplane.Apply(ctx, cp.Client, []byte(benchManifests)); err != nil {
 		b.Fatalf("applying pool: %v", err)
@@ -119,8 +132,8 @@ func BenchmarkProvisioning1000(b *testing.B) {
 	if err != nil {
 		b.Fatalf("starting controller: %v", err)
 	}
-	res := provisioningBench{
-		cp: cp, pid: pid, pool: "bench", timeout: 5 * time.Minute,
+	return provisioningBench{
+		cp: cp, pid: pid, pool: "bench", timeout: 5 * time.Minute, label: label,
 		price: func(nc *v1.NodeClaim, node *corev1.Node) float64 {
 			label := nc.Labels[kwokv1alpha1.NodeViewerPriceLabelKey]
 			if node != nil {
@@ -130,8 +143,6 @@ func BenchmarkProvisioning1000(b *testing.B) {
 			return p
 		},
 	}.run(b, ctx)
-	b.Logf("1000 pods: bound in %.1fs, Running in %.1fs; %d NodeClaims in %d round(s) %v; $%.2f/h; controller peak RSS %.0f MiB (upstream: 15.2s, 18.3s, 10 in 2, $55.84/h, 124-150 MiB)",
-		res.bound.Seconds(), res.running.Seconds(), len(res.claims), res.rounds, res.types, res.cost, res.peakMiB)
 }
 
 // provisioningBench is the part of a 1,000-pod scale-up benchmark that
@@ -148,6 +159,18 @@ type provisioningBench struct {
 	// beforeStart runs right before the Deployments are applied (to take
 	// a baseline of provider-side counters).
 	beforeStart func()
+	// label names a run that is not the benchmark's own (its log lines
+	// and kept controller log say it), "" for the benchmark's own. A
+	// labelled run reports no metrics: the next run's ResetTimer would
+	// delete them, so the benchmark reports what it wants of the result.
+	label string
+}
+
+// report is b.ReportMetric for the benchmark's own run only.
+func (pb provisioningBench) report(b *testing.B, v float64, unit string) {
+	if pb.label == "" {
+		b.ReportMetric(v, unit)
+	}
 }
 
 // provisioningResult is what a run measured.
@@ -160,6 +183,89 @@ type provisioningResult struct {
 	types                     map[string]int
 	peakMiB, cpuSeconds       float64
 	firstBoundAt, halfBoundAt time.Duration
+	// firstClaimAt is when the first NodeClaim appeared (the first round
+	// acted); launchDelays are, per NodeClaim, the time from its
+	// appearance to Launched=True, sorted.
+	firstClaimAt time.Duration
+	launchDelays []time.Duration
+}
+
+// claimProgress watches NodeClaims created after start and records when
+// each appeared and when it was first seen Launched.
+type claimProgress struct {
+	start time.Time
+
+	mu         sync.Mutex
+	seen       map[string]time.Duration
+	launched   map[string]time.Duration
+	firstAt    time.Duration
+	preexisted map[string]bool
+}
+
+func newClaimProgress(existing []string) *claimProgress {
+	c := &claimProgress{seen: map[string]time.Duration{}, launched: map[string]time.Duration{}, preexisted: map[string]bool{}}
+	for _, n := range existing {
+		c.preexisted[n] = true
+	}
+	return c
+}
+
+func (c *claimProgress) observe(obj interface{}) {
+	nc, ok := obj.(*v1.NodeClaim)
+	if !ok || c.start.IsZero() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.preexisted[nc.Name] {
+		return
+	}
+	at := time.Since(c.start)
+	if _, ok := c.seen[nc.Name]; !ok {
+		c.seen[nc.Name] = at
+		if c.firstAt == 0 {
+			c.firstAt = at
+		}
+	}
+	if _, ok := c.launched[nc.Name]; !ok && nc.IsTrue(v1.ConditionTypeLaunched) {
+		c.launched[nc.Name] = at
+	}
+}
+
+// result is the first NodeClaim's time and the sorted launch delays.
+func (c *claimProgress) result() (time.Duration, []time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var delays []time.Duration
+	for name, at := range c.launched {
+		delays = append(delays, at-c.seen[name])
+	}
+	sort.Slice(delays, func(i, j int) bool { return delays[i] < delays[j] })
+	return c.firstAt, delays
+}
+
+// pollClaims lists NodeClaims every 100ms into progress until stop
+// closes (there are a few dozen at most, so a poll is cheap).
+func pollClaims(ctx context.Context, cp *controlplane.ControlPlane, progress *claimProgress, stop <-chan struct{}) {
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var list v1.NodeClaimList
+			if err := cp.Client.List(ctx, &list); err == nil {
+				for i := range list.Items {
+					progress.observe(&list.Items[i])
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 }
 
 // run waits for the controller to lead and the pool to be Ready, applies
@@ -179,6 +285,9 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 		}
 		// BENCH_CONTROLLER_LOG keeps the whole log for a closer look.
 		if dst := os.Getenv("BENCH_CONTROLLER_LOG"); dst != "" {
+			if pb.label != "" {
+				dst += "." + pb.label
+			}
 			if err := os.WriteFile(dst, []byte(controllerLog()), 0o644); err != nil {
 				b.Logf("keeping controller log: %v", err)
 			}
@@ -250,11 +359,17 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	defer factory.Shutdown()
 	defer close(stop)
 
+	launches := newClaimProgress(nil)
+	pollClaims(ctx, cp, launches, stop)
+
 	if pb.beforeStart != nil {
 		pb.beforeStart()
 	}
 	b.ResetTimer()
 	progress.start = time.Now()
+	launches.mu.Lock()
+	launches.start = progress.start
+	launches.mu.Unlock()
 	workload := benchDeployment("bench-small", "900m", "3100Mi", replicas) + "---\n" + benchDeployment("bench-large", "3500m", "28Gi", replicas)
 	if err := controlplane.Apply(ctx, cp.Client, []byte(workload)); err != nil {
 		b.Fatalf("applying deployments: %v", err)
@@ -313,13 +428,19 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	res.firstBoundAt, res.halfBoundAt = progress.firstBoundAt, progress.halfBoundAt
 	perSecond := progress.boundPerSecond[:min(int(progress.boundAt.Seconds())+1, len(progress.boundPerSecond))]
 	progress.mu.Unlock()
-	b.ReportMetric(res.bound.Seconds(), "s-bound")
-	b.ReportMetric(res.running.Seconds(), "s-running")
-	b.ReportMetric(float64(len(res.claims)), "nodeclaims")
-	b.ReportMetric(float64(res.rounds), "rounds")
-	b.ReportMetric(res.cost, "$/h")
-	b.ReportMetric(res.peakMiB, "MiB-peak-rss")
-	b.ReportMetric(res.cpuSeconds, "cpu-s")
+	res.firstClaimAt, res.launchDelays = launches.result()
+	pb.report(b, res.bound.Seconds(), "s-bound")
+	pb.report(b, res.running.Seconds(), "s-running")
+	pb.report(b, float64(len(res.claims)), "nodeclaims")
+	pb.report(b, float64(res.rounds), "rounds")
+	pb.report(b, res.cost, "$/h")
+	pb.report(b, res.peakMiB, "MiB-peak-rss")
+	pb.report(b, res.cpuSeconds, "cpu-s")
+	pb.report(b, res.firstClaimAt.Seconds(), "s-first-nodeclaim")
+	if n := len(res.launchDelays); n > 0 {
+		pb.report(b, res.launchDelays[n-1].Seconds(), "s-launch-max")
+	}
+	b.Logf("%sfirst NodeClaim at %.1fs; NodeClaim creation to Launched: %v", labelPrefix(pb.label), res.firstClaimAt.Seconds(), roundDurations(res.launchDelays))
 	nodesMu.Lock()
 	var ready []float64
 	for _, d := range schedulableAt {
@@ -334,6 +455,23 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 		b.Logf("load average at the end: %s", strings.TrimSpace(string(load)))
 	}
 	return res
+}
+
+// labelPrefix is "label: " or "".
+func labelPrefix(label string) string {
+	if label == "" {
+		return ""
+	}
+	return label + ": "
+}
+
+// roundDurations prints durations to 0.1s.
+func roundDurations(ds []time.Duration) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return out
 }
 
 // vmHWM is a process's peak resident set size in MiB.

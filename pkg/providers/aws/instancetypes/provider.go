@@ -43,8 +43,9 @@ const (
 	// RefreshInterval is how often Tick refreshes instance types and
 	// offerings from EC2 (upstream's instance-type controller period).
 	RefreshInterval = 12 * time.Hour
-	// CacheTTL is how long a computed per-class list is reused (upstream's
-	// instance-types cache TTL).
+	// CacheTTL is how long a computed per-class list is kept after its last
+	// use (upstream's instance-types cache TTL, counted from the last use
+	// rather than the computation).
 	CacheTTL = 5 * time.Minute
 	// reservedPriceDivisor makes a reserved offering nearly free but still
 	// ordered by its type's on-demand price, as upstream prices them.
@@ -120,15 +121,16 @@ type Provider struct {
 	opts    Options
 
 	// loadMu lets one caller hydrate while concurrent first Lists wait,
-	// instead of each fetching every instance type.
+	// instead of each fetching every instance type; refreshes hold it too.
 	loadMu sync.Mutex
+	// fetched is when both were last fetched together (under loadMu).
+	fetched time.Time
 
 	mu        sync.RWMutex
 	infos     []ec2types.InstanceTypeInfo // sorted by name
 	offered   map[string]map[string]bool  // type -> zone -> offered
 	infoHash  uint64
 	offerHash uint64
-	loaded    bool
 	// ticks gates Tick; it has its own lock.
 	ticks interval.Gate
 
@@ -153,7 +155,7 @@ type entry struct {
 }
 
 // NewProvider builds a provider. Nothing is fetched until the first Tick,
-// Refresh or List.
+// Refresh or List; the operator ticks it at start, on every replica.
 func NewProvider(api EC2API, prices Pricing, opts Options) *Provider {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -161,19 +163,56 @@ func NewProvider(api EC2API, prices Pricing, opts Options) *Provider {
 	return &Provider{ec2: api, pricing: prices, opts: opts, cache: map[string]*entry{}, discovered: map[string]discovered{}}
 }
 
-// Tick refreshes instance types and offerings when RefreshInterval has
-// passed since the last refresh (or none ran). Failures keep the previous
-// data and are retried on the next tick after the interval.
+// RetryInterval is how soon Tick tries again after a refresh failed.
+const RetryInterval = 5 * time.Minute
+
+// Tick loads instance types and offerings if they are not loaded yet, and
+// refreshes them when RefreshInterval has passed since the last refresh.
+// A failure keeps the previous data and is retried on the first tick
+// RetryInterval later. Lists never wait for a refresh of loaded data: it
+// replaces the data when it is complete.
 func (p *Provider) Tick(ctx context.Context) error {
 	if !p.ticks.Due(p.opts.Clock.Now(), RefreshInterval) {
 		return nil
 	}
-	return p.Refresh(ctx)
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	// A List that found nothing loaded may have fetched everything just
+	// before this first tick: once is enough.
+	if !p.fetched.IsZero() && p.opts.Clock.Since(p.fetched) < RefreshInterval {
+		return nil
+	}
+	err := p.refreshLocked(ctx)
+	if err != nil {
+		p.ticks.RetryAt(p.opts.Clock.Now().Add(RetryInterval))
+	}
+	return err
 }
 
-// Refresh fetches instance types and their offerings now.
+// Refresh fetches instance types and their offerings now. It holds the
+// load lock, so a List that finds nothing loaded yet waits for this fetch
+// instead of starting one of its own; a List of loaded data does not take
+// that lock and never waits.
 func (p *Provider) Refresh(ctx context.Context) error {
-	return errors.Join(p.UpdateInstanceTypes(ctx), p.UpdateInstanceTypeOfferings(ctx))
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	return p.refreshLocked(ctx)
+}
+
+func (p *Provider) refreshLocked(ctx context.Context) error {
+	err := errors.Join(p.UpdateInstanceTypes(ctx), p.UpdateInstanceTypeOfferings(ctx))
+	if err == nil {
+		p.fetched = p.opts.Clock.Now()
+	}
+	return err
+}
+
+// Loaded reports whether instance types and offerings have been fetched,
+// so Lists answer without calling EC2.
+func (p *Provider) Loaded() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.infos != nil && p.offered != nil
 }
 
 // UpdateInstanceTypes fetches the HVM x86_64 and arm64 instance types.
@@ -248,9 +287,13 @@ func (p *Provider) UpdateInstanceTypeOfferings(ctx context.Context) error {
 	return nil
 }
 
-// ensureLoaded fetches EC2's data on first use, so a List before the first
-// Tick works (upstream hydrates at start-up).
+// ensureLoaded fetches what is missing of EC2's data, so a List before the
+// start-up load finished (or after it failed) works. Once loaded it returns
+// at once, without the load lock a refresh may hold.
 func (p *Provider) ensureLoaded(ctx context.Context) error {
+	if p.Loaded() {
+		return nil
+	}
 	p.loadMu.Lock()
 	defer p.loadMu.Unlock()
 	p.mu.RLock()
@@ -263,7 +306,11 @@ func (p *Provider) ensureLoaded(ctx context.Context) error {
 	if needOffered {
 		errs = append(errs, p.UpdateInstanceTypeOfferings(ctx))
 	}
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if err == nil && needInfos && needOffered {
+		p.fetched = p.opts.Clock.Now()
+	}
+	return err
 }
 
 // List returns the instance types nodeClass may launch: those offered in
@@ -294,7 +341,12 @@ func (p *Provider) List(ctx context.Context, nodeClass *awsv1.EC2NodeClass) ([]*
 	defer p.cacheMu.Unlock()
 	now := p.opts.Clock.Now()
 	e, ok := p.cache[key]
-	if !ok || !now.Before(e.expires) {
+	if ok && now.Before(e.expires) {
+		// The key covers every input, so a list in use cannot go stale:
+		// its expiry only frees lists nobody asks for any more, and a list
+		// in use is never recomputed in a round.
+		e.expires = now.Add(CacheTTL)
+	} else {
 		base, err := p.compute(ctx, nodeClass, infos, offered)
 		if err != nil {
 			return nil, err

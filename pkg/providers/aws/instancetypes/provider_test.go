@@ -557,3 +557,81 @@ func TestDiscoveredMemoryReplacesTheEstimate(t *testing.T) {
 	got = memoryOf(nc, "m5.large")
 	require.Zero(t, got.Cmp(estimate), "after 60 days the estimate is back, got %s", got.String())
 }
+
+// TestListDoesNotWaitForARefresh: once instance types are loaded, a List
+// (a provisioning round) answers from the loaded data while a refresh is
+// stuck on a slow EC2.
+func TestListDoesNotWaitForARefresh(t *testing.T) {
+	ctx := context.Background()
+	p := newProvider(instancetypes.Options{})
+	require.NoError(t, p.Refresh(ctx))
+	fault, err := local.AddFault(awslocal.Fault{Service: "ec2", Action: "DescribeInstanceTypes", Kind: awslocal.FaultLatency, Latency: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { local.ClearFaults("ec2", "DescribeInstanceTypes") })
+
+	refreshCtx, cancel := context.WithCancel(ctx)
+	refreshed := make(chan error, 1)
+	go func() { refreshed <- p.Refresh(refreshCtx) }()
+	t.Cleanup(func() { cancel(); <-refreshed })
+	// Wait until the refresh is inside EC2's slow answer.
+	require.Eventually(t, func() bool {
+		for _, f := range local.Faults() {
+			if f.ID == fault.ID && f.Hits > 0 {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond)
+
+	its, err := p.List(ctx, twoZoneClass("during-refresh"))
+	require.NoError(t, err)
+	assert.Greater(t, len(its), 500)
+	select {
+	case err := <-refreshed:
+		t.Fatalf("the refresh ended (%v) before the List returned: the List did not overlap it", err)
+	default:
+	}
+}
+
+// TestStartUpLoadIsSharedWithTheFirstList: the start-up tick and a round's
+// List that arrives while nothing is loaded yet fetch EC2's instance types
+// once between them, whichever comes first.
+func TestStartUpLoadIsSharedWithTheFirstList(t *testing.T) {
+	ctx := context.Background()
+	calls := func() int { return local.Calls("ec2", "DescribeInstanceTypes") }
+	before := calls()
+	require.NoError(t, newProvider(instancetypes.Options{}).Refresh(ctx))
+	pages := calls() - before
+
+	p := newProvider(instancetypes.Options{})
+	assert.False(t, p.Loaded())
+	before = calls()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); assert.NoError(t, p.Tick(ctx)) }()
+	go func() {
+		defer wg.Done()
+		_, err := p.List(ctx, twoZoneClass("first-round"))
+		assert.NoError(t, err)
+	}()
+	wg.Wait()
+	assert.True(t, p.Loaded())
+	assert.Equal(t, pages, calls()-before, "one load's pages")
+}
+
+// TestFailedTickIsRetriedSooner: a tick whose fetch failed is retried after
+// RetryInterval, not after RefreshInterval.
+func TestFailedTickIsRetriedSooner(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := newProvider(instancetypes.Options{Clock: clk})
+	_, err := local.AddFault(awslocal.Fault{Service: "ec2", Action: "DescribeInstanceTypeOfferings", Kind: awslocal.FaultServerError})
+	require.NoError(t, err)
+	t.Cleanup(func() { local.ClearFaults("ec2", "DescribeInstanceTypeOfferings") })
+	require.Error(t, p.Tick(ctx))
+	assert.False(t, p.Loaded())
+	local.ClearFaults("ec2", "DescribeInstanceTypeOfferings")
+	clk.Step(instancetypes.RetryInterval)
+	require.NoError(t, p.Tick(ctx))
+	assert.True(t, p.Loaded())
+}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -126,6 +127,10 @@ type Provider struct {
 	// profiles manages the classes' instance profiles; the EC2NodeClass
 	// controller protects a replaced profile from the garbage collector.
 	profiles *instanceprofile.Provider
+	// warm is closed once instance types and offerings are loaded and
+	// every class's list computed (Warm).
+	warm     chan struct{}
+	warmOnce sync.Once
 }
 
 // WellKnownLabels are the label keys the AWS provider's instance types
@@ -243,6 +248,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		Reservations:    launchReservations,
 		HashCABundle:    hashCA,
 	})
+	p.warm = make(chan struct{})
 	p.reservations = reservations
 	p.shifts = shifts
 	p.versions = versions
@@ -304,7 +310,9 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 			return fmt.Errorf("registering the %s controller: %w", r.Name(), err)
 		}
 	}
-	if err := mgr.Add(manager.RunnableFunc(p.refresh)); err != nil {
+	// On every replica, not only the leader: a standby is warm when it
+	// takes over.
+	if err := mgr.Add(warmer{p}); err != nil {
 		return fmt.Errorf("registering the aws refresher: %w", err)
 	}
 	// Leader-only, like every runnable without NeedLeaderElection: from
@@ -324,19 +332,52 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 	return nil
 }
 
-// refresh keeps prices and instance types current until ctx ends. A
-// failure keeps the previous data (the static price table at first) and is
-// logged; the providers retry after their own intervals.
+// warmer runs refresh on every replica: its NeedLeaderElection is false, so
+// the manager starts it with its caches, before (and whether or not) this
+// replica wins the lease.
+type warmer struct{ p *Provider }
+
+func (w warmer) Start(ctx context.Context) error { return w.p.refresh(ctx) }
+
+func (warmer) NeedLeaderElection() bool { return false }
+
+// refresh loads instance types, offerings and prices at start and keeps
+// them current until ctx ends, so no provisioning round waits for EC2 or
+// the Pricing API. The first load fetches instance types and prices side by
+// side: the static price table serves until Pricing answers, so the types
+// do not wait for it. After each load or refresh it computes the instance
+// type list of every EC2NodeClass (warmLists), so the round after start-up
+// or after new data finds it cached. A failure keeps the previous data (the
+// static price table at first) and is logged; the providers retry after
+// their RetryInterval.
 func (p *Provider) refresh(ctx context.Context) error {
-	tick := func() {
-		if err := p.prices.Tick(ctx); err != nil && ctx.Err() == nil {
-			p.log.Error(err, "refreshing prices")
+	start := p.opts.Clock.Now()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := p.types.Tick(ctx); err != nil {
+			if ctx.Err() == nil {
+				p.log.Error(err, "loading instance types")
+			}
+			return
 		}
-		if err := p.types.Tick(ctx); err != nil && ctx.Err() == nil {
-			p.log.Error(err, "refreshing instance types")
+		p.warmLists(ctx)
+		p.log.Info("loaded instance types and offerings", "duration", p.opts.Clock.Since(start).String())
+		p.warmOnce.Do(func() { close(p.warm) })
+	}()
+	go func() {
+		defer wg.Done()
+		if err := p.prices.Tick(ctx); err != nil {
+			if ctx.Err() == nil {
+				p.log.Error(err, "loading prices; the static price table serves until the Pricing API answers")
+			}
+			return
 		}
-	}
-	tick()
+		p.log.Info("loaded prices", "duration", p.opts.Clock.Since(start).String())
+		p.warmLists(ctx)
+	}()
+	wg.Wait()
 	// The wall clock paces the loop; the providers judge their intervals
 	// by p.clock.
 	t := time.NewTicker(RefreshPeriod)
@@ -346,7 +387,50 @@ func (p *Provider) refresh(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			tick()
+		}
+		if err := p.prices.Tick(ctx); err != nil && ctx.Err() == nil {
+			p.log.Error(err, "refreshing prices")
+		}
+		if err := p.types.Tick(ctx); err != nil && ctx.Err() == nil {
+			p.log.Error(err, "refreshing instance types")
+		}
+		p.warmLists(ctx)
+		if p.types.Loaded() {
+			// Loaded by a retry or by a round's List.
+			p.warmOnce.Do(func() { close(p.warm) })
+		}
+	}
+}
+
+// Warm is closed once instance types and offerings are loaded and the
+// instance types of every EC2NodeClass computed, by the refresher Register
+// adds, which runs on every replica from start. The controller holds its
+// campaign for leadership on it (operator.HoldLeadership), so the replica
+// that leads can plan its first round without calling EC2.
+func (p *Provider) Warm() <-chan struct{} { return p.warm }
+
+// warmLists computes the instance types of every EC2NodeClass that has
+// resolved subnets, so that a round's GetInstanceTypes is a cache hit.
+// When nothing changed each class is a cache hit here too. Failures are
+// left to the round, which reports them.
+func (p *Provider) warmLists(ctx context.Context) {
+	if !p.types.Loaded() {
+		return
+	}
+	var classes awsv1.EC2NodeClassList
+	if err := p.opts.Kube.List(ctx, &classes); err != nil {
+		if ctx.Err() == nil {
+			p.log.V(1).Info("listing EC2NodeClasses to warm their instance types", "error", err.Error())
+		}
+		return
+	}
+	for i := range classes.Items {
+		nc := &classes.Items[i]
+		if len(nc.Status.Subnets) == 0 || !nc.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if _, err := p.types.List(ctx, nc); err != nil && ctx.Err() == nil {
+			p.log.V(1).Info("warming instance types", "ec2nodeclass", nc.Name, "error", err.Error())
 		}
 	}
 }

@@ -7,7 +7,9 @@
 //
 // Prices change slowly, so the provider refreshes them every RefreshInterval
 // (12 hours) when its caller ticks it, and keeps the last good answer when a
-// refresh fails.
+// refresh fails; a failed refresh is retried after RetryInterval, so the
+// static table serves only until the APIs answer. Nothing waits for a
+// refresh: readers always get the prices held now.
 //
 //go:generate go run ./gen -in ../../../../../shared/reference/aws/on-demand-prices-us-east-1.tsv -out zz_generated.pricing.go
 package pricing
@@ -36,6 +38,9 @@ import (
 // RefreshInterval is how often Tick refreshes prices (upstream's pricing
 // controller period).
 const RefreshInterval = 12 * time.Hour
+
+// RetryInterval is how soon Tick tries again after a refresh failed.
+const RetryInterval = 5 * time.Minute
 
 // API is the part of the Pricing client the provider calls.
 type API interface {
@@ -164,13 +169,17 @@ func (p *Provider) SeqNum() uint64 {
 
 // Tick refreshes prices when RefreshInterval has passed since the last
 // refresh (or none ran yet). The caller ticks it from a loop as often as it
-// likes; failed refreshes keep the previous prices and are retried on the
-// next tick after the interval.
+// likes; a failed refresh keeps the previous prices (the static table at
+// first) and is retried on the first tick RetryInterval later.
 func (p *Provider) Tick(ctx context.Context) error {
 	if !p.ticks.Due(p.clock.Now(), RefreshInterval) {
 		return nil
 	}
-	return p.Refresh(ctx)
+	err := p.Refresh(ctx)
+	if err != nil {
+		p.ticks.RetryAt(p.clock.Now().Add(RetryInterval))
+	}
+	return err
 }
 
 // Refresh fetches on-demand and spot prices now.

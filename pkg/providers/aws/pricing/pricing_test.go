@@ -239,3 +239,40 @@ func TestPricingEndpointRegion(t *testing.T) {
 		assert.Equal(t, want, pricing.Endpoint(region), region)
 	}
 }
+
+// TestStaticTableServesWhilePricingFails: a provider whose Pricing API
+// fails from the start answers from the static table, the failed tick is
+// retried after RetryInterval (not after RefreshInterval), and the API's
+// prices replace the table once it answers.
+func TestStaticTableServesWhilePricingFails(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := newProvider(t, "us-east-1", pricing.Options{Clock: clk})
+	static := pricing.StaticOnDemandPrices()["m5.large"]
+	require.NotZero(t, static)
+	_, err := local.AddFault(awslocal.Fault{Service: "pricing", Action: "GetProducts", Kind: awslocal.FaultServerError})
+	require.NoError(t, err)
+	t.Cleanup(func() { local.ClearFaults("pricing", "GetProducts") })
+
+	require.Error(t, p.Tick(ctx))
+	got, ok := p.OnDemandPrice("m5.large")
+	require.True(t, ok, "the static table serves while Pricing fails")
+	assert.Equal(t, static, got)
+	seq := p.SeqNum()
+
+	calls := func() int { return local.Calls("pricing", "GetProducts") }
+	before := calls()
+	clk.Step(pricing.RetryInterval - time.Second)
+	require.NoError(t, p.Tick(ctx), "not due yet")
+	assert.Equal(t, before, calls())
+
+	local.ClearFaults("pricing", "GetProducts")
+	clk.Step(time.Second)
+	require.NoError(t, p.Tick(ctx), "retried after RetryInterval")
+	assert.Greater(t, calls(), before)
+	assert.Greater(t, p.SeqNum(), seq, "the API's prices replaced the table")
+	want, ok := local.OnDemandPrice("m5.large", "us-east-1")
+	require.True(t, ok)
+	got, _ = p.OnDemandPrice("m5.large")
+	assert.Equal(t, want, got)
+}
