@@ -236,9 +236,9 @@ func BenchmarkTraces(b *testing.B) {
 		b.Run("trace="+t.Name, func(b *testing.B) {
 			for b.Loop() {
 				var rs []TraceResult
-				algs := []Algorithm{Upstream(), Planner("planner", repack.Options{SpotToSpot: true})}
+				algs := []Algorithm{Upstream(), Planner("planner", repack.Options{SpotToSpot: true}), Planner("payback-keep", repack.Options{SpotToSpot: true, PaybackKeep: true})}
 				if os.Getenv("BENCH_TRACE_ALL") != "" {
-					algs = append(algs, Planner("keep-0.88", repack.Options{SpotToSpot: true, KeepEfficiency: 0.88}),
+					algs = append(algs,
 						Planner("any-saving", repack.Options{SpotToSpot: true, TakeAnySaving: true}))
 				}
 				for _, alg := range algs {
@@ -252,10 +252,12 @@ func BenchmarkTraces(b *testing.B) {
 					b.ReportMetric(r.AllocPerRequest, alg.Name+"-alloc/req")
 					b.ReportMetric(float64(r.Passes), alg.Name+"-passes")
 				}
-				up, pl := rs[0], rs[1]
-				b.ReportMetric(pl.PriceEnd/up.PriceEnd, "planner/upstream-$/h")
-				if up.Evictions > 0 {
-					b.ReportMetric(float64(pl.Evictions)/float64(up.Evictions), "planner/upstream-evictions")
+				up := rs[0]
+				for _, pl := range rs[1:3] {
+					b.ReportMetric(pl.PriceEnd/up.PriceEnd, pl.Algorithm+"/upstream-$/h")
+					if up.Evictions > 0 {
+						b.ReportMetric(float64(pl.Evictions)/float64(up.Evictions), pl.Algorithm+"/upstream-evictions")
+					}
 				}
 				b.Log("\n" + TraceTable(rs))
 			}
