@@ -230,7 +230,9 @@ func TestTagLimits(t *testing.T) {
 	require.Empty(t, out.Errors, "exactly 50 user tags from template and request")
 	require.Len(t, out.Instances, 1)
 	full := out.Instances[0].InstanceIds[0]
-	t.Cleanup(func() { _, _ = admin.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{full}}) })
+	t.Cleanup(func() {
+		_, _ = admin.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{full}})
+	})
 	_, err = admin.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{full}, Tags: ec2TagList(map[string]string{"b00": "claimed"})})
 	require.NoError(t, err, "overwriting a key of an instance at 50")
 	_, err = admin.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{full}, Tags: ec2TagList(map[string]string{"Name": "x"})})
