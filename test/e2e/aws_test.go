@@ -26,6 +26,7 @@ import (
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
 	"github.com/karpenter-go/karpenter/test/awslocal"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -843,11 +844,11 @@ func TestAWSDrift(t *testing.T) {
 // AWS Health scheduled change each drain their node (replaced, pods Running
 // again), a rebalance recommendation only records its event; the queue
 // drains to empty, the metrics count every message as received and deleted,
-// and the controller never restarts. Then an impaired instance status
-// replaces the third node, and a capacity-reservation interruption warning
-// drains another.
+// and the controller never restarts. Then an instance status impaired
+// for 120 s (not 60) replaces the third node, and a capacity-reservation
+// interruption warning drains another.
 func TestAWSInterruptionKinds(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
 	defer cancel()
 	e := newAWSEnv(t, ctx)
 	cp := e.cp
@@ -970,11 +971,17 @@ func TestAWSInterruptionKinds(t *testing.T) {
 	require.Contains(t, reasons[stopping], "InstanceStopping")
 	require.Contains(t, reasons[rebalanced], "SpotRebalanceRecommendation")
 
-	// An impaired instance status replaces its node (the check runs every
-	// 5 s here, every minute by default).
+	// An impaired instance status replaces its node once it has lasted
+	// 120 s (the check runs every 5 s here, every minute by default).
 	require.NoError(t, e.local.SetInstanceStatus(before[rebalanced], awslocal.StatusImpaired, ""))
+	impaired := time.Now()
+	time.Sleep(60 * time.Second)
+	var held v1.NodeClaim
+	require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: rebalanced}, &held))
+	require.Nil(t, held.DeletionTimestamp, "60 s of impairment does nothing")
 	final := nodes("the impaired node replaced", func(m map[string]string) bool { _, ok := m[rebalanced]; return !ok })
 	require.NotContains(t, final, rebalanced)
+	require.GreaterOrEqual(t, time.Since(impaired), interruption.ImpairmentToleration, "not replaced before 120 s of impairment")
 
 	// A capacity-reservation interruption warning drains its node too.
 	var reserved string
