@@ -39,6 +39,30 @@ def _load(self):
 
 _amis.AmiBackend._load_amis = _load
 
+# EC2 counts only user tags against a resource's 50, but moto's CreateTags
+# also counts the aws: tags a resource already has: an instance launched
+# from a launch template carries two (aws:ec2launchtemplate:id and
+# :version), so moto refuses its 49th and 50th user tags. Count as EC2
+# does; awslocal's front enforces the limit itself before moto sees a call.
+from moto.ec2 import exceptions as _ec2errors
+from moto.ec2.models import tags as _tags
+
+
+def _create_tags(self, resource_ids, tags):
+    if None in tags.values():
+        raise _ec2errors.InvalidParameterValueErrorTagNull()
+    add = {k for k in tags if not k.startswith("aws:")}
+    for rid in resource_ids:
+        have = {k for k in self.tags.get(rid, {}) if not k.startswith("aws:")}
+        if len(have | add) > 50:
+            raise _ec2errors.TagLimitExceeded()
+    for rid in resource_ids:
+        self.tags[rid].update(tags)
+    return True
+
+
+_tags.TagBackend.create_tags = _create_tags
+
 
 class _Sidecar(BaseHTTPRequestHandler):
     def log_message(self, *args):

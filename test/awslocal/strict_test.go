@@ -220,6 +220,23 @@ func TestTagLimits(t *testing.T) {
 	_, err = admin.CreateFleet(ctx, fleet)
 	require.Equal(t, "TagLimitExceeded", errCode(err), "%v", err)
 	require.Equal(t, before, local.Calls("ec2", "RunInstances"))
+	// 40 + 10 = 50 launches, though the instance also carries the
+	// template's two aws: tags, and a claim that only overwrites one of
+	// the 50 keys is taken.
+	fleet = c.fleetInput(tags("b", 10))
+	fleet.LaunchTemplateConfigs[0].LaunchTemplateSpecification.LaunchTemplateId = lt.LaunchTemplate.LaunchTemplateId
+	out, err := admin.CreateFleet(ctx, fleet)
+	require.NoError(t, err)
+	require.Empty(t, out.Errors, "exactly 50 user tags from template and request")
+	require.Len(t, out.Instances, 1)
+	full := out.Instances[0].InstanceIds[0]
+	t.Cleanup(func() {
+		_, _ = admin.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{full}})
+	})
+	_, err = admin.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{full}, Tags: ec2TagList(map[string]string{"b00": "claimed"})})
+	require.NoError(t, err, "overwriting a key of an instance at 50")
+	_, err = admin.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{full}, Tags: ec2TagList(map[string]string{"Name": "x"})})
+	require.Equal(t, "TagLimitExceeded", errCode(err), "a 51st: %v", err)
 
 	_, err = admin.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("big-" + c.name),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: &c.image.ID, UserData: aws.String(base64.StdEncoding.EncodeToString(make([]byte, 16*1024+1)))}})

@@ -26,6 +26,7 @@ import (
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
 	"github.com/karpenter-go/karpenter/test/awslocal"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -719,7 +720,8 @@ func TestAWSDrift(t *testing.T) {
 	}
 	// replaced edits the class, then samples every 200ms until the three
 	// NodeClaims before the edit are gone: never more than one of them is
-	// disrupted at once, and each went Drifted with reason.
+	// disrupted at once (deleting with its instance not yet terminating),
+	// and each went Drifted with reason.
 	replaced := func(before []v1.NodeClaim, reason string, edit func(*awsv1.EC2NodeClass)) {
 		t.Helper()
 		old := map[string]bool{}
@@ -742,7 +744,11 @@ func TestAWSDrift(t *testing.T) {
 					continue
 				}
 				left++
-				if nc.DeletionTimestamp != nil {
+				// As the budget counts: a NodeClaim whose instance is
+				// already terminating no longer takes a disruption (its
+				// NodeClaim stays until EC2 reports the instance gone,
+				// which on AWS takes longer than the next replacement).
+				if nc.DeletionTimestamp != nil && !conditionTrue(nc.Status.Conditions, v1.ConditionTypeInstanceTerminating) {
 					disrupted++
 				}
 				for _, c := range nc.Status.Conditions {
@@ -838,11 +844,11 @@ func TestAWSDrift(t *testing.T) {
 // AWS Health scheduled change each drain their node (replaced, pods Running
 // again), a rebalance recommendation only records its event; the queue
 // drains to empty, the metrics count every message as received and deleted,
-// and the controller never restarts. Then an impaired instance status
-// replaces the third node, and a capacity-reservation interruption warning
-// drains another.
+// and the controller never restarts. Then an instance status impaired
+// for 120 s (not 60) replaces the third node, and a capacity-reservation
+// interruption warning drains another.
 func TestAWSInterruptionKinds(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
 	defer cancel()
 	e := newAWSEnv(t, ctx)
 	cp := e.cp
@@ -965,11 +971,17 @@ func TestAWSInterruptionKinds(t *testing.T) {
 	require.Contains(t, reasons[stopping], "InstanceStopping")
 	require.Contains(t, reasons[rebalanced], "SpotRebalanceRecommendation")
 
-	// An impaired instance status replaces its node (the check runs every
-	// 5 s here, every minute by default).
+	// An impaired instance status replaces its node once it has lasted
+	// 120 s (the check runs every 5 s here, every minute by default).
 	require.NoError(t, e.local.SetInstanceStatus(before[rebalanced], awslocal.StatusImpaired, ""))
+	impaired := time.Now()
+	time.Sleep(60 * time.Second)
+	var held v1.NodeClaim
+	require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: rebalanced}, &held))
+	require.Nil(t, held.DeletionTimestamp, "60 s of impairment does nothing")
 	final := nodes("the impaired node replaced", func(m map[string]string) bool { _, ok := m[rebalanced]; return !ok })
 	require.NotContains(t, final, rebalanced)
+	require.GreaterOrEqual(t, time.Since(impaired), interruption.ImpairmentToleration, "not replaced before 120 s of impairment")
 
 	// A capacity-reservation interruption warning drains its node too.
 	var reserved string

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +62,9 @@ func cluster(t testing.TB) *controlplane.ControlPlane {
 		if t.Failed() {
 			if b, err := os.ReadFile(cp.LogPath("controller")); err == nil {
 				t.Logf("controller log (tail):\n%s", tail(string(b), 6000))
+				if dir := os.Getenv("E2E_KEEP_LOGS"); dir != "" {
+					_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".controller.log"), b, 0o644)
+				}
 			}
 		}
 		cp.Stop()

@@ -14,6 +14,31 @@ var (
 	BatchID    = batchID
 )
 
+// BatchOrder is the member list of an unclaimed instance with these tags,
+// in whichever form its batch wrote it; IsUnclaimed exposes isUnclaimed.
+func BatchOrder(tags map[string]string) []string {
+	inst := &Instance{Tags: map[string]string{}}
+	for k, v := range tags {
+		inst.Tags[k] = v
+	}
+	readBatch(inst)
+	return inst.BatchMembers
+}
+
+var (
+	IsUnclaimed      = isUnclaimed
+	UnclaimedValueOf = unclaimedValue
+)
+
+// ChunkInValue runs chunkInValue on launches of these NodeClaims.
+func ChunkInValue(names []string) []int {
+	ls := make([]*launch, len(names))
+	for i, n := range names {
+		ls[i] = &launch{req: Request{NodeClaimName: n}}
+	}
+	return chunkInValue(ls)
+}
+
 // ChunkByTagBudget runs chunkByTagBudget on launches of these NodeClaims.
 func ChunkByTagBudget(names []string, budget int) []int {
 	ls := make([]*launch, len(names))

@@ -152,12 +152,20 @@ func (l *launch) hash() (string, error) {
 func (p *Provider) launchAll(ctx context.Context, ls []*launch) []batcher.Result[*Instance] {
 	out := make([]batcher.Result[*Instance], len(ls))
 	budget := MaxTagsPerResource - len(ls[0].tags) - LaterTags(ls[0].tags)
+	sizes := chunkByTagBudget(ls, budget)
+	// Without room for a member tag, the batch is listed in the
+	// karpenter.sh/nodeclaim value itself, which every launch carries
+	// anyway: such a batch needs no tag an unbatched launch does not.
+	inValue := budget < 1 && len(ls[0].tags)+1 <= MaxTagsPerResource
+	if inValue {
+		sizes = chunkInValue(ls)
+	}
 	if p.unbatched(ls[0].req.NodePoolName) {
-		budget = 0
+		sizes = chunkByTagBudget(ls, 0)
 	}
 	var wg sync.WaitGroup
 	start := 0
-	for _, n := range chunkByTagBudget(ls, budget) {
+	for _, n := range sizes {
 		chunk, res := ls[start:start+n], out[start:start+n]
 		start += n
 		wg.Add(1)
@@ -168,7 +176,7 @@ func (p *Provider) launchAll(ctx context.Context, ls []*launch) []batcher.Result
 				res[0] = batcher.Result[*Instance]{Out: inst, Err: err}
 				return
 			}
-			copy(res, p.launchBatch(ctx, chunk))
+			copy(res, p.launchBatch(ctx, chunk, inValue))
 		}()
 	}
 	wg.Wait()
@@ -261,6 +269,56 @@ func memberTags(batch string, names []string) map[string]string {
 	}
 	flush()
 	return out
+}
+
+// readBatch reads what a batched launch wrote on inst: whether it is
+// unclaimed and, if so, its batch's id and members, from the
+// karpenter.sh/nodeclaim value (a batch listed in it) or the member tags.
+// An unclaimed instance keeps no karpenter.sh/nodeclaim in Tags.
+func readBatch(inst *Instance) {
+	v, ok := inst.Tags[awsv1.NodeClaimTagKey]
+	if !ok || !isUnclaimed(v) {
+		return
+	}
+	delete(inst.Tags, awsv1.NodeClaimTagKey)
+	inst.Unclaimed = true
+	if list, ok := strings.CutPrefix(v, UnclaimedValue+":"); ok {
+		parts := strings.Split(list, ",")
+		inst.BatchID, inst.BatchMembers, inst.batchInValue = parts[0], parts[1:], true
+		return
+	}
+	inst.BatchID, inst.BatchMembers = batchID(inst.Tags), members(inst.Tags)
+}
+
+// isUnclaimed: a karpenter.sh/nodeclaim value a batched launch wrote.
+func isUnclaimed(v string) bool {
+	return v == UnclaimedValue || strings.HasPrefix(v, UnclaimedValue+":")
+}
+
+// unclaimedValue is the karpenter.sh/nodeclaim value of a batch listed in
+// that value: UnclaimedValue, ":", the batch's id, then its NodeClaims,
+// comma-separated.
+func unclaimedValue(batch string, names []string) string {
+	return UnclaimedValue + ":" + strings.Join(append([]string{batch}, names...), ",")
+}
+
+// chunkInValue splits ls into runs whose batch fits in one
+// karpenter.sh/nodeclaim value; it returns the runs' lengths.
+func chunkInValue(ls []*launch) []int {
+	var sizes []int
+	n, value := 0, len(UnclaimedValue)+1+batchIDLength
+	for _, l := range ls {
+		name := 1 + len(l.req.NodeClaimName)
+		if n > 0 && value+name > maxTagValue {
+			sizes = append(sizes, n)
+			n, value = 0, len(UnclaimedValue)+1+batchIDLength
+		}
+		n, value = n+1, value+name
+	}
+	if n > 0 {
+		sizes = append(sizes, n)
+	}
+	return sizes
 }
 
 // members reads the batch's NodeClaims back from an instance's tags.
@@ -378,17 +436,21 @@ func (l *launch) noInstance(errs []ec2types.CreateFleetError, iced []cloudprovid
 // the fleet's errors (upstream hands out partial fulfilment the same way).
 // If AWS denies the batched request, the NodePool stops batching for a
 // while and these launches go one by one.
-func (p *Provider) launchBatch(ctx context.Context, ls []*launch) []batcher.Result[*Instance] {
+func (p *Provider) launchBatch(ctx context.Context, ls []*launch, inValue bool) []batcher.Result[*Instance] {
 	res := make([]batcher.Result[*Instance], len(ls))
 	names := make([]string, len(ls))
 	for i, l := range ls {
 		names[i] = l.req.NodeClaimName
 	}
 	tags := copyTags(ls[0].tags)
-	for k, v := range memberTags(newBatchID(), names) {
-		tags[k] = v
+	if inValue {
+		tags[awsv1.NodeClaimTagKey] = unclaimedValue(newBatchID(), names)
+	} else {
+		for k, v := range memberTags(newBatchID(), names) {
+			tags[k] = v
+		}
+		tags[awsv1.NodeClaimTagKey] = UnclaimedValue
 	}
-	tags[awsv1.NodeClaimTagKey] = UnclaimedValue
 	out, err := p.ec2.CreateFleet(ctx, ls[0].fleetInput(len(ls), tags))
 	if sdk.IsDenied(err) {
 		pool := ls[0].req.NodePoolName
@@ -473,10 +535,7 @@ func (p *Provider) instances(l *launch, out *ec2.CreateFleetOutput, tags map[str
 				// FullReservations: shared read-only by the batch's instances.
 				FullReservations: full,
 			}
-			if inst.Tags[awsv1.NodeClaimTagKey] == UnclaimedValue {
-				delete(inst.Tags, awsv1.NodeClaimTagKey)
-				inst.Unclaimed, inst.BatchID = true, batchID(tags)
-			}
+			readBatch(inst)
 			complete := false
 			if lto := fi.LaunchTemplateAndOverrides; lto != nil {
 				if lto.Overrides != nil {
@@ -562,15 +621,61 @@ func retryUnknown(ctx context.Context, clk clock.Clock, call func() error) error
 	}
 }
 
-// batchOwners maps the batch's unclaimed instances to their NodeClaims.
-// Terminated instances count (EC2 lists them for about an hour): a
-// collected instance keeps its owner, so the others' owners do not move.
-func (p *Provider) batchOwners(ctx context.Context, batch string) (map[string]string, error) {
-	var insts []*Instance
-	pager := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + TagLaunchMembersPrefix + "0"), Values: []string{batch + ",*"}},
-		{Name: aws.String("tag:" + awsv1.KubernetesClusterTagKeyPrefix + p.clusterName), Values: []string{"owned"}},
-	}})
+// batchOwners maps the unclaimed instances of of's batch to their
+// NodeClaims. Terminated instances count (EC2 lists them for about an
+// hour): a collected instance keeps its owner, so the others' owners do
+// not move. A batch listed in the karpenter.sh/nodeclaim value loses that
+// mark on the instances it claimed; those are found by their members'
+// names instead.
+func (p *Provider) batchOwners(ctx context.Context, of *Instance) (map[string]string, error) {
+	cluster := ec2types.Filter{Name: aws.String("tag:" + awsv1.KubernetesClusterTagKeyPrefix + p.clusterName), Values: []string{"owned"}}
+	batch := of.BatchID
+	if !of.batchInValue {
+		insts, err := p.describeAll(ctx, []ec2types.Filter{
+			{Name: aws.String("tag:" + TagLaunchMembersPrefix + "0"), Values: []string{batch + ",*"}}, cluster})
+		if err != nil {
+			return nil, err
+		}
+		var mine []*Instance
+		for _, inst := range insts {
+			if batchID(inst.Tags) == batch {
+				mine = append(mine, inst)
+			}
+		}
+		return assignOwners(mine), nil
+	}
+	insts, err := p.describeAll(ctx, []ec2types.Filter{
+		{Name: aws.String("tag:" + awsv1.NodeClaimTagKey), Values: []string{UnclaimedValue + ":" + batch + ",*"}}, cluster})
+	if err != nil {
+		return nil, err
+	}
+	var mine []*Instance
+	for _, inst := range insts {
+		if inst.Unclaimed && inst.BatchID == batch {
+			mine = append(mine, inst)
+		}
+	}
+	if len(mine) == 0 {
+		return map[string]string{}, nil
+	}
+	// EC2 takes up to 200 values in a filter.
+	names := mine[0].BatchMembers
+	for start := 0; start < len(names); start += 200 {
+		claimed, err := p.describeAll(ctx, []ec2types.Filter{
+			{Name: aws.String("tag:" + awsv1.NodeClaimTagKey), Values: names[start:min(start+200, len(names))]}, cluster})
+		if err != nil {
+			return nil, err
+		}
+		mine = append(mine, claimed...)
+	}
+	return assignOwners(mine), nil
+}
+
+// describeAll is DescribeInstances with filters, terminated instances
+// included.
+func (p *Provider) describeAll(ctx context.Context, filters []ec2types.Filter) ([]*Instance, error) {
+	var out []*Instance
+	pager := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{Filters: filters})
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -578,13 +683,11 @@ func (p *Provider) batchOwners(ctx context.Context, batch string) (map[string]st
 		}
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
-				if inst := fromEC2(i); batchID(inst.Tags) == batch {
-					insts = append(insts, inst)
-				}
+				out = append(out, fromEC2(i))
 			}
 		}
 	}
-	return assignOwners(insts), nil
+	return out, nil
 }
 
 // assignOwners is the crash-recovery rule: the batch's NodeClaims that own
@@ -599,7 +702,12 @@ func assignOwners(insts []*Instance) map[string]string {
 	var unclaimed []*Instance
 	for _, inst := range insts {
 		if names == nil {
-			names = members(inst.Tags)
+			// A batch listed in the nodeclaim value names its members
+			// on its unclaimed instances only.
+			names = inst.BatchMembers
+			if names == nil {
+				names = members(inst.Tags)
+			}
 		}
 		if inst.Unclaimed {
 			unclaimed = append(unclaimed, inst)

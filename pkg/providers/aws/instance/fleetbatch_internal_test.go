@@ -115,8 +115,8 @@ func TestChunkByTagBudget(t *testing.T) {
 
 // TestTagBudgetBoundary: a batch whose shared tags leave exactly room for
 // the member tags, the claim and Name ends at exactly 50 tags once all are
-// written; one more shared tag and launches go alone (50 with the
-// NodeClaim tag at launch, Name then having no room).
+// written; one more shared tag and no member tag fits (the batch is then
+// listed in the karpenter.sh/nodeclaim value, TestChunkInValue).
 func TestTagBudgetBoundary(t *testing.T) {
 	for _, tc := range []struct {
 		shared    int
@@ -141,4 +141,25 @@ func TestTagBudgetBoundary(t *testing.T) {
 	}
 	withName := map[string]string{"Name": "mine"}
 	assert.Equal(t, 1, instance.LaterTags(withName), "a class's own Name leaves room for one more member tag")
+}
+
+// TestChunkInValue: a batch listed in the karpenter.sh/nodeclaim value
+// holds as many NodeClaims as the value's 256 characters take after the
+// unclaimed mark and the batch id.
+func TestChunkInValue(t *testing.T) {
+	names := make([]string, 40)
+	for i := range names {
+		names[i] = fmt.Sprintf("default-%05d", i) // 13 characters
+	}
+	got := instance.ChunkInValue(names)
+	// "karpenter-go.io:unclaimed:" and 16 of id take 42; 14 a name: 15.
+	assert.Equal(t, []int{15, 15, 10}, got)
+	start := 0
+	for _, n := range got {
+		v := instance.UnclaimedValueOf("0123456789abcdef", names[start:start+n])
+		assert.LessOrEqual(t, len(v), 256)
+		assert.Equal(t, names[start:start+n], instance.BatchOrder(map[string]string{"karpenter.sh/nodeclaim": v}), "read back in order")
+		start += n
+	}
+	assert.Equal(t, []int{1}, instance.ChunkInValue([]string{strings.Repeat("x", 253)}), "a name too long for the value still launches")
 }

@@ -3,7 +3,9 @@ package instance_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -206,12 +208,25 @@ func (failingTags) CreateTags(context.Context, *ec2.CreateTagsInput, ...func(*ec
 // claim it, every NodeClaim's Create adopts its own instance without a new
 // CreateFleet, and an instance whose NodeClaim never comes back is listed
 // without a name for garbage collection, even after another of the batch's
-// instances is terminated.
+// instances is terminated. It holds for a batch listed in member tags and
+// for one listed in the karpenter.sh/nodeclaim value (a class with 45 tags
+// leaves no room for a member tag).
 func TestBatchedLaunchSurvivesACrash(t *testing.T) {
+	for _, classTags := range []int{0, 45} {
+		t.Run(fmt.Sprintf("%d class tags", classTags), func(t *testing.T) { batchedLaunchSurvivesACrash(t, classTags) })
+	}
+}
+
+func batchedLaunchSurvivesACrash(t *testing.T, classTags int) {
 	e := newLaunchEnv(t)
 	var reqs []instance.Request
 	for _, n := range []string{"a", "b", "c", "d"} {
-		reqs = append(reqs, e.request(e.cluster+"-"+n, "m5.large"))
+		r := e.request(e.cluster+"-"+n, "m5.large")
+		r.ClassTags = map[string]string{}
+		for i := range classTags {
+			r.ClassTags[fmt.Sprintf("team/tag-%02d", i)] = "v"
+		}
+		reqs = append(reqs, r)
 	}
 	fleets := local.Calls("ec2", "CreateFleet")
 	for _, o := range createAll(instance.NewProvider(failingTags{ec2API}, e.cluster, nil, wideWindow), reqs) {
@@ -221,7 +236,16 @@ func TestBatchedLaunchSurvivesACrash(t *testing.T) {
 	tags := e.describeTags(t)
 	require.Len(t, tags, 4)
 	for id, tg := range tags {
-		assert.Equal(t, instance.UnclaimedValue, tg["karpenter.sh/nodeclaim"], id)
+		assert.True(t, instance.IsUnclaimed(tg["karpenter.sh/nodeclaim"]), id)
+		user := 0
+		for k := range tg {
+			if !strings.HasPrefix(k, "aws:") {
+				user++
+			}
+		}
+		assert.LessOrEqual(t, user, 50, id)
+		_, listed := tg[instance.TagLaunchMembersPrefix+"0"]
+		assert.Equal(t, classTags == 0, listed, "member tags only when there is room for them")
 	}
 
 	restarted := instance.NewProvider(ec2API, e.cluster, nil)
@@ -242,7 +266,8 @@ func TestBatchedLaunchSurvivesACrash(t *testing.T) {
 	}
 	sort.Strings(ids)
 	// The batch's order is the order the launches arrived in.
-	order := instance.Members(tags[ids[0]])
+	order := instance.BatchOrder(tags[ids[0]])
+	require.Len(t, order, 4)
 	byName := map[string]instance.Request{}
 	for _, r := range reqs {
 		byName[r.NodeClaimName] = r

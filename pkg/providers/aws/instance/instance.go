@@ -144,6 +144,12 @@ type Instance struct {
 	// handed to its NodeClaim yet; BatchID names that launch.
 	Unclaimed bool
 	BatchID   string
+	// BatchMembers are the NodeClaims of an unclaimed instance's batch,
+	// in the order instances go to them.
+	BatchMembers []string
+	// batchInValue: the batch lists its members in the unclaimed
+	// karpenter.sh/nodeclaim value, not in member tags.
+	batchInValue bool
 	// SecurityGroupIDs and CapacityReservationID are known from
 	// DescribeInstances and from the launch request; drift compares them
 	// with the class's resolved status.
@@ -743,7 +749,7 @@ func (p *Provider) List(ctx context.Context) ([]*Instance, error) {
 			continue
 		}
 		if _, ok := owners[inst.BatchID]; !ok {
-			if owners[inst.BatchID], err = p.batchOwners(ctx, inst.BatchID); err != nil {
+			if owners[inst.BatchID], err = p.batchOwners(ctx, inst); err != nil {
 				return nil, fmt.Errorf("listing launch batch %s: %w", inst.BatchID, err)
 			}
 		}
@@ -767,7 +773,7 @@ var adoptableStates = []string{"pending", "running"}
 // both; a batch the NodeClaim was part of costs one more.
 func (p *Provider) findByNodeClaim(ctx context.Context, req Request) (*Instance, error) {
 	insts, err := p.describe(ctx, []ec2types.Filter{
-		{Name: aws.String("tag:" + awsv1.NodeClaimTagKey), Values: []string{req.NodeClaimName, UnclaimedValue}},
+		{Name: aws.String("tag:" + awsv1.NodeClaimTagKey), Values: []string{req.NodeClaimName, UnclaimedValue, UnclaimedValue + ":*"}},
 		{Name: aws.String("tag:" + awsv1.KubernetesClusterTagKeyPrefix + p.clusterName), Values: []string{"owned"}},
 		{Name: aws.String("instance-state-name"), Values: adoptableStates},
 	})
@@ -776,7 +782,7 @@ func (p *Provider) findByNodeClaim(ctx context.Context, req Request) (*Instance,
 	}
 	var tagged []*Instance
 	byID := map[string]*Instance{}
-	batches := map[string]bool{}
+	batches := map[string]*Instance{}
 	for _, inst := range insts {
 		if !belongs(inst, req) {
 			continue
@@ -786,8 +792,8 @@ func (p *Provider) findByNodeClaim(ctx context.Context, req Request) (*Instance,
 			continue
 		}
 		byID[inst.ID] = inst
-		if slices.Contains(members(inst.Tags), req.NodeClaimName) {
-			batches[inst.BatchID] = true
+		if slices.Contains(inst.BatchMembers, req.NodeClaimName) {
+			batches[inst.BatchID] = inst
 		}
 	}
 	if len(tagged) > 0 {
@@ -796,8 +802,8 @@ func (p *Provider) findByNodeClaim(ctx context.Context, req Request) (*Instance,
 		p.cache.put(tagged[0], p.clock.Now(), true)
 		return tagged[0], nil
 	}
-	for batch := range batches {
-		owners, err := p.batchOwners(ctx, batch)
+	for batch, of := range batches {
+		owners, err := p.batchOwners(ctx, of)
 		if err != nil {
 			return nil, fmt.Errorf("looking up launch batch %s of nodeclaim %s: %w", batch, req.NodeClaimName, err)
 		}
@@ -982,11 +988,7 @@ func fromEC2(i ec2types.Instance) *Instance {
 	for _, t := range i.Tags {
 		inst.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
-	if inst.Tags[awsv1.NodeClaimTagKey] == UnclaimedValue {
-		delete(inst.Tags, awsv1.NodeClaimTagKey)
-		inst.Unclaimed = true
-		inst.BatchID = batchID(inst.Tags)
-	}
+	readBatch(inst)
 	return inst
 }
 

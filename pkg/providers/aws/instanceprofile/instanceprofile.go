@@ -28,7 +28,6 @@ import (
 
 // API is the part of the IAM client the provider calls.
 type API interface {
-	GetRole(context.Context, *iam.GetRoleInput, ...func(*iam.Options)) (*iam.GetRoleOutput, error)
 	GetInstanceProfile(context.Context, *iam.GetInstanceProfileInput, ...func(*iam.Options)) (*iam.GetInstanceProfileOutput, error)
 	CreateInstanceProfile(context.Context, *iam.CreateInstanceProfileInput, ...func(*iam.Options)) (*iam.CreateInstanceProfileOutput, error)
 	AddRoleToInstanceProfile(context.Context, *iam.AddRoleToInstanceProfileInput, ...func(*iam.Options)) (*iam.AddRoleToInstanceProfileOutput, error)
@@ -51,10 +50,8 @@ type Provider struct {
 	iam     API
 	region  string
 	cluster string
-	// profiles caches GetInstanceProfile answers by name, roles cache
-	// the existence of roles.
+	// profiles caches GetInstanceProfile answers by name.
 	profiles *ttl.Cache[iamtypes.InstanceProfile]
-	roles    *ttl.Cache[bool]
 	// protected are the profiles replaced within ProtectionTTL.
 	protected *ttl.Cache[bool]
 }
@@ -62,7 +59,7 @@ type Provider struct {
 // NewProvider returns a provider for the cluster's profiles in region.
 func NewProvider(api API, region, cluster string) *Provider {
 	return &Provider{iam: api, region: region, cluster: cluster,
-		profiles: ttl.New[iamtypes.InstanceProfile](nil), roles: ttl.New[bool](nil), protected: ttl.New[bool](nil)}
+		profiles: ttl.New[iamtypes.InstanceProfile](nil), protected: ttl.New[bool](nil)}
 }
 
 // NewName is a fresh managed profile name for the class, as upstream forms
@@ -155,13 +152,11 @@ func (p *Provider) Get(ctx context.Context, name string) (iamtypes.InstanceProfi
 // Create makes sure the named profile exists under the class's path with
 // exactly role in it. It is idempotent: an existing profile keeps its name
 // and has a wrong role swapped.
+//
+// The role is not looked up first: upstream's controller policy grants no
+// iam:GetRole, so a missing role shows as AddRoleToInstanceProfile's
+// NoSuchEntity, and a profile this call made for it is deleted again.
 func (p *Provider) Create(ctx context.Context, name, role string, tags map[string]string, nodeClassUID string) error {
-	if _, ok := p.roles.Get(role); !ok {
-		if _, err := p.iam.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName(role))}); err != nil {
-			return fmt.Errorf("role %s does not exist: %w", role, err)
-		}
-		p.roles.Set(role, true, CacheTTL)
-	}
 	profile, found, err := p.Get(ctx, name)
 	if err != nil {
 		return err
@@ -194,6 +189,16 @@ func (p *Provider) Create(ctx context.Context, name, role string, tags map[strin
 		InstanceProfileName: aws.String(name), RoleName: aws.String(want),
 	}); err != nil {
 		p.profiles.Delete(name)
+		if IsNotFound(err) {
+			if !found {
+				// An empty profile would otherwise wait for garbage
+				// collection; the class will ask for a fresh name anyway.
+				if _, derr := p.iam.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: aws.String(name)}); derr != nil && !IsNotFound(derr) {
+					return fmt.Errorf("role %s does not exist (%w); deleting the empty instance profile %s: %w", role, err, name, derr)
+				}
+			}
+			return fmt.Errorf("role %s does not exist: %w", role, err)
+		}
 		return fmt.Errorf("adding role %s to instance profile %s: %w", want, name, err)
 	}
 	profile.Roles = []iamtypes.Role{{RoleName: aws.String(want)}}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,6 +33,20 @@ const StatusName = "interruption.instancestatus"
 // upstream.
 const DefaultStatusInterval = time.Minute
 
+// ImpairmentToleration is how long an instance or system status must stay
+// impaired, without a healthy reading in between, before the NodeClaim is
+// replaced (upstream's 120s): a status check fails briefly during a host's
+// routine events, and replacing on one reading churns healthy nodes.
+const ImpairmentToleration = 120 * time.Second
+
+// MaxUnhealthyShare bounds what one pass replaces: at most this share of a
+// NodePool's NodeClaims (rounded up, so a small pool still gets one)
+// deleting at once, counting those already deleting for any reason. A
+// fault that impairs much of a pool at once (a zone, a bad image) then
+// drains it gradually instead of all at once. The share is upstream's node
+// repair threshold.
+const MaxUnhealthyShare = 0.2
+
 // Categories of karpenter_interruption_instance_status_unhealthy_total, and
 // the disrupted reason of the NodeClaims they delete.
 const (
@@ -51,17 +68,25 @@ type StatusOptions struct {
 	Interval time.Duration
 	// Recorder records the events; nil drops them.
 	Recorder Recorder
-	// Clock stamps termination deadlines; nil is the real clock.
+	// Clock times impairments; nil is the real clock.
 	Clock clock.Clock
 }
 
 // StatusController polls DescribeInstanceStatus for Karpenter's instances:
-// an impaired instance or system status replaces the node forcefully, a
-// scheduled event (reboot, maintenance, retirement, stop) drains it.
+// an instance or system status impaired for ImpairmentToleration, or a
+// scheduled event (reboot, maintenance, retirement, stop), replaces the
+// node through the normal drain, at most MaxUnhealthyShare of a pool at a
+// time.
 type StatusController struct {
 	kube client.Client
 	ec2  EC2StatusAPI
 	opts StatusOptions
+
+	mu sync.Mutex
+	// impairedSeen is when this controller first read each instance as
+	// impaired, for statuses EC2 gives no ImpairedSince for; an instance
+	// read healthy (or gone) drops out.
+	impairedSeen map[string]time.Time
 }
 
 // NewStatusController builds the instance-status check.
@@ -75,7 +100,7 @@ func NewStatusController(kube client.Client, ec2api EC2StatusAPI, opts StatusOpt
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &StatusController{kube: kube, ec2: ec2api, opts: opts}
+	return &StatusController{kube: kube, ec2: ec2api, opts: opts, impairedSeen: map[string]time.Time{}}
 }
 
 // Name is the controller's name.
@@ -116,13 +141,15 @@ func (c *StatusController) safeCheck(ctx context.Context) (err error) {
 	return c.Check(ctx)
 }
 
-// unhealthy is what one status row says is wrong, "" for nothing.
-func unhealthy(s ec2types.InstanceStatus) (category, detail string) {
+// unhealthy is what one status row says is wrong, "" for nothing; for an
+// impaired status, impaired is the earliest ImpairedSince EC2 gives for its
+// failed checks (zero when it gives none).
+func unhealthy(s ec2types.InstanceStatus) (category, detail string, impaired time.Time) {
 	if st := s.InstanceStatus; st != nil && st.Status == ec2types.SummaryStatusImpaired {
-		return CategoryInstanceStatus, "instance status check is impaired"
+		return CategoryInstanceStatus, "instance status check is impaired", impairedSince(st)
 	}
 	if st := s.SystemStatus; st != nil && st.Status == ec2types.SummaryStatusImpaired {
-		return CategorySystemStatus, "system status check is impaired"
+		return CategorySystemStatus, "system status check is impaired", impairedSince(st)
 	}
 	for _, ev := range s.Events {
 		d := aws.ToString(ev.Description)
@@ -130,9 +157,26 @@ func unhealthy(s ec2types.InstanceStatus) (category, detail string) {
 		if strings.HasPrefix(d, "[Completed]") || strings.HasPrefix(d, "[Canceled]") {
 			continue
 		}
-		return CategoryScheduledEvent, fmt.Sprintf("scheduled event %s: %s", ev.Code, d)
+		return CategoryScheduledEvent, fmt.Sprintf("scheduled event %s: %s", ev.Code, d), time.Time{}
 	}
-	return "", ""
+	return "", "", time.Time{}
+}
+
+func impairedSince(st *ec2types.InstanceStatusSummary) time.Time {
+	var out time.Time
+	for _, d := range st.Details {
+		if d.ImpairedSince != nil && (out.IsZero() || d.ImpairedSince.Before(out)) {
+			out = *d.ImpairedSince
+		}
+	}
+	return out
+}
+
+// candidate is a NodeClaim the pass found unhealthy.
+type candidate struct {
+	nc               *v1.NodeClaim
+	category, detail string
+	since            time.Time // impaired since; the pass's time for an event
 }
 
 // Check runs one pass: it reads the status of every running instance and
@@ -152,9 +196,12 @@ func (c *StatusController) Check(ctx context.Context) error {
 		}
 	}
 	if len(byID) == 0 {
+		c.forgetImpaired(nil)
 		return nil
 	}
-	var errs []error
+	now := c.opts.Clock.Now()
+	var candidates []candidate
+	impaired := map[string]bool{}
 	pages := ec2.NewDescribeInstanceStatusPaginator(c.ec2, &ec2.DescribeInstanceStatusInput{MaxResults: aws.Int32(1000)})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
@@ -162,38 +209,120 @@ func (c *StatusController) Check(ctx context.Context) error {
 			var apiErr smithy.APIError
 			if errors.As(err, &apiErr) && apiErr.ErrorCode() == "UnauthorizedOperation" {
 				// upstream's words: the check is retried every interval
-				err = fmt.Errorf("ec2:DescribeInstanceStatus permission is not allowed for instance status checks; grant the permission and Karpenter will retry automatically, %w", err)
-			} else {
-				err = fmt.Errorf("describing instance status: %w", err)
+				return fmt.Errorf("ec2:DescribeInstanceStatus permission is not allowed for instance status checks; grant the permission and Karpenter will retry automatically, %w", err)
 			}
-			return errors.Join(append(errs, err)...)
+			// An incomplete pass keeps what it knew of impairments: a
+			// failed read is no healthy reading.
+			return fmt.Errorf("describing instance status: %w", err)
 		}
 		for _, s := range page.InstanceStatuses {
-			category, detail := unhealthy(s)
-			if category == "" {
+			id := aws.ToString(s.InstanceId)
+			category, detail, since := unhealthy(s)
+			if category == "" || len(byID[id]) == 0 {
 				continue
 			}
-			for _, nc := range byID[aws.ToString(s.InstanceId)] {
-				if err := c.act(ctx, nc, category, detail); err != nil {
-					errs = append(errs, err)
+			if category != CategoryScheduledEvent {
+				impaired[id] = true
+				since = c.impairedAt(id, since, now)
+				if now.Sub(since) < ImpairmentToleration {
+					continue
 				}
+			} else {
+				since = now
+			}
+			for _, nc := range byID[id] {
+				candidates = append(candidates, candidate{nc: nc, category: category, detail: detail, since: since})
 			}
 		}
+	}
+	c.forgetImpaired(impaired)
+	return c.actWithinShare(ctx, list.Items, candidates)
+}
+
+// impairedAt is when the instance's impairment began: EC2's ImpairedSince
+// when it gives one, else this controller's first impaired reading of it.
+func (c *StatusController) impairedAt(id string, fromEC2, now time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen, ok := c.impairedSeen[id]
+	if !ok {
+		seen = now
+		c.impairedSeen[id] = seen
+	}
+	if !fromEC2.IsZero() {
+		return fromEC2
+	}
+	return seen
+}
+
+// forgetImpaired drops the first readings of instances this pass did not
+// read as impaired: their impairment, if it comes back, starts anew.
+func (c *StatusController) forgetImpaired(keep map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.impairedSeen {
+		if !keep[id] {
+			delete(c.impairedSeen, id)
+		}
+	}
+}
+
+// poolOf groups NodeClaims for the share: by NodePool, the NodeClaims of
+// none together.
+func poolOf(nc *v1.NodeClaim) string { return nc.Labels[v1.NodePoolLabelKey] }
+
+// actWithinShare acts on the candidates, longest unhealthy first, while
+// each pool has fewer than MaxUnhealthyShare of its NodeClaims deleting.
+func (c *StatusController) actWithinShare(ctx context.Context, all []v1.NodeClaim, candidates []candidate) error {
+	total, deleting := map[string]int{}, map[string]int{}
+	for i := range all {
+		pool := poolOf(&all[i])
+		total[pool]++
+		if !all[i].DeletionTimestamp.IsZero() {
+			deleting[pool]++
+		}
+	}
+	sort.SliceStable(candidates, func(i, j int) bool {
+		if !candidates[i].since.Equal(candidates[j].since) {
+			return candidates[i].since.Before(candidates[j].since)
+		}
+		return candidates[i].nc.Name < candidates[j].nc.Name
+	})
+	deferred := map[string]int{}
+	var errs []error
+	for _, cand := range candidates {
+		pool := poolOf(cand.nc)
+		if deleting[pool] >= int(math.Ceil(MaxUnhealthyShare*float64(total[pool]))) {
+			deferred[pool]++
+			continue
+		}
+		acted, err := c.act(ctx, cand.nc, cand.category, cand.detail)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if acted {
+			deleting[pool]++
+		}
+	}
+	for pool, n := range deferred {
+		log.FromContext(ctx).Info("deferring replacement of unhealthy instances: the pool has its share of nodes deleting",
+			"NodePool", klog.KRef("", pool), "deferred", n, "deleting", deleting[pool], "nodeclaims", total[pool])
 	}
 	return errors.Join(errs...)
 }
 
-// act replaces one unhealthy NodeClaim: forcefully for an impaired status
-// (the instance cannot run pods well, so waiting on PDBs only prolongs the
-// outage), through the normal drain for a scheduled event.
-func (c *StatusController) act(ctx context.Context, nc *v1.NodeClaim, category, detail string) error {
-	forceful := category != CategoryScheduledEvent
+// act replaces one unhealthy NodeClaim through the normal drain: an
+// instance that has failed its checks for minutes is worth leaving, but
+// not past PDBs and do-not-disrupt pods, and its NodeClaim's
+// terminationGracePeriod still bounds the drain.
+func (c *StatusController) act(ctx context.Context, nc *v1.NodeClaim, category, detail string) (bool, error) {
 	node := nodeOf(ctx, c.kube, nc)
-	deleted, err := deleteNodeClaim(ctx, c.kube, nc, forceful, c.opts.Clock.Now())
+	deleted, err := deleteNodeClaim(ctx, c.kube, nc, false, c.opts.Clock.Now())
 	if err != nil || !deleted {
-		return err
+		return false, err
 	}
-	logger := log.FromContext(ctx).WithValues("NodeClaim", klog.KObj(nc), "category", category, "forceful", forceful)
+	logger := log.FromContext(ctx).WithValues("NodeClaim", klog.KObj(nc), "category", category)
 	if node != nil {
 		logger = logger.WithValues("Node", klog.KObj(node))
 	}
@@ -201,6 +330,6 @@ func (c *StatusController) act(ctx context.Context, nc *v1.NodeClaim, category, 
 	record(c.opts.Recorder, nc, node, corev1.EventTypeWarning, EventInstanceUnhealthy, "An unhealthy warning was triggered for the instance: "+detail)
 	record(c.opts.Recorder, nc, node, corev1.EventTypeWarning, EventTerminatingOnInterruption, "Interruption triggered termination for the NodeClaim")
 	metrics.InterruptionInstanceStatusUnhealthyTotal.WithLabelValues(category).Inc()
-	countDisrupted(nc, category, forceful)
-	return nil
+	countDisrupted(nc, category, false)
+	return true, nil
 }

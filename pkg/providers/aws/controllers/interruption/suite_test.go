@@ -94,9 +94,14 @@ type claim struct {
 // is observable) for a real instance, and its Node.
 func newClaim(t *testing.T, instanceID, zone, instanceType, capacityType string) claim {
 	t.Helper()
+	return newClaimIn(t, unique("pool"), instanceID, zone, instanceType, capacityType)
+}
+
+// newClaimIn is newClaim in the named NodePool.
+func newClaimIn(t *testing.T, pool, instanceID, zone, instanceType, capacityType string) claim {
+	t.Helper()
 	ctx := context.Background()
 	providerID := fmt.Sprintf("aws:///%s/%s", zone, instanceID)
-	pool := unique("pool")
 	labels := map[string]string{
 		v1.NodePoolLabelKey: pool, v1.CapacityTypeLabelKey: capacityType,
 		corev1.LabelInstanceTypeStable: instanceType, corev1.LabelTopologyZone: zone,
