@@ -42,7 +42,7 @@ var (
 
 	InterruptionInstanceStatusUnhealthyTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "interruption", Name: "instance_status_unhealthy_total",
-		Help: "Karpenter instances DescribeInstanceStatus reported unhealthy and whose NodeClaim was deleted, by category: instance_status or system_status (impaired; forceful replacement) and scheduled_event (drained).",
+		Help: "Karpenter instances DescribeInstanceStatus reported unhealthy and whose NodeClaim was deleted, by category: instance_status or system_status (impaired for 120 s) and scheduled_event; both drained normally, at most 20% of a pool at once.",
 	}, []string{CategoryLabel})
 
 	// InterruptionActionsPerformedTotal is ours (upstream's v0 had a
