@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -314,7 +315,10 @@ func TestRegisterWithManager(t *testing.T) {
 	ctrl := interruption.NewController(mgr.GetClient(), sqsClient, name, interruption.Options{Unavailable: unavailable, Recorder: rec,
 		Learner: interruption.NewLearner(unavailable, interruption.LearnerOptions{})})
 	require.NoError(t, ctrl.Register(ctx, mgr))
-	status := interruption.NewStatusController(mgr.GetClient(), ec2Client, interruption.StatusOptions{Interval: 200 * time.Millisecond, Recorder: rec})
+	// The status check's clock is past the impairment toleration, so the
+	// instance impaired below counts as impaired for long enough.
+	status := interruption.NewStatusController(mgr.GetClient(), ec2Client, interruption.StatusOptions{Interval: 200 * time.Millisecond, Recorder: rec,
+		Clock: clocktesting.NewFakeClock(time.Now().Add(interruption.ImpairmentToleration + time.Minute))})
 	require.NoError(t, status.Register(ctx, mgr))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
