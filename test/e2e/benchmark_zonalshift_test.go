@@ -144,7 +144,7 @@ func zonalShiftPhase(b *testing.B, ctx context.Context, cp *controlplane.Control
 
 // waitForPoolEvent waits for an event with reason on the NodePool whose
 // message names zoneID, and returns when it was first seen.
-func waitForPoolEvent(b *testing.B, ctx context.Context, cp *controlplane.ControlPlane, pool, reason, zoneID string) time.Time {
+func waitForPoolEvent(b testing.TB, ctx context.Context, cp *controlplane.ControlPlane, pool, reason, zoneID string) time.Time {
 	b.Helper()
 	var at time.Time
 	if !waitFor(ctx, 2*time.Minute, func() bool {
