@@ -44,22 +44,60 @@ const CacheTTL = 15 * time.Minute
 // NodeClaim annotation that protects it afterwards (upstream's 1h).
 const ProtectionTTL = time.Hour
 
+// PropagationDelay is, by default, how long after this provider put a role into a
+// profile it reports the profile as still propagating. IAM is eventually
+// consistent: EC2 refuses a launch naming a profile (or a profile's new
+// role) it has not seen yet with "Invalid IAM Instance Profile", typically
+// for a few seconds. Launching before that would only spend CreateFleet
+// calls and NodeClaim retries on refusals.
+const PropagationDelay = 10 * time.Second
+
 // Provider creates, finds and deletes managed instance profiles. It is safe
 // for concurrent use.
 type Provider struct {
 	iam     API
 	region  string
 	cluster string
+	// now and delay judge propagation (WithPropagation).
+	now   func() time.Time
+	delay time.Duration
 	// profiles caches GetInstanceProfile answers by name.
 	profiles *ttl.Cache[iamtypes.InstanceProfile]
 	// protected are the profiles replaced within ProtectionTTL.
 	protected *ttl.Cache[bool]
+	// propagating holds, by name, when the profiles whose role this
+	// provider set within PropagationDelay become usable.
+	propagating *ttl.Cache[time.Time]
 }
 
 // NewProvider returns a provider for the cluster's profiles in region.
 func NewProvider(api API, region, cluster string) *Provider {
-	return &Provider{iam: api, region: region, cluster: cluster,
-		profiles: ttl.New[iamtypes.InstanceProfile](nil), protected: ttl.New[bool](nil)}
+	return &Provider{iam: api, region: region, cluster: cluster, now: time.Now, delay: PropagationDelay,
+		profiles: ttl.New[iamtypes.InstanceProfile](nil), protected: ttl.New[bool](nil), propagating: ttl.New[time.Time](nil)}
+}
+
+// WithPropagation sets how long a profile whose role this provider set is
+// reported as propagating (0 never reports it) and the clock that judges
+// it (time.Now when nil). It returns p, and is for tests and for the
+// provider's construction only.
+func (p *Provider) WithPropagation(delay time.Duration, now func() time.Time) *Provider {
+	if now == nil {
+		now = time.Now
+	}
+	p.delay, p.now, p.propagating = delay, now, ttl.New[time.Time](now)
+	return p
+}
+
+// Propagating is how much longer the named profile may be unknown to EC2
+// because this provider set its role moments ago; 0 once that has passed,
+// and for any profile it did not change (one that existed before a
+// restart has had time to propagate, or a launch's refusal is retried).
+func (p *Provider) Propagating(name string) time.Duration {
+	at, ok := p.propagating.Get(name)
+	if !ok {
+		return 0
+	}
+	return max(at.Sub(p.now()), 0)
 }
 
 // NewName is a fresh managed profile name for the class, as upstream forms
@@ -203,6 +241,9 @@ func (p *Provider) Create(ctx context.Context, name, role string, tags map[strin
 	}
 	profile.Roles = []iamtypes.Role{{RoleName: aws.String(want)}}
 	p.profiles.Set(name, profile, CacheTTL)
+	if p.delay > 0 {
+		p.propagating.Set(name, p.now().Add(p.delay), p.delay)
+	}
 	return nil
 }
 

@@ -24,6 +24,12 @@ const (
 	ReasonAwaitingReconciliation = "AwaitingReconciliation"
 )
 
+// ReasonInstanceProfilePropagating is ours: InstanceProfileReady stays
+// False for instanceprofile.PropagationDelay after the controller set the
+// profile's role (upstream goes True at once and lets launches be refused
+// until IAM has propagated it).
+const ReasonInstanceProfilePropagating = "InstanceProfilePropagating"
+
 // readyDependents are the conditions Ready is the conjunction of without
 // the ReservedCapacity gate; dependents adds CapacityReservationsReady when
 // the gate is on.

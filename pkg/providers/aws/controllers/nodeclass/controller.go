@@ -339,6 +339,13 @@ func (c *Controller) instanceProfile(ctx context.Context, nc *awsv1.EC2NodeClass
 		return reconcile.Result{}, fmt.Errorf("creating instance profile: %w", err)
 	}
 	nc.Status.InstanceProfile = name
+	// A profile whose role was set moments ago is not yet known to EC2:
+	// the class waits for it instead of sending launches to be refused.
+	if wait := c.opts.InstanceProfiles.Propagating(name); wait > 0 {
+		setFalse(nc, awsv1.ConditionTypeInstanceProfileReady, ReasonInstanceProfilePropagating,
+			fmt.Sprintf("Instance profile %s was just given its role; waiting %s for IAM to propagate it", name, wait.Round(time.Second)))
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
 	setTrue(nc, awsv1.ConditionTypeInstanceProfileReady)
 	return reconcile.Result{}, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instanceprofile"
 	"github.com/karpenter-go/karpenter/test/awslocal"
 )
@@ -188,6 +189,40 @@ func TestInstanceProfileGivenIsUsedAsIs(t *testing.T) {
 	nc := get(t, "unmanaged")
 	assert.Equal(t, "KarpenterNodeInstanceProfile-"+clusterName, nc.Status.InstanceProfile)
 	assert.Equal(t, metav1.ConditionTrue, condition(nc, awsv1.ConditionTypeInstanceProfileReady).Status)
+}
+
+// TestInstanceProfilePropagation: a class whose managed profile was just
+// given its role stays not Ready (InstanceProfileReady False, reason
+// InstanceProfilePropagating) until instanceprofile.PropagationDelay has
+// passed, so no launch names a profile EC2 would refuse; then it goes
+// Ready without another IAM change.
+func TestInstanceProfilePropagation(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now }
+	c, _ := newController(0, func(o *nodeclass.Options) {
+		o.InstanceProfiles = instanceprofile.NewProvider(clients.IAM, clients.Region, clusterName).WithPropagation(instanceprofile.PropagationDelay, clock)
+	})
+	newNodeClass(t, "propagating", nil)
+	res := reconcileOnce(t, c, "propagating")
+	nc := get(t, "propagating")
+	got := condition(nc, awsv1.ConditionTypeInstanceProfileReady)
+	assert.Equal(t, metav1.ConditionFalse, got.Status)
+	assert.Equal(t, nodeclass.ReasonInstanceProfilePropagating, got.Reason)
+	assert.Contains(t, got.Message, nc.Status.InstanceProfile)
+	assert.Equal(t, metav1.ConditionFalse, condition(nc, awsv1.ConditionTypeReady).Status)
+	assert.NotEmpty(t, nc.Status.InstanceProfile, "the profile is in status while it propagates")
+	assert.Greater(t, res.RequeueAfter, time.Duration(0))
+	assert.LessOrEqual(t, res.RequeueAfter, instanceprofile.PropagationDelay, "requeued for when it has propagated")
+
+	now = now.Add(instanceprofile.PropagationDelay / 2)
+	reconcileOnce(t, c, "propagating")
+	assert.Equal(t, nodeclass.ReasonInstanceProfilePropagating, condition(get(t, "propagating"), awsv1.ConditionTypeInstanceProfileReady).Reason)
+
+	now = now.Add(instanceprofile.PropagationDelay)
+	reconcileOnce(t, c, "propagating")
+	nc = get(t, "propagating")
+	assert.Equal(t, metav1.ConditionTrue, condition(nc, awsv1.ConditionTypeInstanceProfileReady).Status)
+	assert.Equal(t, metav1.ConditionTrue, condition(nc, awsv1.ConditionTypeReady).Status)
 }
 
 func TestRoleChangeCreatesANewProfile(t *testing.T) {

@@ -121,7 +121,9 @@ func newController(ssmTTL time.Duration, mutate ...func(*nodeclass.Options)) (*n
 		Subnets:          subnet.NewProvider(clients.EC2, time.Minute),
 		SecurityGroups:   securitygroup.NewProvider(clients.EC2, 0),
 		AMIs:             amis,
-		InstanceProfiles: instanceprofile.NewProvider(clients.IAM, clients.Region, clusterName),
+		// Propagation off: these tests read a class Ready after one
+		// reconcile; TestInstanceProfilePropagation turns it on.
+		InstanceProfiles: instanceprofile.NewProvider(clients.IAM, clients.Region, clusterName).WithPropagation(0, nil),
 		Recorder:         rec,
 		ClusterName:      clusterName,
 	}
