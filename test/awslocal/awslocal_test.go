@@ -32,7 +32,7 @@ func fastRetries() aws.Retryer {
 	return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = 20 * time.Millisecond })
 }
 
-func ec2Client(t *testing.T) *ec2.Client {
+func ec2Client(t testing.TB) *ec2.Client {
 	t.Helper()
 	return ec2.NewFromConfig(local.Config(context.Background()), func(o *ec2.Options) { o.Retryer = fastRetries() })
 }

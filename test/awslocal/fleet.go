@@ -494,18 +494,31 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 		need := req.Total - unit
 		sort.SliceStable(ok, func(i, j int) bool { return f.better(ok[i], ok[j], req, need) })
 		chosen := ok[0]
-		id, code, msg, err := f.runInstance(ctx, c.Region, chosen, req, fleetID)
+		// A pool of unlimited capacity, once first, stays first for every
+		// unit after (launching from it changes no pool's depth, and the
+		// order among deep pools does not depend on what is left to
+		// launch) until its subnet runs out of addresses: moto launches
+		// that run in one RunInstances call instead of one per unit.
+		count := 1
+		if f.remaining(chosen, req.CapacityType) < 0 {
+			count = need
+			if n, ok := free[chosen.subnet.ID]; ok {
+				count = min(count, n)
+			}
+		}
+		ids, code, msg, err := f.runInstances(ctx, c.Region, chosen, req, fleetID, count)
 		if err != nil {
 			writeError(w, c, http.StatusInternalServerError, "InternalError", err.Error())
 			return true
 		}
-		if id == "" {
+		if len(ids) == 0 {
 			failed[chosen] = fleetError{chosen, code, msg, req.CapacityType}
 			unit-- // the unit is still to be launched, from another pool
 			continue
 		}
+		unit += len(ids) - 1
 		if _, ok := free[chosen.subnet.ID]; ok {
-			free[chosen.subnet.ID]--
+			free[chosen.subnet.ID] -= len(ids)
 		}
 		if first == nil {
 			first = chosen
@@ -513,11 +526,11 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 		found := false
 		for _, g := range groups {
 			if g.c == chosen {
-				g.ids, found = append(g.ids, id), true
+				g.ids, found = append(g.ids, ids...), true
 			}
 		}
 		if !found {
-			groups = append(groups, &group{chosen, []string{id}})
+			groups = append(groups, &group{chosen, ids})
 		}
 	}
 	launchedAny := first != nil
@@ -896,17 +909,19 @@ func preferred(a, b *candidate, req *fleetRequest) bool {
 	return a.idx < b.idx
 }
 
-// runInstance launches one instance of the candidate in moto with the
-// template's attributes; code and msg are moto's refusal, if any.
-func (f *front) runInstance(ctx context.Context, region string, cd *candidate, req *fleetRequest, fleetID string) (string, string, string, error) {
+// runInstances launches count instances of the candidate in moto with the
+// template's attributes, in one RunInstances call (all or none), and
+// records them; code and msg are moto's refusal, if any.
+func (f *front) runInstances(ctx context.Context, region string, cd *candidate, req *fleetRequest, fleetID string, count int) ([]string, string, string, error) {
 	types, err := f.instanceTypes(ctx)
 	if err != nil {
-		return "", "", "", err
+		return nil, "", "", err
 	}
 	if code, msg := checkInterfaces(types[cd.o.InstanceType], cd.lt.Interfaces); code != "" {
-		return "", code, msg, nil
+		return nil, code, msg, nil
 	}
-	form := ec2Form("RunInstances", "MinCount", "1", "MaxCount", "1", "InstanceType", cd.o.InstanceType,
+	n := strconv.Itoa(count)
+	form := ec2Form("RunInstances", "MinCount", n, "MaxCount", n, "InstanceType", cd.o.InstanceType,
 		"SubnetId", cd.subnet.ID, "ImageId", cd.imageID,
 		"LaunchTemplate.LaunchTemplateId", cd.lt.ID, "LaunchTemplate.Version", cd.lt.Version)
 	// moto's RunInstances takes these from explicit parameters only.
@@ -932,41 +947,45 @@ func (f *front) runInstance(ctx context.Context, region string, cd *candidate, r
 	}
 	status, body, err := f.motoRaw(ctx, region, form)
 	if err != nil {
-		return "", "", "", err
+		return nil, "", "", err
 	}
 	if status != http.StatusOK {
 		code, msg := ec2ErrorOf(body)
 		if code == "" {
 			code, msg = "InternalError", firstLine(body)
 		}
-		return "", code, msg, nil
+		return nil, code, msg, nil
 	}
 	doc, err := parseXML(body)
 	if err != nil {
-		return "", "", "", err
+		return nil, "", "", err
 	}
 	items := doc.items("instancesSet")
-	if len(items) == 0 {
-		return "", "", "", fmt.Errorf("moto's RunInstances answered no instance")
+	if len(items) != count {
+		return nil, "", "", fmt.Errorf("moto's RunInstances answered %d instances for %d", len(items), count)
 	}
-	id := items[0].text("instanceId")
-	rec := &launched{ID: id, FleetID: fleetID, Region: region, ReservationPreference: cd.lt.ReservationPref, Interfaces: cd.lt.Interfaces, Tenancy: cd.lt.Tenancy}
-	if len(cd.lt.Devices) > 0 && !slices.Contains(cd.lt.Devices, "/dev/sda1") {
-		rec.DropDevice = "/dev/sda1"
-	}
+	ids := make([]string, 0, count)
 	s := f.ec2
 	s.mu.Lock()
-	if cd.res != nil {
-		cd.res.used[id] = true
-		rec.ReservationID = cd.res.ID
-		rec.CapacityBlock = cd.res.ReservationType == ReservationTypeCapacityBlock
-	} else if k := (capKey{cd.o.InstanceType, cd.subnet.Zone, capacityPool(req.CapacityType)}); s.capacity[k] > 0 {
-		s.capacity[k]--
+	for _, item := range items {
+		id := item.text("instanceId")
+		ids = append(ids, id)
+		rec := &launched{ID: id, FleetID: fleetID, Region: region, ReservationPreference: cd.lt.ReservationPref, Interfaces: cd.lt.Interfaces, Tenancy: cd.lt.Tenancy}
+		if len(cd.lt.Devices) > 0 && !slices.Contains(cd.lt.Devices, "/dev/sda1") {
+			rec.DropDevice = "/dev/sda1"
+		}
+		if cd.res != nil {
+			cd.res.used[id] = true
+			rec.ReservationID = cd.res.ID
+			rec.CapacityBlock = cd.res.ReservationType == ReservationTypeCapacityBlock
+		} else if k := (capKey{cd.o.InstanceType, cd.subnet.Zone, capacityPool(req.CapacityType)}); s.capacity[k] > 0 {
+			s.capacity[k]--
+		}
+		s.instances[id] = rec
 	}
-	s.instances[id] = rec
 	s.mu.Unlock()
-	f.consist.launched(id)
-	return id, "", "", nil
+	f.consist.launched(ids...)
+	return ids, "", "", nil
 }
 
 // describeInstances adds what moto drops to the instances CreateFleet

@@ -37,7 +37,7 @@ type fleetEnv struct {
 
 type envOption func(*ec2types.RequestLaunchTemplateData)
 
-func newFleetEnv(t *testing.T, opts ...envOption) *fleetEnv {
+func newFleetEnv(t testing.TB, opts ...envOption) *fleetEnv {
 	t.Helper()
 	ctx := context.Background()
 	e := &fleetEnv{ec2: ec2Client(t), tag: uuid.NewString()[:8]}
@@ -93,7 +93,7 @@ func (e *fleetEnv) overrides(types ...string) []ec2types.FleetLaunchTemplateOver
 
 // fleet sends an instant CreateFleet the way the provider does and
 // remembers the instances for cleanup.
-func (e *fleetEnv) fleet(t *testing.T, capacityType ec2types.DefaultTargetCapacityType, overrides []ec2types.FleetLaunchTemplateOverridesRequest, mod ...func(*ec2.CreateFleetInput)) (*ec2.CreateFleetOutput, error) {
+func (e *fleetEnv) fleet(t testing.TB, capacityType ec2types.DefaultTargetCapacityType, overrides []ec2types.FleetLaunchTemplateOverridesRequest, mod ...func(*ec2.CreateFleetInput)) (*ec2.CreateFleetOutput, error) {
 	t.Helper()
 	in := &ec2.CreateFleetInput{
 		Type: ec2types.FleetTypeInstant,
@@ -123,7 +123,7 @@ func (e *fleetEnv) fleet(t *testing.T, capacityType ec2types.DefaultTargetCapaci
 }
 
 // tagged are the instances of this test that are not terminated.
-func (e *fleetEnv) tagged(t *testing.T) []ec2types.Instance {
+func (e *fleetEnv) tagged(t testing.TB) []ec2types.Instance {
 	t.Helper()
 	out, err := e.ec2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("tag:test"), Values: []string{e.tag}}, {Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}}}})
@@ -472,4 +472,48 @@ func TestCreateFleetDryRunLaunchesNothing(t *testing.T) {
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "DryRunOperation", apiErr.ErrorCode())
 	require.Empty(t, e.tagged(t), "a dry run launches nothing")
+}
+
+// TestCreateFleetLaunchesALargeTargetAtOnce: a target of 40 on-demand
+// instances from the cheapest of two unlimited pools launches all 40 from
+// it, each tagged, each its own instance in DescribeInstances, reported as
+// one group of 40 ids.
+func TestCreateFleetLaunchesALargeTargetAtOnce(t *testing.T) {
+	e := newFleetEnv(t)
+	types := []string{"m5.large", "c5.large"}
+	want := byPrice(t, "on-demand", types...)[0]
+	out, err := e.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, e.overrides(types...), func(in *ec2.CreateFleetInput) {
+		in.TargetCapacitySpecification.TotalTargetCapacity = aws.Int32(40)
+	})
+	require.NoError(t, err)
+	require.Empty(t, out.Errors)
+	require.Len(t, out.Instances, 1)
+	require.Equal(t, want, string(out.Instances[0].InstanceType))
+	ids := instanceIDs(out)
+	require.Len(t, ids, 40)
+	insts := e.tagged(t)
+	require.Len(t, insts, 40)
+	seen := map[string]bool{}
+	for _, inst := range insts {
+		require.Equal(t, want, string(inst.InstanceType))
+		seen[*inst.InstanceId] = true
+	}
+	require.Len(t, seen, 40)
+	for _, id := range ids {
+		require.True(t, seen[id], id)
+	}
+}
+
+// BenchmarkCreateFleet40 is one instant CreateFleet for 40 on-demand
+// instances from an unlimited pool on the local AWS.
+func BenchmarkCreateFleet40(b *testing.B) {
+	e := newFleetEnv(b)
+	for b.Loop() {
+		out, err := e.fleet(b, ec2types.DefaultTargetCapacityTypeOnDemand, e.overrides("m5.large"), func(in *ec2.CreateFleetInput) {
+			in.TargetCapacitySpecification.TotalTargetCapacity = aws.Int32(40)
+		})
+		if err != nil || len(instanceIDs(out)) != 40 {
+			b.Fatalf("CreateFleet: %v, %d instances", err, len(instanceIDs(out)))
+		}
+	}
 }
