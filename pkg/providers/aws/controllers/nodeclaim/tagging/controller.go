@@ -51,6 +51,17 @@ type Instances interface {
 	Tagged(id string, tags map[string]string)
 }
 
+// unseenRetry is how long an instance EC2 does not know yet is looked for
+// after its NodeClaim launched: EC2 is eventually consistent, so an
+// instance can be missing from DescribeInstances, and unknown to
+// CreateTags, for seconds (rarely minutes) after CreateFleet returned it,
+// while the booted node may already have registered. Past it, a missing
+// instance is gone, which the lifecycle and garbage collection handle.
+const unseenRetry = 5 * time.Minute
+
+// unseenRequeue is how soon such an instance is looked for again.
+const unseenRequeue = 5 * time.Second
+
 // instanceMaxAge: the provider records an instance's tags at launch and
 // refreshes them every two minutes; a node registers within minutes.
 const instanceMaxAge = 10 * time.Minute
@@ -65,11 +76,28 @@ type Controller struct {
 	// scale-up of hundreds of nodes does not eat the account's EC2
 	// mutating-call budget that launches need.
 	limiter *rate.Limiter
+	now     func() time.Time
 }
 
 // NewController returns the tagging controller for clusterName's instances.
 func NewController(kube client.Client, api EC2API, instances Instances, clusterName string) *Controller {
-	return &Controller{kube: kube, ec2: api, instances: instances, clusterName: clusterName, limiter: rate.NewLimiter(rate.Every(time.Second), 1)}
+	return &Controller{kube: kube, ec2: api, instances: instances, clusterName: clusterName, limiter: rate.NewLimiter(rate.Every(time.Second), 1), now: time.Now}
+}
+
+// WithClock makes the controller read time from now; it returns c.
+func (c *Controller) WithClock(now func() time.Time) *Controller {
+	c.now = now
+	return c
+}
+
+// launchedRecently reports whether the NodeClaim's instance may still be
+// unknown to EC2 for want of consistency (see unseenRetry).
+func (c *Controller) launchedRecently(nc *v1.NodeClaim) bool {
+	since := nc.CreationTimestamp.Time
+	if l := meta.FindStatusCondition(nc.GetConditions(), v1.ConditionTypeLaunched); l != nil && l.Status == metav1.ConditionTrue {
+		since = l.LastTransitionTime.Time
+	}
+	return c.now().Sub(since) < unseenRetry
 }
 
 // Name is the controller's name in logs and metrics.
@@ -112,9 +140,12 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// Not an AWS instance: nothing this controller can tag, ever.
 		return reconcile.Result{}, nil
 	}
-	tags, err := c.tagsToAdd(ctx, id, nc)
+	tags, unseen, err := c.tagsToAdd(ctx, id, nc)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if unseen && c.launchedRecently(nc) {
+		return reconcile.Result{RequeueAfter: unseenRequeue}, nil
 	}
 	if len(tags) > 0 {
 		if err := c.limiter.Wait(ctx); err != nil {
@@ -128,6 +159,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 				written[aws.ToString(t.Key)] = aws.ToString(t.Value)
 			}
 			c.instances.Tagged(id, written)
+		case notFound(err) && c.launchedRecently(nc):
+			// Not yet known to CreateTags (EC2's consistency).
+			return reconcile.Result{RequeueAfter: unseenRequeue}, nil
 		case notFound(err):
 			// The instance is gone; the lifecycle and GC handle that.
 		case sdk.IsDenied(err):
@@ -152,14 +186,15 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // tagsToAdd are the post-registration tags the instance lacks, in order
 // of importance, as many as EC2's 50 tags leave room for; an existing Name
-// (the user's, or an earlier pass's) is kept.
-func (c *Controller) tagsToAdd(ctx context.Context, id string, nc *v1.NodeClaim) ([]ec2types.Tag, error) {
+// (the user's, or an earlier pass's) is kept. unseen is true when EC2 does
+// not report the instance.
+func (c *Controller) tagsToAdd(ctx context.Context, id string, nc *v1.NodeClaim) (_ []ec2types.Tag, unseen bool, _ error) {
 	inst, err := c.instances.Cached(ctx, id, instanceMaxAge)
 	if err != nil {
 		if cloudprovider.IsNodeClaimNotFoundError(err) {
-			return nil, nil
+			return nil, true, nil
 		}
-		return nil, fmt.Errorf("reading instance %s of nodeclaim %s: %w", id, nc.Name, err)
+		return nil, false, fmt.Errorf("reading instance %s of nodeclaim %s: %w", id, nc.Name, err)
 	}
 	count := 0
 	for k := range inst.Tags {
@@ -191,7 +226,7 @@ func (c *Controller) tagsToAdd(ctx context.Context, id string, nc *v1.NodeClaim)
 		}
 		tags = append(tags, ec2types.Tag{Key: aws.String(w.key), Value: aws.String(w.value)})
 	}
-	return tags, nil
+	return tags, false, nil
 }
 
 // notFound reports EC2's answers for an instance that no longer exists.

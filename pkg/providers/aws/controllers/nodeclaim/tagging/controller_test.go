@@ -224,9 +224,22 @@ func TestTaggingDenied(t *testing.T) {
 	require.Equal(t, 1, local.Calls("ec2", "CreateTags")-calls)
 }
 
+// TestTaggingAGoneInstance: an instance EC2 does not report is looked for
+// again while its NodeClaim launched recently (EC2's eventual consistency:
+// a new instance can be unknown for seconds while its node has already
+// registered); later it is taken as gone and the NodeClaim is marked.
 func TestTaggingAGoneInstance(t *testing.T) {
-	c := newController()
+	now := time.Now()
+	c := newController().WithClock(func() time.Time { return now })
 	nc := nodeClaim(t, "i-0123456789abcdef0", true, awsv1.Group)
-	got := reconcileOnce(t, c, nc)
+	res, err := c.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: nc.Name}})
+	require.NoError(t, err)
+	require.Greater(t, res.RequeueAfter, time.Duration(0), "a just-launched instance may not be visible yet")
+	got := &v1.NodeClaim{}
+	require.NoError(t, cp.Client.Get(context.Background(), types.NamespacedName{Name: nc.Name}, got))
+	require.Empty(t, got.Annotations[awsv1.AnnotationInstanceTagged], "not marked while it may still appear")
+
+	now = now.Add(10 * time.Minute)
+	got = reconcileOnce(t, c, nc)
 	require.Equal(t, "true", got.Annotations[awsv1.AnnotationInstanceTagged], "nothing left to tag; the lifecycle handles the gone instance")
 }
