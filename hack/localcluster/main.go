@@ -38,7 +38,7 @@ func run() error {
 	controller := flag.String("controller", "", "path to the controller binary to run against the cluster; empty runs none")
 	live := flag.Duration("watch", 2*time.Second, "how often to refresh the live view of NodeClaims, nodes, pods and cost; 0 disables it")
 	iamPolicy := flag.String("iam", "shipped", "the IAM policy the controller's calls to the local AWS are authorized against: shipped (docs/iam/cloudformation.yaml), upstream (upstream Karpenter's controller policy) or root (the account's root key: no IAM, throttling or eventual consistency)")
-	iamAuditOnly := flag.Bool("iam-audit-only", true, "record the calls the --iam policy denies (GET /_awslocal/iam/denials on the local AWS) instead of refusing them")
+	iamAuditOnly := flag.Bool("iam-audit-only", false, "record the calls the --iam policy denies (GET /_awslocal/iam/denials on the local AWS) instead of refusing them")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -70,12 +70,7 @@ func suiteTests() []string {
 // consistency on. False would only evaluate and record the controller's
 // calls and make launches visible at once. Throttling at EC2's figures is
 // on either way.
-//
-// Still false: with it true, TestAWSFaults, TestAWSDrift and
-// TestAWSInterruptionKinds pass, but TestAWSExperiments sees 4 CreateFleet
-// calls for 1 NodeClaim, 3 of them refused while the new instance profile
-// propagates (InvalidParameterValue, Invalid IAM Instance Profile name).
-const providerStrict = false
+const providerStrict = true
 
 // iamEnforced makes the deciding set refuse calls.
 const iamEnforced = providerStrict
