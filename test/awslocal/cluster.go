@@ -54,6 +54,7 @@ func (l *Local) SeedCluster(ctx context.Context, o ClusterOptions) (Cluster, err
 	if len(o.Zones) == 0 {
 		o.Zones = []string{"us-east-1a", "us-east-1b", "us-east-1c"}
 	}
+	l.warm()
 	cfg := l.Config(ctx)
 	ec2api, iamapi, eksapi := ec2.NewFromConfig(cfg), iam.NewFromConfig(cfg), eks.NewFromConfig(cfg)
 	tag := func(rt ec2types.ResourceType, name string) []ec2types.TagSpecification {

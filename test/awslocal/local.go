@@ -78,6 +78,11 @@ type Local struct {
 	log     *os.File
 	tmpDir  string
 
+	// stopWarm cancels warm, which fills the front's catalog caches.
+	warmMu   sync.Mutex
+	stopWarm context.CancelFunc
+	warmed   chan struct{}
+
 	stopOnce sync.Once
 }
 
@@ -166,6 +171,28 @@ func Start(ctx context.Context, opts Options) (*Local, error) {
 	l.server = &http.Server{Handler: l.front, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = l.server.Serve(l.listener) }()
 	return l, nil
+}
+
+// warm (once, from SeedCluster: a cluster that will launch) fills, in the
+// background, what the front's first CreateFleet would
+// otherwise ask moto for while every other launch waits behind it: moto's
+// instance types and the default region's zones and offerings, seconds of
+// Python on a loaded machine. A launch that comes first waits for the same
+// load (the caches load once) rather than starting another.
+func (l *Local) warm() {
+	l.warmMu.Lock()
+	defer l.warmMu.Unlock()
+	if l.warmed != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.stopWarm, l.warmed = cancel, make(chan struct{})
+	go func() {
+		defer close(l.warmed)
+		_, _ = l.front.instanceTypes(ctx)
+		_, _ = l.front.regionZones(ctx, DefaultRegion)
+		_, _ = l.front.offeredIn(ctx, DefaultRegion, "", "")
+	}()
 }
 
 // motoInterpreter finds the Python that runs moto_server, because the front
@@ -319,6 +346,12 @@ func (l *Local) LogTail() string {
 // Stop shuts the front down and kills moto. It is safe to call twice.
 func (l *Local) Stop() {
 	l.stopOnce.Do(func() {
+		l.warmMu.Lock()
+		if l.stopWarm != nil {
+			l.stopWarm()
+			<-l.warmed
+		}
+		l.warmMu.Unlock()
 		if l.server != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = l.server.Shutdown(ctx)
