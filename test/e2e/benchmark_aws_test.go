@@ -57,7 +57,10 @@ spec:
 // CreateTags calls (batching) and prices each NodeClaim at the local AWS's
 // on-demand or spot price. Our controller on kwok runs the same burst
 // first, on a control plane of its own, so the AWS figures print beside it
-// (first NodeClaim, bound, the ratio). After the run the controller is
+// (first NodeClaim, bound, the ratio), and upstream Karpenter's own AWS
+// controller (test/anchors) runs it on the local AWS too, so ours prints
+// beside upstream's on the same provider (bound ratio, $/h, CreateFleet
+// calls, RSS). After the run the controller is
 // restarted and a 200-pod burst timed (restartBurst), then an ARC zonal
 // shift takes the busiest zone away (zonalShiftPhase): the next round and
 // consolidation launch nothing there, and once it is cancelled the zone is
@@ -70,6 +73,9 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	// target is a ratio to it, measured on the same machine at the same
 	// load.
 	kwokRes := kwokProvisioning(b, "kwok")
+	// Upstream's AWS controller on the same burst, also on a control
+	// plane and local AWS of its own, when `make tools` built it.
+	upRes, upRan := upstreamAWSProvisioning(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	cp, err := controlplane.Start(ctx, controlplane.Options{
@@ -190,6 +196,20 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	b.Logf("ours on AWS vs ours on kwok (same run): first NodeClaim %.1fs vs %.1fs, bound %.1fs vs %.1fs (%.2f×), Running %.1fs vs %.1fs",
 		res.firstClaimAt.Seconds(), kwokRes.firstClaimAt.Seconds(), res.bound.Seconds(), kwokRes.bound.Seconds(), ratio,
 		res.running.Seconds(), kwokRes.running.Seconds())
+
+	if upRan {
+		upRatio := res.bound.Seconds() / upRes.bound.Seconds()
+		b.ReportMetric(upRatio, "bound-ratio-ours/upstream-aws")
+		b.ReportMetric(upRes.bound.Seconds(), "upstream-aws-s-bound")
+		b.ReportMetric(upRes.running.Seconds(), "upstream-aws-s-running")
+		b.ReportMetric(upRes.firstClaimAt.Seconds(), "upstream-aws-s-first-nodeclaim")
+		b.ReportMetric(upRes.cost, "upstream-aws-$/h")
+		b.ReportMetric(float64(upRes.calls["ec2:CreateFleet"]), "upstream-aws-createfleet-calls")
+		b.Logf("ours vs upstream's AWS controller on the local AWS (same run): first NodeClaim %.1fs vs %.1fs, bound %.1fs vs %.1fs (%.2f×), Running %.1fs vs %.1fs, %d vs %d NodeClaims, $%.2f/h vs $%.2f/h, %d vs %d CreateFleet calls, peak RSS %.0f vs %.0f MiB",
+			res.firstClaimAt.Seconds(), upRes.firstClaimAt.Seconds(), res.bound.Seconds(), upRes.bound.Seconds(), upRatio,
+			res.running.Seconds(), upRes.running.Seconds(), len(res.claims), len(upRes.claims), res.cost, upRes.cost,
+			fleets, upRes.calls["ec2:CreateFleet"], res.peakMiB, upRes.peakMiB)
+	}
 
 	// A restart, as a rolling update does it, then a burst the running
 	// nodes cannot hold: the new controller's first round must not wait
