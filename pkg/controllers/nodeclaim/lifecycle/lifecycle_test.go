@@ -28,7 +28,7 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 	e := newEnv(t)
 	e.cloud.CreateLabels = map[string]string{"team": "provider", "example.com/provider-label": "x"}
 	nc := e.nodeClaim(func(nc *v1.NodeClaim) {
-		nc.Spec.TerminationGracePeriod = &metav1.Duration{Duration: time.Hour}
+		nc.Spec.TerminationGracePeriod = &v1.Duration{Duration: time.Hour}
 	})
 
 	// Launch.
