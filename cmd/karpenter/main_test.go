@@ -163,7 +163,7 @@ func TestCLI(t *testing.T) {
 		// Maintenance at 03:00 UTC for an hour: status says when it next
 		// opens or closes.
 		np.Spec.Disruption.ConsolidateAfter = v1.NewNillableDuration(0)
-		np.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "0", Schedule: ptr.To("0 3 * * *"), Duration: &metav1.Duration{Duration: time.Hour}}}
+		np.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "0", Schedule: ptr.To("0 3 * * *"), Duration: &v1.Duration{Duration: time.Hour}}}
 	})
 	createNodePool(t, "on-aws", func(np *v1.NodePool) {
 		np.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}

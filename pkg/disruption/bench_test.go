@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 )
@@ -41,7 +40,7 @@ func benchSnapshot() *Snapshot {
 		b.Namespace = fmt.Sprintf("ns-%02d", ns)
 		snap.PDBs = append(snap.PDBs, b)
 	}
-	tgp := &metav1.Duration{Duration: time.Hour}
+	tgp := &v1.Duration{Duration: time.Hour}
 	i := 0
 	for p := 0; p < pools; p++ {
 		poolName := fmt.Sprintf("pool-%02d", p)

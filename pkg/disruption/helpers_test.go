@@ -56,7 +56,7 @@ func nodeLimit(n int64) func(*v1.NodePool) {
 func budget(nodes string) v1.Budget { return v1.Budget{Nodes: nodes} }
 
 func scheduled(nodes, cron string, d time.Duration) v1.Budget {
-	return v1.Budget{Nodes: nodes, Schedule: &cron, Duration: &metav1.Duration{Duration: d}}
+	return v1.Budget{Nodes: nodes, Schedule: &cron, Duration: &v1.Duration{Duration: d}}
 }
 
 func forReasons(b v1.Budget, rs ...v1.DisruptionReason) v1.Budget { b.Reasons = rs; return b }
@@ -95,7 +95,7 @@ var consolidatable = cond(v1.ConditionTypeConsolidatable, now.Add(-time.Minute))
 func notReady(n *Node) { n.Node.Status.Conditions[0].Status = corev1.ConditionFalse }
 
 func withTGP(n *Node) {
-	n.NodeClaim.Spec.TerminationGracePeriod = &metav1.Duration{Duration: time.Hour}
+	n.NodeClaim.Spec.TerminationGracePeriod = &v1.Duration{Duration: time.Hour}
 }
 
 func withPods(pods ...*corev1.Pod) nodeOpt {

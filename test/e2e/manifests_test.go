@@ -126,7 +126,7 @@ func nodesBudget(nodes, schedule string, duration time.Duration, reasons ...v1.D
 	b := v1.Budget{Nodes: nodes, Reasons: reasons}
 	if schedule != "" {
 		b.Schedule = &schedule
-		b.Duration = &metav1.Duration{Duration: duration}
+		b.Duration = &v1.Duration{Duration: duration}
 	}
 	return b
 }
@@ -138,7 +138,7 @@ func startupTaints(ts ...corev1.Taint) poolOpt {
 
 // terminationGracePeriod sets the template's terminationGracePeriod.
 func terminationGracePeriod(d time.Duration) poolOpt {
-	return func(np *v1.NodePool) { np.Spec.Template.Spec.TerminationGracePeriod = &metav1.Duration{Duration: d} }
+	return func(np *v1.NodePool) { np.Spec.Template.Spec.TerminationGracePeriod = &v1.Duration{Duration: d} }
 }
 
 // expireAfter sets the template's expireAfter ("45s", "Never").

@@ -4,8 +4,68 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"time"
 )
+
+// MaxDuration is the longest duration the CRDs accept (their CEL rules
+// compare with "2562047h"), just under time.Duration's limit. A stored value
+// beyond it (written before the rules existed, or by a client that skipped
+// validation) decodes as MaxDuration instead of failing: a decoding error
+// would stop every informer of the kind, not just this object.
+const MaxDuration = 2562047 * time.Hour
+
+// durationSyntax is what time.ParseDuration reads, without the sign: a value
+// of this shape that ParseDuration refuses is out of range, not malformed.
+var durationSyntax = regexp.MustCompile(`^(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|\x{00b5}s|\x{03bc}s|ms|s|m|h))+$`)
+
+// parseDuration is time.ParseDuration, clamped to [0, MaxDuration] for
+// values that are well formed but too long to represent.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		if durationSyntax.MatchString(s) {
+			return MaxDuration, nil
+		}
+		return 0, err
+	}
+	if d > MaxDuration {
+		return MaxDuration, nil
+	}
+	return d, nil
+}
+
+// Duration is metav1.Duration with the same wire format ("1h0m0s" out, any Go
+// duration in), except that a value past MaxDuration decodes as MaxDuration
+// instead of failing (see MaxDuration).
+// +kubebuilder:validation:Type=string
+type Duration struct {
+	time.Duration
+}
+
+// UnmarshalJSON decodes a JSON string holding a Go duration.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("decoding duration: %w", err)
+	}
+	parsed, err := parseDuration(s)
+	if err != nil {
+		return fmt.Errorf("parsing duration %q: %w", s, err)
+	}
+	d.Duration = parsed
+	return nil
+}
+
+// MarshalJSON encodes the duration as metav1.Duration does.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(d.Duration.String())
+}
+
+// ToUnstructured agrees with MarshalJSON for the unstructured converter.
+func (d Duration) ToUnstructured() any {
+	return d.Duration.String()
+}
 
 // Never is the text that switches a NillableDuration off: the node never
 // expires, or is never consolidated.
@@ -88,7 +148,7 @@ func (d *NillableDuration) UnmarshalJSON(b []byte) error {
 	}
 	out := NillableDuration{Raw: bytes.Clone(b)}
 	if s != Never {
-		parsed, err := time.ParseDuration(s)
+		parsed, err := parseDuration(s)
 		if err != nil {
 			return fmt.Errorf("parsing duration %q: %w", s, err)
 		}

@@ -151,3 +151,79 @@ func TestNodeClaimConditionsConvert(t *testing.T) {
 		t.Error("SetConditions did not store the conditions")
 	}
 }
+
+// TestDurationClamp: a stored duration the CRD pattern accepted but
+// time.ParseDuration refuses (out of range) decodes as MaxDuration, so one
+// such object cannot fail the informers' list of every NodePool or NodeClaim.
+func TestDurationClamp(t *testing.T) {
+	for _, in := range []string{"3000000h", "2000000h2000000h", "2562047h1m", "99999999999999999999s"} {
+		t.Run(in, func(t *testing.T) {
+			var nd v1.NillableDuration
+			if err := json.Unmarshal([]byte(`"`+in+`"`), &nd); err != nil {
+				t.Fatalf("NillableDuration: %v", err)
+			}
+			if nd.Duration == nil || *nd.Duration != v1.MaxDuration {
+				t.Errorf("NillableDuration = %v, want %v", nd.Duration, v1.MaxDuration)
+			}
+			if out, _ := json.Marshal(nd); string(out) != `"`+in+`"` {
+				t.Errorf("NillableDuration marshalled %s, want the stored text back", out)
+			}
+			var d v1.Duration
+			if err := json.Unmarshal([]byte(`"`+in+`"`), &d); err != nil {
+				t.Fatalf("Duration: %v", err)
+			}
+			if d.Duration != v1.MaxDuration {
+				t.Errorf("Duration = %v, want %v", d.Duration, v1.MaxDuration)
+			}
+		})
+	}
+	for _, bad := range []string{`"1d"`, `"h"`, `".h"`, `"3000000"`, `5`} {
+		var nd v1.NillableDuration
+		if err := json.Unmarshal([]byte(bad), &nd); err == nil {
+			t.Errorf("NillableDuration %s decoded without error", bad)
+		}
+		var d v1.Duration
+		if err := json.Unmarshal([]byte(bad), &d); err == nil {
+			t.Errorf("Duration %s decoded without error", bad)
+		}
+	}
+	var d v1.Duration
+	if err := json.Unmarshal([]byte(`"1h30m"`), &d); err != nil || d.Duration != 90*time.Minute {
+		t.Errorf("Duration 1h30m = %v, %v", d.Duration, err)
+	}
+	if out, _ := json.Marshal(d); string(out) != `"1h30m0s"` {
+		t.Errorf("Duration marshalled %s, want metav1.Duration's form", out)
+	}
+
+	// Whole objects, as an informer decodes them.
+	pool := []byte(`{"apiVersion":"karpenter.sh/v1","kind":"NodePool","metadata":{"name":"p"},"spec":{
+		"disruption":{"consolidateAfter":"3000000h","budgets":[{"nodes":"0","schedule":"@daily","duration":"3000000h"}]},
+		"template":{"spec":{"expireAfter":"3000000h","terminationGracePeriod":"3000000h","requirements":[],
+			"nodeClassRef":{"group":"karpenter.k8s.aws","kind":"EC2NodeClass","name":"d"}}}}}`)
+	var np v1.NodePool
+	if err := json.Unmarshal(pool, &np); err != nil {
+		t.Fatalf("NodePool: %v", err)
+	}
+	if got := *np.Spec.Disruption.ConsolidateAfter.Duration; got != v1.MaxDuration {
+		t.Errorf("consolidateAfter = %v", got)
+	}
+	if got := np.Spec.Disruption.Budgets[0].Duration.Duration; got != v1.MaxDuration {
+		t.Errorf("budget duration = %v", got)
+	}
+	if got := *np.Spec.Template.Spec.ExpireAfter.Duration; got != v1.MaxDuration {
+		t.Errorf("expireAfter = %v", got)
+	}
+	if got := np.Spec.Template.Spec.TerminationGracePeriod.Duration; got != v1.MaxDuration {
+		t.Errorf("terminationGracePeriod = %v", got)
+	}
+	claim := []byte(`{"apiVersion":"karpenter.sh/v1","kind":"NodeClaim","metadata":{"name":"c"},"spec":{
+		"expireAfter":"3000000h","terminationGracePeriod":"3000000h","requirements":[],
+		"nodeClassRef":{"group":"karpenter.k8s.aws","kind":"EC2NodeClass","name":"d"}}}`)
+	var nc v1.NodeClaim
+	if err := json.Unmarshal(claim, &nc); err != nil {
+		t.Fatalf("NodeClaim: %v", err)
+	}
+	if *nc.Spec.ExpireAfter.Duration != v1.MaxDuration || nc.Spec.TerminationGracePeriod.Duration != v1.MaxDuration {
+		t.Errorf("NodeClaim durations = %v, %v", nc.Spec.ExpireAfter.Duration, nc.Spec.TerminationGracePeriod)
+	}
+}

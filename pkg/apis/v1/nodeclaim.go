@@ -45,13 +45,15 @@ type NodeClaimSpec struct {
 	// TerminationGracePeriod bounds how long draining the node may take; see
 	// NodeClaimTemplateSpec.
 	// +kubebuilder:validation:Pattern=`^([0-9]+(s|m|h))+$`
+	// +kubebuilder:validation:XValidation:message="must be at most 2562047h",rule="duration(self) <= duration('2562047h')"
 	// +kubebuilder:validation:Type="string"
 	// +optional
-	TerminationGracePeriod *metav1.Duration `json:"terminationGracePeriod,omitempty"`
+	TerminationGracePeriod *Duration `json:"terminationGracePeriod,omitempty"`
 
 	// ExpireAfter is the maximum age of the node; "Never" disables expiry.
 	// +kubebuilder:default:="720h"
 	// +kubebuilder:validation:Pattern=`^(([0-9]+(s|m|h))+|Never)$`
+	// +kubebuilder:validation:XValidation:message="must be at most 2562047h",rule="self == 'Never' || duration(self) <= duration('2562047h')"
 	// +kubebuilder:validation:Type="string"
 	// +kubebuilder:validation:Schemaless
 	// +optional

@@ -27,6 +27,8 @@ func TestNodeClaimValidationRejects(t *testing.T) {
 		{"nodeClassRef name empty", []mutation{set("", "spec", "nodeClassRef", "name")}, want("spec.nodeClassRef.name", "name may not be empty")},
 		{"expireAfter with a space", []mutation{set("1 h", "spec", "expireAfter")}, want("spec.expireAfter", "should match")},
 		{"terminationGracePeriod in days", []mutation{set("2d", "spec", "terminationGracePeriod")}, want("spec.terminationGracePeriod", "should match")},
+		{"expireAfter past time.Duration", []mutation{set("3000000h", "spec", "expireAfter")}, want("spec.expireAfter", "must be at most 2562047h")},
+		{"terminationGracePeriod past time.Duration", []mutation{set("3000000h", "spec", "terminationGracePeriod")}, want("spec.terminationGracePeriod", "must be at most 2562047h")},
 		{"resource request not a quantity", []mutation{set("one", "spec", "resources", "requests", "cpu")}, want("spec.resources.requests.cpu", "should match")},
 		{"taint effect unknown", []mutation{set([]any{taint("example.com/t", "", "Evict")}, "spec", "taints")}, want("spec.taints[0].effect", "Unsupported value")},
 		{"startup taint key empty", []mutation{set([]any{taint("", "", "NoSchedule")}, "spec", "startupTaints")}, want("spec.startupTaints[0].key", "should be at least 1 chars long")},

@@ -57,6 +57,7 @@ type Disruption struct {
 	// consolidation may act on it; "Never" turns consolidation (including
 	// removal of empty nodes) off. Ignored on static pools.
 	// +kubebuilder:validation:Pattern=`^(([0-9]+(s|m|h))+|Never)$`
+	// +kubebuilder:validation:XValidation:message="must be at most 2562047h",rule="self == 'Never' || duration(self) <= duration('2562047h')"
 	// +kubebuilder:validation:Type="string"
 	// +kubebuilder:validation:Schemaless
 	// +required
@@ -109,9 +110,10 @@ type Budget struct {
 	// Hours and minutes only, since cron has minute resolution; the optional
 	// trailing "0s" admits what metav1.Duration prints.
 	// +kubebuilder:validation:Pattern=`^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$`
+	// +kubebuilder:validation:XValidation:message="must be at most 2562047h",rule="duration(self) <= duration('2562047h')"
 	// +kubebuilder:validation:Type="string"
 	// +optional
-	Duration *metav1.Duration `json:"duration,omitempty" hash:"ignore"`
+	Duration *Duration `json:"duration,omitempty" hash:"ignore"`
 }
 
 // ConsolidationPolicy selects which nodes consolidation may remove or
@@ -244,15 +246,17 @@ type NodeClaimTemplateSpec struct {
 	// own terminationGracePeriodSeconds before the deadline. Unset means
 	// wait for the drain indefinitely.
 	// +kubebuilder:validation:Pattern=`^([0-9]+(s|m|h))+$`
+	// +kubebuilder:validation:XValidation:message="must be at most 2562047h",rule="duration(self) <= duration('2562047h')"
 	// +kubebuilder:validation:Type="string"
 	// +optional
-	TerminationGracePeriod *metav1.Duration `json:"terminationGracePeriod,omitempty"`
+	TerminationGracePeriod *Duration `json:"terminationGracePeriod,omitempty"`
 
 	// ExpireAfter is the maximum age of a node, measured from creation; an
 	// expired NodeClaim is deleted without waiting for budgets. "Never"
 	// disables expiry.
 	// +kubebuilder:default:="720h"
 	// +kubebuilder:validation:Pattern=`^(([0-9]+(s|m|h))+|Never)$`
+	// +kubebuilder:validation:XValidation:message="must be at most 2562047h",rule="self == 'Never' || duration(self) <= duration('2562047h')"
 	// +kubebuilder:validation:Type="string"
 	// +kubebuilder:validation:Schemaless
 	// +optional

@@ -1,6 +1,10 @@
 package v1
 
-import "github.com/karpenter-go/karpenter/pkg/apis/v1/internal/templatehash"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/karpenter-go/karpenter/pkg/apis/v1/internal/templatehash"
+)
 
 // Hash is the karpenter.sh/nodepool-hash value of the pool's template (hash
 // version NodePoolHashVersion), equal to upstream Karpenter's for the same
@@ -11,10 +15,12 @@ func (in *NodePool) Hash() string {
 	out := templatehash.NodeClaimTemplate{
 		ObjectMeta: templatehash.ObjectMeta{Labels: t.LabelMap(), Annotations: t.Annotations},
 		Spec: templatehash.NodeClaimTemplateSpec{
-			Taints:                 t.Spec.Taints,
-			StartupTaints:          t.Spec.StartupTaints,
-			TerminationGracePeriod: t.Spec.TerminationGracePeriod,
+			Taints:        t.Spec.Taints,
+			StartupTaints: t.Spec.StartupTaints,
 		},
+	}
+	if tgp := t.Spec.TerminationGracePeriod; tgp != nil {
+		out.Spec.TerminationGracePeriod = &metav1.Duration{Duration: tgp.Duration}
 	}
 	if ref := t.Spec.NodeClassRef; ref != nil {
 		out.Spec.NodeClassRef = &templatehash.NodeClassReference{Kind: ref.Kind, Name: ref.Name, Group: ref.Group}

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -26,7 +25,7 @@ func hashedPool() *v1.NodePool {
 		{Key: "b", Value: "1", Effect: corev1.TaintEffectNoExecute},
 	}
 	np.Spec.Template.Spec.ExpireAfter = v1.MustParseNillableDuration("720h")
-	np.Spec.Template.Spec.TerminationGracePeriod = &metav1.Duration{Duration: time.Hour}
+	np.Spec.Template.Spec.TerminationGracePeriod = &v1.Duration{Duration: time.Hour}
 	return np
 }
 
@@ -67,7 +66,7 @@ func TestNodePoolHash(t *testing.T) {
 		{"node class", func(np *v1.NodePool) { np.Spec.Template.Spec.NodeClassRef.Name = "other" }, false},
 		{"expire never", func(np *v1.NodePool) { np.Spec.Template.Spec.ExpireAfter = v1.NeverDuration() }, false},
 		{"grace period", func(np *v1.NodePool) {
-			np.Spec.Template.Spec.TerminationGracePeriod = &metav1.Duration{Duration: 2 * time.Hour}
+			np.Spec.Template.Spec.TerminationGracePeriod = &v1.Duration{Duration: 2 * time.Hour}
 		}, false},
 	}
 	for _, tt := range tests {

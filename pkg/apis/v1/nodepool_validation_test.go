@@ -166,6 +166,8 @@ func TestNodePoolValidationRejects(t *testing.T) {
 		{"expireAfter lowercase never", []mutation{set("never", path(tmplSpec, "expireAfter")...)}, want("spec.template.spec.expireAfter", "should match")},
 		{"terminationGracePeriod Never", []mutation{set("Never", path(tmplSpec, "terminationGracePeriod")...)}, want("spec.template.spec.terminationGracePeriod", "should match")},
 		{"terminationGracePeriod fractional", []mutation{set("1.5h", path(tmplSpec, "terminationGracePeriod")...)}, want("spec.template.spec.terminationGracePeriod", "should match")},
+		{"expireAfter past time.Duration", []mutation{set("3000000h", path(tmplSpec, "expireAfter")...)}, want("spec.template.spec.expireAfter", "must be at most 2562047h")},
+		{"terminationGracePeriod past time.Duration", []mutation{set("3000000h", path(tmplSpec, "terminationGracePeriod")...)}, want("spec.template.spec.terminationGracePeriod", "must be at most 2562047h")},
 
 		// Taints (the key/value patterns and effect enum come from the CRD post-processor).
 		{"taint without effect", []mutation{set([]any{map[string]any{"key": "example.com/taint"}}, path(tmplSpec, "taints")...)}, want("spec.template.spec.taints[0].effect", "Required value")},
@@ -176,6 +178,10 @@ func TestNodePoolValidationRejects(t *testing.T) {
 
 		// Disruption.
 		{"consolidateAfter missing from a disruption block", []mutation{set(map[string]any{"consolidationPolicy": "WhenEmpty"}, "spec", "disruption")}, want("spec.disruption.consolidateAfter", "Required value")},
+		{"consolidateAfter past time.Duration", []mutation{set("3000000h", "spec", "disruption", "consolidateAfter")}, want("spec.disruption.consolidateAfter", "must be at most 2562047h")},
+		{"consolidateAfter summing past time.Duration", []mutation{set("2000000h2000000h", "spec", "disruption", "consolidateAfter")}, want("spec.disruption.consolidateAfter", "must be at most 2562047h")},
+		{"consolidateAfter past the bound", []mutation{set("2562047h1m", "spec", "disruption", "consolidateAfter")}, want("spec.disruption.consolidateAfter", "must be at most 2562047h")},
+		{"budget duration past time.Duration", []mutation{disruption(map[string]any{"nodes": "0", "schedule": "@daily", "duration": "3000000h"})}, want("spec.disruption.budgets[0].duration", "must be at most 2562047h")},
 		{"consolidateAfter in days", []mutation{set("1d", "spec", "disruption", "consolidateAfter")}, want("spec.disruption.consolidateAfter", "should match")},
 		{"consolidationPolicy from v1beta1", []mutation{set("0s", "spec", "disruption", "consolidateAfter"), set("WhenUnderutilized", "spec", "disruption", "consolidationPolicy")}, want("spec.disruption.consolidationPolicy", "Unsupported value")},
 		{"budget nodes above 100%", []mutation{disruption(map[string]any{"nodes": "101%"})}, want("spec.disruption.budgets[0].nodes", "should match")},
@@ -240,6 +246,7 @@ func TestNodePoolValidationAccepts(t *testing.T) {
 		{"requirement on karpenter.sh/capacity-type with minValues", []mutation{requirements(tmplSpec, withMinValues(req("karpenter.sh/capacity-type", "In", "spot", "on-demand"), 2))}},
 		{"minValues on Exists", []mutation{requirements(tmplSpec, withMinValues(req("karpenter.k8s.aws/instance-family", "Exists"), 5))}},
 		{"durations", []mutation{set("Never", path(tmplSpec, "expireAfter")...), set("1h30m", path(tmplSpec, "terminationGracePeriod")...)}},
+		{"durations at the bound", []mutation{set("2562047h", path(tmplSpec, "expireAfter")...), set("2562047h", path(tmplSpec, "terminationGracePeriod")...), set("2562047h", "spec", "disruption", "consolidateAfter")}},
 		{"taints", []mutation{
 			set([]any{taint("example.com/gpu", "true", "NoSchedule"), taint("dedicated", "", "PreferNoSchedule")}, path(tmplSpec, "taints")...),
 			set([]any{taint("node.cilium.io/agent-not-ready", "", "NoExecute")}, path(tmplSpec, "startupTaints")...),

@@ -134,6 +134,7 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:validation:XValidation:message="tag contains a restricted tag matching karpenter.sh/nodepool",rule="self.all(k, k != 'karpenter.sh/nodepool')"
 	// +kubebuilder:validation:XValidation:message="tag contains a restricted tag matching karpenter.sh/nodeclaim",rule="self.all(k, k !='karpenter.sh/nodeclaim')"
 	// +kubebuilder:validation:XValidation:message="tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass",rule="self.all(k, k !='karpenter.k8s.aws/ec2nodeclass')"
+	// +kubebuilder:validation:XValidation:message="tag contains a restricted tag matching karpenter-go.io/",rule="self.all(k, !k.startsWith('karpenter-go.io/'))"
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
 

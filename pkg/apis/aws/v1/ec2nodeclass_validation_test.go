@@ -169,6 +169,10 @@ func TestEC2NodeClassRejected(t *testing.T) {
 			field: "spec.tags", msg: "tag contains a restricted tag matching karpenter.sh/nodeclaim"},
 		{name: "tag karpenter.k8s.aws/ec2nodeclass", patch: `tags: {karpenter.k8s.aws/ec2nodeclass: x}`,
 			field: "spec.tags", msg: "tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass"},
+		{name: "tag karpenter-go.io/ prefix", patch: `tags: {karpenter-go.io/launch-state: x}`,
+			field: "spec.tags", msg: "tag contains a restricted tag matching karpenter-go.io/"},
+		{name: "tag karpenter-go.io/ member prefix", patch: `tags: {karpenter-go.io/launch-members-0: x}`,
+			field: "spec.tags", msg: "tag contains a restricted tag matching karpenter-go.io/"},
 
 		// blockDeviceMappings
 		{name: "two root volumes", patch: `blockDeviceMappings: [{deviceName: /dev/xvda, rootVolume: true, ebs: {volumeSize: 20Gi}}, {deviceName: /dev/xvdb, rootVolume: true, ebs: {volumeSize: 20Gi}}]`,
@@ -257,6 +261,7 @@ func TestEC2NodeClassAccepted(t *testing.T) {
 		{name: "alias exactly 30 bytes", patch: `amiSelectorTerms: [{alias: al2023@v20240625-0123456789abc}]`},
 		{name: "kubelet passthrough fields", patch: `kubelet: {maxPods: 110, containerLogMaxSize: 50Mi, evictionHard: {memory.available: 5%}, kubeReserved: {cpu: "max(60, vcpus * 30)"}}`},
 		{name: "user tags", patch: `tags: {team: platform, kubernetes.io/role: worker, karpenter.sh/discovery: test}`},
+		{name: "user tags near our prefix", patch: `tags: {example.com/karpenter-go.io/x: a, karpenter-go.io: b, karpenter-go.iox/y: c}`},
 		{name: "block devices", patch: `blockDeviceMappings: [{deviceName: /dev/xvda, rootVolume: true, ebs: {volumeSize: 100Gi, volumeType: gp3, iops: 3000, throughput: 125, encrypted: true, deleteOnTermination: true, kmsKeyID: alias/ebs}}, {deviceName: /dev/xvdb, ebs: {snapshotID: snap-0a1b, volumeInitializationRate: 300}}, {deviceName: /dev/xvdc, ebs: {volumeSize: 64T}}]`},
 		{name: "network interfaces with efa-only", patch: `networkInterfaces: [{networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}, {networkCardIndex: 1, deviceIndex: 0, interfaceType: efa-only}, {networkCardIndex: 2, deviceIndex: 0, interfaceType: efa-only}]`},
 		{name: "placement group by id", patch: `placementGroupSelector: {id: pg-0a1b2c}`},

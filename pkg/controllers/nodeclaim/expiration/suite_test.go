@@ -105,7 +105,7 @@ func TestExpiration(t *testing.T) {
 			nc := newNodeClaim(t, ctx, func(nc *v1.NodeClaim) {
 				nc.Spec.ExpireAfter = v1.MustParseNillableDuration(tt.expireAfter)
 				if tt.tgp != nil {
-					nc.Spec.TerminationGracePeriod = &metav1.Duration{Duration: *tt.tgp}
+					nc.Spec.TerminationGracePeriod = &v1.Duration{Duration: *tt.tgp}
 				}
 			})
 			clk := clocktesting.NewFakeClock(nc.CreationTimestamp.Add(tt.age))

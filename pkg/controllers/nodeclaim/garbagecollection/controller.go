@@ -2,7 +2,8 @@
 // cloud provider's instances in both directions: a registered NodeClaim
 // whose instance vanished (and whose Node is gone or not Ready) is deleted,
 // and an instance no NodeClaim accounts for, once older than a grace period,
-// is terminated so crashes and lost writes cannot leak machines.
+// is terminated, and its Node deleted, so crashes and lost writes cannot leak
+// machines or leave their Nodes behind.
 package garbagecollection
 
 import (
@@ -179,6 +180,32 @@ func (c *Controller) collectInstances(ctx context.Context, claims []v1.NodeClaim
 			continue
 		}
 		log.FromContext(ctx).Info("garbage collecting instance with no nodeclaim", "provider-id", in.Status.ProviderID)
+		if err := c.deleteNodes(ctx, in.Status.ProviderID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteNodes deletes the Node objects of a leaked instance: with no
+// NodeClaim nothing else would, and a Node left behind keeps pods bound to
+// a machine that is going away. A Node carrying the termination finalizer
+// goes through the node termination controller as usual.
+func (c *Controller) deleteNodes(ctx context.Context, providerID string) error {
+	nodes, err := index.NodesForProviderID(ctx, c.kube, providerID)
+	if err != nil {
+		return fmt.Errorf("finding nodes of leaked instance %s: %w", providerID, err)
+	}
+	var errs []error
+	for _, node := range nodes {
+		if !node.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := c.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("deleting node %s of leaked instance %s: %w", node.Name, providerID, err))
+			continue
+		}
+		log.FromContext(ctx).Info("garbage collecting node with no nodeclaim", "Node", map[string]string{"name": node.Name}, "provider-id", providerID)
 	}
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,6 +80,7 @@ func TestGarbageCollection(t *testing.T) {
 
 	// Instances.
 	leaked := cloud.AddInstance("leaked", metav1.NewTime(clk.Now().Add(-time.Minute)))
+	node(t, ctx, "leaked", leaked, corev1.ConditionTrue) // joined, but its NodeClaim is gone
 	fresh := cloud.AddInstance("fresh", metav1.NewTime(clk.Now().Add(-5*time.Second)))
 	inFlight := cloud.AddInstance("in-flight", metav1.NewTime(clk.Now().Add(-time.Minute)))
 	nodeClaim(t, ctx, "in-flight", "", false) // launched, provider ID not stored yet
@@ -91,8 +93,12 @@ func TestGarbageCollection(t *testing.T) {
 	require.True(t, exists(t, ctx, "orphan-ready"), "a Ready node proves the machine is alive")
 	require.True(t, exists(t, ctx, "unregistered"), "only registered nodeclaims are collected")
 
-	// Only the old, unclaimed instance is terminated (Delete starts it).
+	// Only the old, unclaimed instance is terminated (Delete starts it),
+	// and its orphaned Node goes with it.
 	require.Equal(t, 1, cloud.DeleteCalls)
+	require.True(t, apierrors.IsNotFound(cp.Client.Get(ctx, client.ObjectKey{Name: "leaked"}, &corev1.Node{})),
+		"the leaked instance's Node is deleted")
+	require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: "orphan-ready"}, &corev1.Node{}), "other Nodes stay")
 	require.Empty(t, cloud.DeletedIDs)
 	require.True(t, cloud.Has(alive))
 	require.True(t, cloud.Has(fresh))

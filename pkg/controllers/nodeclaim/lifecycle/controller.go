@@ -306,13 +306,23 @@ func (c *Controller) finalize(ctx context.Context, nc *v1.NodeClaim) (reconcile.
 		}
 	}
 
-	if nc.IsTrue(v1.ConditionTypeRegistered) && providerID != "" {
+	// The Node is found by provider id whether or not Registered was
+	// written: a registration whose status patch was lost, or a kubelet that
+	// joined after the NodeClaim was deleted, still leaves a Node with pods
+	// on it. Upstream deletes Nodes only of Registered NodeClaims.
+	if providerID != "" {
 		nodes, err := index.NodesForProviderID(ctx, c.kube, providerID)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
 		for _, node := range nodes {
 			if node.DeletionTimestamp.IsZero() {
+				if err := c.ensureTerminationFinalizer(ctx, node); err != nil {
+					if apierrors.IsConflict(err) {
+						return reconcile.Result{Requeue: true}, nil
+					}
+					return reconcile.Result{}, client.IgnoreNotFound(err)
+				}
 				if err := c.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
 					return reconcile.Result{}, fmt.Errorf("deleting node %s: %w", node.Name, err)
 				}
@@ -377,6 +387,21 @@ func (c *Controller) finalize(ctx context.Context, nc *v1.NodeClaim) (reconcile.
 	}
 	metrics.NodeClaimsTerminatedTotal.WithLabelValues(nc.Labels[v1.NodePoolLabelKey], nc.Labels[v1.CapacityTypeLabelKey], nc.Labels[corev1.LabelTopologyZone]).Inc()
 	return reconcile.Result{}, nil
+}
+
+// ensureTerminationFinalizer puts the termination finalizer on a Node that
+// registration never reached, so deleting it drains it through the node
+// termination controller instead of dropping it with its pods.
+func (c *Controller) ensureTerminationFinalizer(ctx context.Context, node *corev1.Node) error {
+	if controllerutil.ContainsFinalizer(node, v1.TerminationFinalizer) {
+		return nil
+	}
+	stored := node.DeepCopy()
+	controllerutil.AddFinalizer(node, v1.TerminationFinalizer)
+	if err := c.kube.Patch(ctx, node, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("adding termination finalizer to node %s: %w", node.Name, err)
+	}
+	return nil
 }
 
 // annotateTerminationTime records deletion time + terminationGracePeriod as

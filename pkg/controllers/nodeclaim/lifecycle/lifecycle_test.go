@@ -28,7 +28,7 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 	e := newEnv(t)
 	e.cloud.CreateLabels = map[string]string{"team": "provider", "example.com/provider-label": "x"}
 	nc := e.nodeClaim(func(nc *v1.NodeClaim) {
-		nc.Spec.TerminationGracePeriod = &metav1.Duration{Duration: time.Hour}
+		nc.Spec.TerminationGracePeriod = &v1.Duration{Duration: time.Hour}
 	})
 
 	// Launch.
@@ -352,4 +352,33 @@ func TestFailedTerminationKeepsTheNodeClaim(t *testing.T) {
 	e.reconcile(nc.Name) // ...and reports not-found
 	require.True(t, e.gone(nc.Name))
 	require.False(t, e.cloud.Has(id))
+}
+
+// TestFinalizerDeletesUnregisteredNode: a NodeClaim deleted after its
+// kubelet joined but before Registered was written still has its Node
+// deleted, with the termination finalizer put on first so that the Node is
+// drained, and the instance is terminated only once the Node is gone.
+func TestFinalizerDeletesUnregisteredNode(t *testing.T) {
+	e := newEnv(t)
+	nc := e.nodeClaim()
+	e.reconcile(nc.Name)
+	nc = e.get(nc.Name)
+	node := e.kubeletNode(nc) // joined; registration has not run
+	requireCondition(t, nc, v1.ConditionTypeRegistered, metav1.ConditionUnknown, "NodeNotFound")
+	require.NoError(t, cp.Client.Delete(e.ctx, nc))
+
+	e.reconcile(nc.Name)
+	require.NoError(t, cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node))
+	require.False(t, node.DeletionTimestamp.IsZero(), "the Node found by provider id is deleted")
+	require.True(t, controllerutil.ContainsFinalizer(node, v1.TerminationFinalizer), "and drained by node termination")
+	require.Equal(t, 0, e.cloud.DeleteCalls, "instance stays until the node is gone")
+	require.False(t, e.gone(nc.Name))
+
+	// Stand in for node termination.
+	controllerutil.RemoveFinalizer(node, v1.TerminationFinalizer)
+	require.NoError(t, cp.Client.Update(e.ctx, node))
+	e.reconcile(nc.Name)
+	e.reconcile(nc.Name)
+	require.True(t, e.gone(nc.Name))
+	require.False(t, e.cloud.Has(nc.Status.ProviderID))
 }

@@ -39,22 +39,22 @@ func (o resolved) bootstrapSh() string {
 	b.WriteString("#!/bin/bash -xe\n")
 	b.WriteString("exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n")
 	// bootstrap.sh parses "--flag value", never "--flag=value".
-	fmt.Fprintf(&b, "/etc/eks/bootstrap.sh '%s' --apiserver-endpoint '%s'", o.ClusterName, o.ClusterEndpoint)
+	fmt.Fprintf(&b, "/etc/eks/bootstrap.sh %s --apiserver-endpoint %s", shellQuote(o.ClusterName), shellQuote(o.ClusterEndpoint))
 	if o.CABundle != "" {
-		fmt.Fprintf(&b, " --b64-cluster-ca '%s'", o.CABundle)
+		fmt.Fprintf(&b, " --b64-cluster-ca %s", shellQuote(o.CABundle))
 	}
 	if o.kubelet.ipv6() {
 		b.WriteString(" \\\n--ip-family ipv6")
 	}
 	if len(o.kubelet.ClusterDNS) > 0 {
-		fmt.Fprintf(&b, " \\\n--dns-cluster-ip '%s'", o.kubelet.ClusterDNS[0])
+		fmt.Fprintf(&b, " \\\n--dns-cluster-ip %s", shellQuote(o.kubelet.ClusterDNS[0]))
 	}
 	// An explicit max-pods must not be overridden by the AMI's ENI table.
 	if o.kubelet.MaxPods != nil {
 		b.WriteString(" \\\n--use-max-pods false")
 	}
 	if args := o.kubeletExtraArgs(); len(args) > 0 {
-		fmt.Fprintf(&b, " \\\n--kubelet-extra-args '%s'", strings.Join(args, " "))
+		fmt.Fprintf(&b, " \\\n--kubelet-extra-args %s", shellQuote(strings.Join(args, " ")))
 	}
 	if o.raid0() {
 		b.WriteString(" \\\n--local-disks raid0")

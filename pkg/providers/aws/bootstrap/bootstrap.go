@@ -76,6 +76,9 @@ func UserData(ctx context.Context, opts Options) (string, error) {
 		return "", err
 	}
 	o := resolved{Options: opts, kubelet: kc, labels: nodeLabels(opts.Labels), taints: sortedTaints(opts.Taints)}
+	if err := o.validate(); err != nil {
+		return "", err
+	}
 	switch opts.Family {
 	case awsv1.AMIFamilyAL2:
 		return o.al2()
@@ -84,7 +87,7 @@ func UserData(ctx context.Context, opts Options) (string, error) {
 	case awsv1.AMIFamilyBottlerocket:
 		return o.bottlerocket(ctx)
 	case awsv1.AMIFamilyWindows2019, awsv1.AMIFamilyWindows2022, awsv1.AMIFamilyWindows2025:
-		return o.windows(), nil
+		return o.windows()
 	}
 	return "", fmt.Errorf("no user data for AMI family %q", opts.Family)
 }

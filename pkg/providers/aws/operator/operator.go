@@ -91,6 +91,10 @@ type Options struct {
 	// reservations are resolved into EC2NodeClass status (and Ready waits
 	// for them), and the capacity-type and expiration controllers run.
 	ReservedCapacity bool
+	// LaunchTemplateTTL and LaunchTemplatePruneInterval tune the pruning
+	// of unused launch templates (tests); zero is the default (1m each).
+	LaunchTemplateTTL           time.Duration
+	LaunchTemplatePruneInterval time.Duration
 }
 
 // Provider is the assembled AWS provider.
@@ -186,7 +190,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		ZonalShifts:  typeShifts,
 		Clock:        o.Clock,
 	})
-	launchTemplates := launchtemplate.NewProvider(clients.EC2, s.ClusterName, launchtemplate.ProviderOptions{})
+	launchTemplates := launchtemplate.NewProvider(clients.EC2, s.ClusterName, launchtemplate.ProviderOptions{TTL: o.LaunchTemplateTTL})
 	var serverVersion discovery.ServerVersionInterface
 	if o.RestConfig != nil {
 		if serverVersion, err = discovery.NewDiscoveryClientForConfig(o.RestConfig); err != nil {
@@ -266,8 +270,8 @@ func (p *Provider) nodeClaimEvent(name, eventType, reason, message string) {
 // Register adds the AWS controllers to mgr: EC2NodeClass status,
 // finalization and hash, post-registration instance tags, the instance-type
 // and offering gauges, the refresher of prices and instance types, the
-// instance-status check, and, when INTERRUPTION_QUEUE names a queue, the
-// interruption controller.
+// instance-status check, the pruning of unused launch templates, and, when
+// INTERRUPTION_QUEUE names a queue, the interruption controller.
 func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 	kube, s := p.opts.Kube, p.opts.Settings
 	recorder := mgr.GetEventRecorderFor("karpenter") //nolint:staticcheck // core/v1 events, like the rest of the project
@@ -283,6 +287,8 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
 		ssminvalidation.New(p.amis, p.nodeClass, s.SSMInvalidationInterval, p.log.WithName("ssm")),
 		capacity.NewController(kube, p.types),
+		// Leader only: deletes the cluster's launch templates unused for the TTL.
+		launchtemplate.NewPruner(p.templates, p.opts.LaunchTemplatePruneInterval, p.log.WithName("launchtemplate")),
 	}
 	if !s.IsolatedVPC {
 		// IAM has no endpoint inside an isolated VPC.
