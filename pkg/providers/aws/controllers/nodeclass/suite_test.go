@@ -118,9 +118,9 @@ func newController(ssmTTL time.Duration, mutate ...func(*nodeclass.Options)) (*n
 		SSMTTL:            ssmTTL, ImageTTL: time.Millisecond,
 	})
 	opts := nodeclass.Options{
-		Subnets:          subnet.NewProvider(clients.EC2, time.Minute),
-		SecurityGroups:   securitygroup.NewProvider(clients.EC2, 0),
-		AMIs:             amis,
+		Subnets:        subnet.NewProvider(clients.EC2, time.Minute),
+		SecurityGroups: securitygroup.NewProvider(clients.EC2, 0),
+		AMIs:           amis,
 		// Propagation off: these tests read a class Ready after one
 		// reconcile; TestInstanceProfilePropagation turns it on.
 		InstanceProfiles: instanceprofile.NewProvider(clients.IAM, clients.Region, clusterName).WithPropagation(0, nil),
