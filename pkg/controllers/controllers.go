@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider/overlay"
 	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
 	nodemetrics "github.com/karpenter-go/karpenter/pkg/controllers/metrics/node"
 	podmetrics "github.com/karpenter-go/karpenter/pkg/controllers/metrics/pod"
@@ -30,6 +31,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/podevents"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeoverlay"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/counter"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/readiness"
@@ -126,6 +128,16 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		shared.Unavailable = cloudprovider.NewUnavailableOfferings(op.Clock, 0)
 	}
 	kube, cloud := op.Client, shared.CloudProvider
+	// NodeOverlays (gate NodeOverlay): every controller below reads instance
+	// types through the overlay decorator, so provisioning, consolidation,
+	// limits and the cost metrics all see overlaid prices and capacity. The
+	// NodeOverlay controller itself reads the provider underneath.
+	var overlays *nodeoverlay.Controller
+	if op.Options.FeatureGates.NodeOverlay {
+		holder := overlay.NewHolder()
+		overlays = nodeoverlay.NewController(kube, cloud, holder)
+		cloud = overlay.Decorate(cloud, holder)
+	}
 	cluster := state.NewCluster(op.Clock, kube, state.Options{
 		BatchMaxDuration: op.Options.BatchMaxDuration,
 		PodMetrics:       !op.Options.DisableClusterStateObservability,
@@ -225,9 +237,12 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 			}
 		}
 	}
-	// Gated controllers; both gates default to off, as upstream's.
+	// Gated controllers; the gates default to off, as upstream's.
 	var gated []interface {
 		Register(context.Context, manager.Manager) error
+	}
+	if overlays != nil {
+		gated = append(gated, overlays)
 	}
 	if op.Options.FeatureGates.StaticCapacity {
 		gated = append(gated, staticprovisioning.NewController(kube, cluster), staticdeprovisioning.NewController(kube, cluster, op.Clock))
