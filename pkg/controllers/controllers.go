@@ -20,6 +20,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider/overlay"
+	"github.com/karpenter-go/karpenter/pkg/controllers/capacitybuffer"
 	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
 	nodemetrics "github.com/karpenter-go/karpenter/pkg/controllers/metrics/node"
 	podmetrics "github.com/karpenter-go/karpenter/pkg/controllers/metrics/pod"
@@ -144,6 +145,12 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		// Unlaunched NodeClaims count against limits as the solver charged them.
 		InstanceTypes: state.CloudInstanceTypes(kube, cloud),
 	})
+	// CapacityBuffers (gate CapacityBuffer): their virtual pods, planned
+	// for by provisioning, and the nodes holding them, left by disruption.
+	var buffers *state.Buffers
+	if op.Options.FeatureGates.CapacityBuffer {
+		buffers = state.NewBuffers()
+	}
 	// Launch and registration outcomes, per NodePool, for NodeRegistrationHealthy.
 	registrationHealth := nodepoolhealth.NewTracker()
 	if err := state.Register(ctx, op.Manager, cluster); err != nil {
@@ -161,6 +168,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		IgnoreTaints:          []corev1.Taint{disruptionpkg.LaunchTaint},
 		IgnoreDRARequests:     op.Options.IgnoreDRARequests,
 		Clock:                 op.Clock,
+		Buffers:               buffers,
 	})
 	// Disruption simulates with a builder of its own, configured as
 	// provisioning's, so its plans match what a provisioning round would do.
@@ -212,6 +220,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 			Clock: op.Clock, Recorder: op.EventRecorder, InstanceTypes: cloud,
 			Strategy:          strategy,
 			DrainDeletionCost: op.Options.ConsolidationDrainDeletionCost,
+			Buffers:           buffers,
 		}),
 	} {
 		if err := c.Register(ctx, op.Manager); err != nil {
@@ -243,6 +252,9 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 	}
 	if overlays != nil {
 		gated = append(gated, overlays)
+	}
+	if buffers != nil {
+		gated = append(gated, capacitybuffer.NewController(kube, buffers, provisioner))
 	}
 	if op.Options.FeatureGates.StaticCapacity {
 		gated = append(gated, staticprovisioning.NewController(kube, cluster), staticdeprovisioning.NewController(kube, cluster, op.Clock))
