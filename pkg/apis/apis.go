@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	autoscalingv1beta1 "github.com/karpenter-go/karpenter/pkg/apis/autoscaling/v1beta1"
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	kwokv1alpha1 "github.com/karpenter-go/karpenter/pkg/apis/kwok/v1alpha1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -24,7 +25,7 @@ import (
 // AddToScheme registers every API group this project serves.
 func AddToScheme(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{
-		v1.AddToScheme, v1alpha1.AddToScheme, awsv1.AddToScheme, kwokv1alpha1.AddToScheme,
+		v1.AddToScheme, v1alpha1.AddToScheme, awsv1.AddToScheme, kwokv1alpha1.AddToScheme, autoscalingv1beta1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return fmt.Errorf("adding API group to scheme: %w", err)

@@ -21,6 +21,7 @@ import (
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/apis/v1alpha1"
 )
 
 // Objects are the API objects every answer is computed from. They are also
@@ -43,6 +44,10 @@ type Objects struct {
 	// EC2NodeClasses are listed when the cluster serves them (the AWS
 	// provider), for `simulate` of class edits.
 	EC2NodeClasses []awsv1.EC2NodeClass `json:"ec2NodeClasses,omitempty"`
+	// NodeOverlays are listed when the cluster serves them. The answers
+	// apply those the controller marked Ready, which it does only with the
+	// NodeOverlay gate on: prices and capacity are then the controller's.
+	NodeOverlays []v1alpha1.NodeOverlay `json:"nodeOverlays,omitempty"`
 	// NominationEvents are the provisioner's Nominated events on pods
 	// ("Pod should schedule on: nodeclaim/…"): which pods each NodeClaim was
 	// launched for, while the API server keeps them (an hour by default).
@@ -86,6 +91,10 @@ func Load(ctx context.Context, kube client.Reader, now time.Time) (*Objects, err
 	if err := kube.List(ctx, classes); err == nil {
 		o.EC2NodeClasses = classes.Items
 	}
+	overlays := &v1alpha1.NodeOverlayList{}
+	if err := kube.List(ctx, overlays); err == nil {
+		o.NodeOverlays = overlays.Items
+	}
 	// Only "why node" reads these, to say which pods a node was launched
 	// for; a user who may not list events still gets every other answer.
 	events := &corev1.EventList{}
@@ -104,6 +113,9 @@ func (o *Objects) stripManagedFields() {
 	}
 	for i := range o.EC2NodeClasses {
 		o.EC2NodeClasses[i].ManagedFields = nil
+	}
+	for i := range o.NodeOverlays {
+		o.NodeOverlays[i].ManagedFields = nil
 	}
 	for i := range o.NodeClaims {
 		o.NodeClaims[i].ManagedFields = nil

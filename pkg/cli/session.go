@@ -14,7 +14,9 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/apis"
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/apis/v1alpha1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider/overlay"
 	disruptioncontroller "github.com/karpenter-go/karpenter/pkg/controllers/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 	"github.com/karpenter-go/karpenter/pkg/disruption/repack"
@@ -95,8 +97,10 @@ type providers struct {
 	// awsConfigured is false without an AWS configuration: EC2NodeClass
 	// pools are then refused with a plain reason instead of an SDK error.
 	awsConfigured bool
-	mu            sync.Mutex
-	cache         map[string]resolved
+	// overlays are the NodeOverlays the controller has in effect (Ready).
+	overlays []v1alpha1.NodeOverlay
+	mu       sync.Mutex
+	cache    map[string]resolved
 }
 
 type resolved struct {
@@ -122,6 +126,11 @@ func newProviders(o *Objects, opts Options) (*providers, error) {
 		awsCfg = *opts.AWS
 	}
 	p := &providers{byKind: map[schema.GroupKind]cloudprovider.CloudProvider{}, awsConfigured: opts.AWS != nil, cache: map[string]resolved{}}
+	for i := range o.NodeOverlays {
+		if o.NodeOverlays[i].IsReady() {
+			p.overlays = append(p.overlays, o.NodeOverlays[i])
+		}
+	}
 	for _, cp := range []cloudprovider.CloudProvider{kwokProvider, awsoperator.NewReadOnly(awsCfg, reader{o}, nil)} {
 		for gk := range cloudprovider.SupportedKinds(scheme, cp.GetSupportedNodeClasses()) {
 			p.byKind[gk] = cp
@@ -154,7 +163,14 @@ func (p *providers) resolve(ctx context.Context, np *v1.NodePool) ([]*scheduling
 	case ref.Group == awsv1.Group && !p.awsConfigured:
 		return nil, fmt.Errorf("cannot resolve instance types of %s.%s %q without AWS credentials and a region (the SDK's default chain found none)", ref.Kind, ref.Group, ref.Name)
 	}
-	return provider.GetInstanceTypes(ctx, np)
+	its, err := provider.GetInstanceTypes(ctx, np)
+	if err != nil || len(p.overlays) == 0 {
+		return its, err
+	}
+	// The Ready overlays passed the controller's conflict checks, so
+	// evaluating them over this pool alone applies them as it does.
+	store, _ := overlay.Evaluate(p.overlays, []overlay.Pool{overlay.PoolOf(np, its)})
+	return store.Apply(np.Name, its)
 }
 
 // classDrifter is the provider that judges edits of NodeClasses of the

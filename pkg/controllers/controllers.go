@@ -19,6 +19,8 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/cloudprovider/overlay"
+	"github.com/karpenter-go/karpenter/pkg/controllers/capacitybuffer"
 	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
 	nodemetrics "github.com/karpenter-go/karpenter/pkg/controllers/metrics/node"
 	podmetrics "github.com/karpenter-go/karpenter/pkg/controllers/metrics/pod"
@@ -30,6 +32,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/garbagecollection"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/lifecycle"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/podevents"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeoverlay"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/counter"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/hash"
 	"github.com/karpenter-go/karpenter/pkg/controllers/nodepool/readiness"
@@ -126,12 +129,28 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		shared.Unavailable = cloudprovider.NewUnavailableOfferings(op.Clock, 0)
 	}
 	kube, cloud := op.Client, shared.CloudProvider
+	// NodeOverlays (gate NodeOverlay): every controller below reads instance
+	// types through the overlay decorator, so provisioning, consolidation,
+	// limits and the cost metrics all see overlaid prices and capacity. The
+	// NodeOverlay controller itself reads the provider underneath.
+	var overlays *nodeoverlay.Controller
+	if op.Options.FeatureGates.NodeOverlay {
+		holder := overlay.NewHolder()
+		overlays = nodeoverlay.NewController(kube, cloud, holder)
+		cloud = overlay.Decorate(cloud, holder)
+	}
 	cluster := state.NewCluster(op.Clock, kube, state.Options{
 		BatchMaxDuration: op.Options.BatchMaxDuration,
 		PodMetrics:       !op.Options.DisableClusterStateObservability,
 		// Unlaunched NodeClaims count against limits as the solver charged them.
 		InstanceTypes: state.CloudInstanceTypes(kube, cloud),
 	})
+	// CapacityBuffers (gate CapacityBuffer): their virtual pods, planned
+	// for by provisioning, and the nodes holding them, left by disruption.
+	var buffers *state.Buffers
+	if op.Options.FeatureGates.CapacityBuffer {
+		buffers = state.NewBuffers()
+	}
 	// Launch and registration outcomes, per NodePool, for NodeRegistrationHealthy.
 	registrationHealth := nodepoolhealth.NewTracker()
 	if err := state.Register(ctx, op.Manager, cluster); err != nil {
@@ -149,6 +168,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		IgnoreTaints:          []corev1.Taint{disruptionpkg.LaunchTaint},
 		IgnoreDRARequests:     op.Options.IgnoreDRARequests,
 		Clock:                 op.Clock,
+		Buffers:               buffers,
 	})
 	// Disruption simulates with a builder of its own, configured as
 	// provisioning's, so its plans match what a provisioning round would do.
@@ -200,6 +220,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 			Clock: op.Clock, Recorder: op.EventRecorder, InstanceTypes: cloud,
 			Strategy:          strategy,
 			DrainDeletionCost: op.Options.ConsolidationDrainDeletionCost,
+			Buffers:           buffers,
 		}),
 	} {
 		if err := c.Register(ctx, op.Manager); err != nil {
@@ -225,9 +246,15 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 			}
 		}
 	}
-	// Gated controllers; both gates default to off, as upstream's.
+	// Gated controllers; the gates default to off, as upstream's.
 	var gated []interface {
 		Register(context.Context, manager.Manager) error
+	}
+	if overlays != nil {
+		gated = append(gated, overlays)
+	}
+	if buffers != nil {
+		gated = append(gated, capacitybuffer.NewController(kube, buffers, provisioner))
 	}
 	if op.Options.FeatureGates.StaticCapacity {
 		gated = append(gated, staticprovisioning.NewController(kube, cluster), staticdeprovisioning.NewController(kube, cluster, op.Clock))

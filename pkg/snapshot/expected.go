@@ -139,3 +139,13 @@ func ExpectedPod(model *corev1.Pod, i int) *corev1.Pod {
 		Status: corev1.PodStatus{Phase: corev1.PodPending},
 	}
 }
+
+// VirtualPodAnnotation marks a CapacityBuffer's virtual pod (upstream's
+// karpenter.sh/capacity-buffer-fake-pod): a pod that does not exist, planned
+// for so that room is kept for it.
+const VirtualPodAnnotation = "karpenter.sh/capacity-buffer-fake-pod"
+
+// IsVirtual reports whether pod is a CapacityBuffer's virtual pod.
+func IsVirtual(pod *corev1.Pod) bool {
+	return pod.Annotations[VirtualPodAnnotation] == "true"
+}

@@ -42,6 +42,10 @@ type Options struct {
 	// Dynamic Resource Allocation, so a node it launched for them might
 	// not carry the devices they claim.
 	IgnoreDRARequests bool
+	// VirtualPods returns the CapacityBuffers' virtual pods (see
+	// IsVirtual), planned for as pending pods in every snapshot that
+	// includes pending pods (optional).
+	VirtualPods func() []*corev1.Pod
 }
 
 // Request says what to build: the caller's Options, and what to simulate
@@ -132,6 +136,9 @@ func Build(ctx context.Context, view View, req Request) (*Snapshot, error) {
 			}
 			snap.Expected = len(expected)
 			pods = append(pods, expected...)
+		}
+		if req.VirtualPods != nil {
+			pods = append(pods, req.VirtualPods()...)
 		}
 	}
 	leaving, err := view.LeavingNodes(ctx)

@@ -29,6 +29,9 @@ func TestCRDShape(t *testing.T) {
 		columns    []column
 		shortNames []string
 		scale      *apiextensionsv1.CustomResourceSubresourceScale
+		// namespaced CRDs are in category "autoscaling" (CapacityBuffer);
+		// the others are cluster-scoped in category "karpenter".
+		namespaced bool
 	}{
 		{
 			crd: "nodepools.karpenter.sh", version: "v1",
@@ -68,17 +71,35 @@ func TestCRDShape(t *testing.T) {
 			},
 			shortNames: []string{"overlays"},
 		},
+		{
+			crd: "capacitybuffers.autoscaling.x-k8s.io", version: "v1beta1",
+			columns: []column{
+				{"Strategy", ".spec.provisioningStrategy", false},
+				{"PodTemplate", ".status.podTemplateRef.name", false},
+				{"Replicas", ".status.replicas", false},
+				{"ConditionsType", ".status.conditions[*].type", false},
+				{"ConditionsStatus", ".status.conditions[*].status", false},
+				{"ConditionsReason", ".status.conditions[*].reason", false},
+				{"Age", ".metadata.creationTimestamp", false},
+			},
+			shortNames: []string{"cb"},
+			namespaced: true,
+		},
 	} {
 		t.Run(tc.crd, func(t *testing.T) {
 			crd, ok := byName[tc.crd]
 			if !ok {
 				t.Fatalf("CRD %s not embedded", tc.crd)
 			}
-			if crd.Spec.Scope != apiextensionsv1.ClusterScoped {
-				t.Errorf("scope = %s, want Cluster", crd.Spec.Scope)
+			scope, category := apiextensionsv1.ClusterScoped, "karpenter"
+			if tc.namespaced {
+				scope, category = apiextensionsv1.NamespaceScoped, "autoscaling"
 			}
-			if got := crd.Spec.Names.Categories; len(got) != 1 || got[0] != "karpenter" {
-				t.Errorf("categories = %v, want [karpenter]", got)
+			if crd.Spec.Scope != scope {
+				t.Errorf("scope = %s, want %s", crd.Spec.Scope, scope)
+			}
+			if got := crd.Spec.Names.Categories; len(got) != 1 || got[0] != category {
+				t.Errorf("categories = %v, want [%s]", got, category)
 			}
 			if got := crd.Spec.Names.ShortNames; len(got) != len(tc.shortNames) || (len(got) > 0 && got[0] != tc.shortNames[0]) {
 				t.Errorf("short names = %v, want %v", got, tc.shortNames)

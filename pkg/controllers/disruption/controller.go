@@ -81,6 +81,10 @@ type Options struct {
 	// drains disruption.DrainDeletionCost, so that scale-downs remove them
 	// first.
 	DrainDeletionCost bool
+	// Buffers holds the nodes the last provisioning round placed
+	// CapacityBuffer virtual pods on (gate CapacityBuffer; nil without):
+	// they count as nominated, so no method disrupts them.
+	Buffers *state.Buffers
 }
 
 // Controller is the disruption loop.
@@ -394,6 +398,9 @@ func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error)
 	for _, sn := range nodes {
 		n := NodeOf(sn)
 		n.Nominated = sn.Nominated(now) && !staleNominations
+		if sn.NodeClaim != nil && c.opts.Buffers.Held(sn.Name(), sn.NodeClaim.Name) || c.opts.Buffers.Held(sn.Name()) {
+			n.Nominated = true
+		}
 		n.InQueue = c.queue.Has(sn.Name()) || (sn.NodeClaim != nil && c.queue.Has(sn.NodeClaim.Name))
 		snap.Nodes = append(snap.Nodes, n)
 	}

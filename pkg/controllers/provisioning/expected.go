@@ -10,6 +10,7 @@ import (
 // yet (see snapshot.ExpectedPods).
 const ExpectedPodAnnotation = snapshot.ExpectedPodAnnotation
 
-// IsExpected reports whether pod is a placeholder for a pod a ReplicaSet has
-// yet to create.
-func IsExpected(pod *corev1.Pod) bool { return snapshot.IsExpected(pod) }
+// IsExpected reports whether pod is a placeholder: a pod a ReplicaSet has
+// yet to create, or a CapacityBuffer's virtual pod. Placeholders are
+// planned for but get no events.
+func IsExpected(pod *corev1.Pod) bool { return snapshot.IsExpected(pod) || snapshot.IsVirtual(pod) }

@@ -27,6 +27,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
+	"github.com/karpenter-go/karpenter/pkg/state"
 )
 
 // controllerName labels logs and metrics of the provisioning loop.
@@ -65,6 +66,10 @@ type Options struct {
 	// with a FailedScheduling saying so (see snapshot.Options).
 	IgnoreDRARequests bool
 	Clock             clock.Clock
+	// Buffers are the CapacityBuffers' virtual pods (gate CapacityBuffer;
+	// nil without): every round plans for them, and records the nodes it
+	// placed them on for disruption to hold.
+	Buffers *state.Buffers
 }
 
 // Provisioner plans and creates NodeClaims for pending pods.
@@ -108,6 +113,7 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clust
 			WellKnownLabels:       opts.WellKnownLabels,
 			IgnoreTaints:          opts.IgnoreTaints,
 			IgnoreDRARequests:     opts.IgnoreDRARequests,
+			VirtualPods:           opts.Buffers.Pods,
 		}},
 	}
 }
@@ -229,8 +235,12 @@ func (p *Provisioner) schedule(ctx context.Context) (*scheduling.Result, map[str
 	if snap != nil {
 		p.ignored(ctx, snap.Ignored)
 	}
-	if err != nil || snap.Input == nil {
+	if err != nil {
 		return nil, nil, nil, err
+	}
+	if snap.Input == nil {
+		p.opts.Buffers.Hold(nil)
+		return nil, nil, nil, nil
 	}
 	in := snap.Input
 	p.warnIncompatiblePools(in, snap.NodePools)
@@ -254,7 +264,32 @@ func (p *Provisioner) schedule(ctx context.Context) (*scheduling.Result, map[str
 		logger.Info("found provisionable pod(s)")
 	}
 	p.record(ctx, res)
+	p.holdBuffers(in, res)
 	return res, snap.NodePools, snap.ClaimOf, nil
+}
+
+// holdBuffers records the existing nodes (and in-flight NodeClaims) the
+// round placed CapacityBuffer virtual pods on: disruption leaves them be.
+// Room bought for virtual pods in this round is held from the next round
+// on, when the new NodeClaims are in flight and the pods placed on them.
+func (p *Provisioner) holdBuffers(in *scheduling.Input, res *scheduling.Result) {
+	if p.opts.Buffers == nil {
+		return
+	}
+	claimOf := make(map[string]string, len(in.Nodes))
+	for _, n := range in.Nodes {
+		claimOf[n.Name] = n.NodeClaim
+	}
+	var held []string
+	for _, pl := range res.Placements {
+		if pl.Node != "" && snapshot.IsVirtual(pl.Pod) {
+			held = append(held, pl.Node)
+			if c := claimOf[pl.Node]; c != "" {
+				held = append(held, c)
+			}
+		}
+	}
+	p.opts.Buffers.Hold(held)
 }
 
 // trackSolve publishes the scheduler's in-flight gauges for one
@@ -512,6 +547,14 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, planned *sche
 	}
 	if tracker, ok := p.cluster.(NodeClaimTracker); ok {
 		tracker.UpdateNodeClaim(nc)
+	}
+	for _, pod := range planned.Pods {
+		if snapshot.IsVirtual(pod) {
+			// Held from now: the next round would place the virtual
+			// pods here, but a disruption pass may come first.
+			p.opts.Buffers.Add(nc.Name)
+			break
+		}
 	}
 	metrics.NodeClaimsCreatedTotal.WithLabelValues(metrics.ProvisionedReason, np.Name, fmt.Sprint(planned.MinValuesRelaxed)).Inc()
 	names := make([]string, 0, len(planned.InstanceTypes))

@@ -1,6 +1,7 @@
 package kwok
 
 import (
+	"context"
 	"fmt"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -12,12 +13,23 @@ import (
 // catalog types the NodeClaim allows whose allocatable fits its requests,
 // reserved offerings first, then spot, then on-demand, cheapest within a
 // tier, ties broken by Pick.
-func (p *Provider) choose(nc *v1.NodeClaim, reqs scheduling.Requirements) (*cloudprovider.InstanceType, *cloudprovider.Offering, error) {
-	candidates := p.instanceTypes
+//
+// When the context carries instance types (cloudprovider.WithInstanceTypes:
+// the NodePool's types with NodeOverlays applied) they replace the catalog,
+// so overlaid capacity is fitted and overlaid prices ranked, and the node
+// advertises the overlaid capacity as a device plugin would.
+func (p *Provider) choose(ctx context.Context, nc *v1.NodeClaim, reqs scheduling.Requirements) (*cloudprovider.InstanceType, *cloudprovider.Offering, error) {
+	candidates, byName := p.instanceTypes, p.byName
+	if its, ok := cloudprovider.InstanceTypesFrom(ctx); ok {
+		candidates, byName = its, make(map[string]*cloudprovider.InstanceType, len(its))
+		for _, it := range its {
+			byName[it.Name] = it
+		}
+	}
 	if r, ok := reqs[scheduling.LabelInstanceType]; ok && !r.IsComplement() {
 		candidates = make([]*cloudprovider.InstanceType, 0, len(r.Values()))
 		for _, name := range r.Values() {
-			if it := p.byName[name]; it != nil {
+			if it := byName[name]; it != nil {
 				candidates = append(candidates, it)
 			}
 		}

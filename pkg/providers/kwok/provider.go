@@ -250,7 +250,7 @@ func (p *Provider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim,
 	if err != nil {
 		return nil, err
 	}
-	it, offering, err := p.choose(nc, reqs)
+	it, offering, err := p.choose(ctx, nc, reqs)
 	if err != nil {
 		return nil, err
 	}
