@@ -203,6 +203,17 @@ func (f *front) ec2Auth(ctx context.Context, a *authContext, c *call) error {
 		if found {
 			a.add(action, ec2ARN(c.Region, "launch-template", id), resourceTags("ec2", tags))
 		}
+	case "CreatePlacementGroup":
+		// The group's ARN names it; its tags are request tags.
+		tags := tagSpecs(c.Form, "TagSpecification")["placement-group"]
+		arn := ec2ARN(c.Region, "placement-group", c.Form.Get("GroupName"))
+		a.add(action, arn, requestTags(tags))
+		if len(tags) > 0 {
+			a.add("ec2:CreateTags", arn, requestTags(tags), map[string][]string{"ec2:CreateAction": {"CreatePlacementGroup"}})
+		}
+	case "DeletePlacementGroup":
+		name := c.Form.Get("GroupName")
+		a.add(action, ec2ARN(c.Region, "placement-group", name), resourceTags("ec2", f.placementGroupTags(c.Region, name)))
 	case "CreateFleet":
 		return f.fleetAuth(ctx, a, c)
 	case "RunInstances":

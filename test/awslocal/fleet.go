@@ -40,6 +40,8 @@ type ec2State struct {
 	instances    map[string]*launched
 	health       map[string]*health
 	nextEvent    int
+	// pgs are the placement groups (placementgroups.go).
+	pgs placementGroups
 }
 
 // launched is an instance CreateFleet started, with what DescribeInstances
@@ -57,6 +59,10 @@ type launched struct {
 	// placement tenancy, shown by DescribeInstances (efa.go).
 	Interfaces []ltInterface
 	Tenancy    string
+	// PlacementGroupID and Partition are the group the instance launched
+	// in and its partition (placementgroups.go).
+	PlacementGroupID string
+	Partition        int
 }
 
 func newEC2State() *ec2State {
@@ -71,6 +77,7 @@ func (f *front) addEC2Handlers() {
 	f.handlers[callKey{"ec2", "TerminateInstances"}] = f.terminateInstances
 	f.handlers[callKey{"ec2", "DescribeCapacityReservations"}] = f.describeCapacityReservations
 	f.handlers[callKey{"ec2", "DescribeInstanceStatus"}] = f.describeInstanceStatus
+	f.addPlacementGroupHandlers()
 }
 
 // SetCapacity limits how many more instances of the type CreateFleet can

@@ -49,6 +49,7 @@ var suitePolicies = map[string]controllerPolicy{
 	"TestAWSInterruptionKinds":    underUpstream,
 	"TestAWSCapacityReservations": underShipped,
 	"TestAWSBatchedScaleUp":       underUpstream,
+	"TestAWSPlacementGroups":      underShipped,
 }
 
 // suiteTests are the suite's tests that run: TestAWSBatchedScaleUp waits
