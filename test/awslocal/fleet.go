@@ -268,6 +268,10 @@ type launchTemplate struct {
 	Interfaces []ltInterface
 	// Tenancy is the template's placement tenancy (efa.go).
 	Tenancy string
+	// PlacementGroupName or PlacementGroupID name the template's placement
+	// group, PartitionNumber its partition (placementgroups.go).
+	PlacementGroupName, PlacementGroupID string
+	PartitionNumber                      int
 }
 
 var metadataFields = []string{"HttpTokens", "HttpPutResponseHopLimit", "HttpEndpoint", "HttpProtocolIpv6", "InstanceMetadataTags"}
@@ -331,6 +335,8 @@ func (f *front) launchTemplate(ctx context.Context, region string, cfg fleetConf
 	lt.SecurityGroups = childTexts(data.child("securityGroupIdSet"))
 	lt.Interfaces = templateInterfaces(data)
 	lt.Tenancy = data.text("placement", "tenancy")
+	lt.PlacementGroupName, lt.PlacementGroupID = data.text("placement", "groupName"), data.text("placement", "groupId")
+	lt.PartitionNumber, _ = strconv.Atoi(data.text("placement", "partitionNumber"))
 	for _, ni := range data.items("networkInterfaceSet") {
 		lt.SecurityGroups = append(lt.SecurityGroups, childTexts(ni.child("groupSet"))...)
 	}
@@ -401,6 +407,8 @@ type candidate struct {
 	lt       *launchTemplate
 	subnet   subnetInfo
 	imageID  string
+	// group is the template's placement group, nil without one.
+	group *PlacementGroup
 	price    float64
 	res      *reservation
 	// failCode is set when the override cannot launch at all.
@@ -673,6 +681,12 @@ func (f *front) evaluate(ctx context.Context, region string, req *fleetRequest, 
 					"Please retry your request by not specifying an Availability Zone or choosing another Availability Zone.", o.InstanceType, sub.Zone)
 				continue
 			}
+			g, code, msg := f.ec2.templateGroup(region, lt)
+			if code != "" {
+				cd.failCode, cd.failMsg = code, msg
+				continue
+			}
+			cd.group = g
 			if code, msg := marketMismatch(req.CapacityType, lt, f.reservationType(lt.ReservationID)); code != "" {
 				cd.failCode, cd.failMsg = code, msg
 				continue
@@ -958,6 +972,9 @@ func (f *front) runInstance(ctx context.Context, region string, cd *candidate, r
 	}
 	id := items[0].text("instanceId")
 	rec := &launched{ID: id, FleetID: fleetID, Region: region, ReservationPreference: cd.lt.ReservationPref, Interfaces: cd.lt.Interfaces, Tenancy: cd.lt.Tenancy}
+	if cd.group != nil {
+		rec.PlacementGroupID = cd.group.ID
+	}
 	if len(cd.lt.Devices) > 0 && !slices.Contains(cd.lt.Devices, "/dev/sda1") {
 		rec.DropDevice = "/dev/sda1"
 	}
@@ -969,6 +986,9 @@ func (f *front) runInstance(ctx context.Context, region string, cd *candidate, r
 		rec.CapacityBlock = cd.res.ReservationType == ReservationTypeCapacityBlock
 	} else if k := (capKey{cd.o.InstanceType, cd.subnet.Zone, capacityPool(req.CapacityType)}); s.capacity[k] > 0 {
 		s.capacity[k]--
+	}
+	if cd.group != nil {
+		rec.Partition = s.partitionFor(cd.group, cd.lt.PartitionNumber)
 	}
 	s.instances[id] = rec
 	s.mu.Unlock()
@@ -1008,6 +1028,7 @@ func (f *front) describeInstances(ctx context.Context, w http.ResponseWriter, c 
 				// capacity: EC2 stops reporting the reservation.
 				res := s.reservations[rec.ReservationID]
 				augment(inst, rec, res != nil && res.State == ReservationStateActive)
+				overlayPlacementGroup(inst, rec, s.pgs.byID[rec.PlacementGroupID])
 			}
 		}
 	}

@@ -379,3 +379,87 @@ func (f *front) placementGroupTags(region, name string) map[string]string {
 	}
 	return map[string]string{}
 }
+
+// templateGroup is the placement group a launch template names (nil for
+// none); code is EC2's error when it names one EC2 does not have, or a
+// partition the group cannot take.
+func (s *ec2State) templateGroup(region string, lt *launchTemplate) (*PlacementGroup, string, string) {
+	if lt.PlacementGroupName == "" && lt.PlacementGroupID == "" {
+		return nil, "", ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pgs.init()
+	var g *PlacementGroup
+	if lt.PlacementGroupID != "" {
+		if g = s.pgs.byID[lt.PlacementGroupID]; g == nil || g.Region != region {
+			return nil, "InvalidPlacementGroupId.NotFound", fmt.Sprintf("The Placement Group ID '%s' does not exist.", lt.PlacementGroupID)
+		}
+	} else if g = s.pgs.byName(region, lt.PlacementGroupName); g == nil {
+		return nil, "InvalidPlacementGroup.Unknown", fmt.Sprintf("The Placement Group '%s' is unknown.", lt.PlacementGroupName)
+	}
+	if n := lt.PartitionNumber; n != 0 && (g.Strategy != PlacementStrategyPartition || n < 1 || n > g.PartitionCount) {
+		return nil, "InvalidParameterValue", fmt.Sprintf("Partition number %d is not valid for placement group '%s'.", n, g.Name)
+	}
+	out := g.snapshot()
+	return &out, "", ""
+}
+
+// partitionFor is the partition a launch into g goes to: the one asked
+// for, or, as EC2 spreads instances evenly, the partition with the fewest
+// live instances (lowest number first); 0 outside partition groups. s.mu
+// is held.
+func (s *ec2State) partitionFor(g *PlacementGroup, asked int) int {
+	if g.Strategy != PlacementStrategyPartition {
+		return 0
+	}
+	if asked > 0 {
+		return asked
+	}
+	count := make([]int, g.PartitionCount+1)
+	for _, inst := range s.instances {
+		if !inst.Terminated && inst.PlacementGroupID == g.ID && inst.Partition > 0 && inst.Partition <= g.PartitionCount {
+			count[inst.Partition]++
+		}
+	}
+	best := 1
+	for p := 2; p <= g.PartitionCount; p++ {
+		if count[p] < count[best] {
+			best = p
+		}
+	}
+	return best
+}
+
+// overlayPlacementGroup shows the instance's group (and partition) on its
+// placement, as DescribeInstances reports it.
+func overlayPlacementGroup(inst *xnode, rec *launched, g *PlacementGroup) {
+	if rec.PlacementGroupID == "" {
+		return
+	}
+	placement := inst.child("placement")
+	if placement == nil {
+		placement = el("placement")
+		inst.set(placement)
+	}
+	if g != nil {
+		placement.set(leaf("groupName", g.Name))
+	}
+	placement.set(leaf("groupId", rec.PlacementGroupID))
+	if rec.Partition > 0 {
+		placement.set(leaf("partitionNumber", strconv.Itoa(rec.Partition)))
+	}
+}
+
+// placementGroupName is the name of the group with that id, or the id
+// itself when there is none (EC2 then refuses the launch anyway).
+func (f *front) placementGroupName(region, id string) string {
+	s := f.ec2
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pgs.init()
+	if g := s.pgs.byID[id]; g != nil && g.Region == region {
+		return g.Name
+	}
+	return id
+}

@@ -192,3 +192,58 @@ func TestPlacementGroupsIAM(t *testing.T) {
 	}
 	require.True(t, needed["ec2:DescribePlacementGroups *"], "%v", needed)
 }
+
+func inGroup(p ec2types.LaunchTemplatePlacementRequest) envOption {
+	return func(d *ec2types.RequestLaunchTemplateData) { d.Placement = &p }
+}
+
+// TestCreateFleetIntoPlacementGroup launches through CreateFleet from
+// templates naming a placement group: EC2 spreads a partition group's
+// instances over its partitions unless the template names one, and
+// DescribeInstances reports the group and partition; a group EC2 does not
+// know fails the pool, and a group with instances cannot be deleted.
+func TestCreateFleetIntoPlacementGroup(t *testing.T) {
+	ctx := context.Background()
+	c := ec2Client(t)
+	suffix := uuid.NewString()[:8]
+	g := createGroup(t, c, &ec2.CreatePlacementGroupInput{GroupName: aws.String("kafka-" + suffix), Strategy: ec2types.PlacementStrategyPartition,
+		PartitionCount: aws.Int32(2)})
+	placement := func(id string) *ec2types.Placement {
+		t.Helper()
+		out, err := c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		require.NoError(t, err)
+		return out.Reservations[0].Instances[0].Placement
+	}
+
+	byName := newFleetEnv(t, inGroup(ec2types.LaunchTemplatePlacementRequest{GroupName: aws.String("kafka-" + suffix)}))
+	var partitions []int32
+	for range 3 {
+		out, err := byName.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, byName.overrides("m5.large"))
+		require.NoError(t, err)
+		require.Empty(t, out.Errors)
+		ids := instanceIDs(out)
+		require.Len(t, ids, 1)
+		p := placement(ids[0])
+		require.Equal(t, "kafka-"+suffix, aws.ToString(p.GroupName))
+		require.Equal(t, aws.ToString(g.GroupId), aws.ToString(p.GroupId))
+		partitions = append(partitions, aws.ToInt32(p.PartitionNumber))
+	}
+	require.Equal(t, []int32{1, 2, 1}, partitions, "spread evenly over the partitions")
+
+	byID := newFleetEnv(t, inGroup(ec2types.LaunchTemplatePlacementRequest{GroupId: g.GroupId, PartitionNumber: aws.Int32(2)}))
+	out, err := byID.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, byID.overrides("m5.large"))
+	require.NoError(t, err)
+	require.Len(t, instanceIDs(out), 1)
+	p := placement(instanceIDs(out)[0])
+	require.Equal(t, int32(2), aws.ToInt32(p.PartitionNumber))
+	require.Equal(t, "kafka-"+suffix, aws.ToString(p.GroupName))
+
+	_, err = c.DeletePlacementGroup(ctx, &ec2.DeletePlacementGroupInput{GroupName: aws.String("kafka-" + suffix)})
+	require.Equal(t, "InvalidPlacementGroup.InUse", errCode(err), "%v", err)
+
+	unknown := newFleetEnv(t, inGroup(ec2types.LaunchTemplatePlacementRequest{GroupName: aws.String("missing-" + suffix)}))
+	out, err = unknown.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, unknown.overrides("m5.large"))
+	require.NoError(t, err)
+	require.Empty(t, out.Instances)
+	require.Equal(t, "InvalidPlacementGroup.Unknown", aws.ToString(out.Errors[0].ErrorCode))
+}
