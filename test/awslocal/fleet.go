@@ -409,8 +409,8 @@ type candidate struct {
 	imageID  string
 	// group is the template's placement group, nil without one.
 	group *PlacementGroup
-	price    float64
-	res      *reservation
+	price float64
+	res   *reservation
 	// failCode is set when the override cannot launch at all.
 	failCode, failMsg string
 }
