@@ -57,6 +57,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetypes"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/launchtemplate"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/options"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/placementgroup"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/pricing"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/sdk"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/securitygroup"
@@ -247,6 +248,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		Cluster:         cluster,
 		Reservations:    launchReservations,
 		HashCABundle:    hashCA,
+		PlacementGroups: placementgroup.NewProvider(clients.EC2, 0),
 	})
 	p.warm = make(chan struct{})
 	p.reservations = reservations
