@@ -46,6 +46,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/instanceprofilegc"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
 	awsmetrics "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/metrics"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/partition"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/tagging"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass"
 	nodeclasshash "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass/hash"
@@ -119,6 +120,9 @@ type Provider struct {
 	// reservations resolves capacity reservations and tracks their
 	// remaining instances.
 	reservations *capacityreservation.Provider
+	// placementGroups resolves the classes' placement groups for launches
+	// and the partition labels.
+	placementGroups *placementgroup.Provider
 	// shifts are the cluster's ARC zonal shifts; nil unless
 	// ENABLE_ZONAL_SHIFT.
 	shifts *zonalshift.Provider
@@ -238,6 +242,8 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			InstanceTypes:        types,
 		}),
 	}
+	placementGroups := placementgroup.NewProvider(clients.EC2, 0)
+	p.placementGroups = placementGroups
 	p.instances = instance.NewProvider(clients.EC2, s.ClusterName, o.Unavailable, instance.WithSubnets(subnets), instance.WithEvents(p.nodeClaimEvent))
 	p.CloudProvider = awscloudprovider.New(awscloudprovider.Options{
 		Kube:            o.Kube,
@@ -248,7 +254,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		Cluster:         cluster,
 		Reservations:    launchReservations,
 		HashCABundle:    hashCA,
-		PlacementGroups: placementgroup.NewProvider(clients.EC2, 0),
+		PlacementGroups: placementGroups,
 	})
 	p.warm = make(chan struct{})
 	p.reservations = reservations
@@ -285,6 +291,7 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		interruption.NewStatusController(kube, p.clients.EC2, interruption.StatusOptions{Interval: s.InstanceStatusInterval, Recorder: recorder, Clock: p.opts.Clock}),
 		ssminvalidation.New(p.amis, p.nodeClass, s.SSMInvalidationInterval, p.log.WithName("ssm")),
 		capacity.NewController(kube, p.types),
+		partition.NewController(kube, p.instances, p.placementGroups),
 	}
 	if !s.IsolatedVPC {
 		// IAM has no endpoint inside an isolated VPC.
