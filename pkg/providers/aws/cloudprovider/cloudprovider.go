@@ -162,7 +162,7 @@ func (c *CloudProvider) GetInstanceTypes(ctx context.Context, nodePool *v1.NodeP
 		// A group EC2 does not resolve leaves the class not Ready, and
 		// Create refuses; the types are listed without its labels.
 		if pg, err := c.opts.PlacementGroups.Get(ctx, nodeClass.Spec.PlacementGroupSelector); err == nil {
-			its = withPlacementGroup(its, pg)
+			its = c.withPlacementGroup(its, pg)
 		}
 	}
 	return its, nil
@@ -234,7 +234,7 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if err != nil {
 		return nil, err
 	}
-	all = withPlacementGroup(all, pg)
+	all = c.withPlacementGroup(all, pg)
 	subnetOf, err := c.zonalSubnets(ctx, nodeClass)
 	if err != nil {
 		return nil, err

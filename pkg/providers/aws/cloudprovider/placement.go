@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -66,16 +67,33 @@ func selectorString(sel *awsv1.PlacementGroupSelectorTerm) string {
 	return sel.Name
 }
 
+// placementStrategies is implemented by an InstanceTypes that knows the
+// placement strategies EC2 lists for each type (instancetypes.Provider).
+type placementStrategies interface {
+	PlacementStrategies(name string) ([]string, bool)
+}
+
 // withPlacementGroup returns the types with the group's requirements: its
-// id, and a partition group's partitions. The types are copies; the
-// listed ones are shared.
-func withPlacementGroup(its []*scheduling.InstanceType, pg *placementgroup.PlacementGroup) []*scheduling.InstanceType {
+// id, and a partition group's partitions; as upstream, a type EC2 does not
+// list the group's strategy for has no available offering. The types are
+// copies; the listed ones are shared.
+func (c *CloudProvider) withPlacementGroup(its []*scheduling.InstanceType, pg *placementgroup.PlacementGroup) []*scheduling.InstanceType {
 	if pg == nil {
 		return its
 	}
+	known, _ := c.opts.InstanceTypes.(placementStrategies)
 	out := make([]*scheduling.InstanceType, 0, len(its))
 	for _, it := range its {
 		cp := *it
+		if known != nil {
+			if strategies, ok := known.PlacementStrategies(it.Name); ok && !slices.Contains(strategies, pg.Strategy) {
+				cp.Offerings = make([]scheduling.Offering, len(it.Offerings))
+				for i, o := range it.Offerings {
+					o.Available = false
+					cp.Offerings[i] = o
+				}
+			}
+		}
 		cp.Requirements = it.Requirements.Copy()
 		cp.Requirements.Add(scheduling.NewRequirement(awsv1.LabelPlacementGroupID, scheduling.OpIn, pg.ID))
 		if parts := pg.Partitions(); len(parts) > 0 {

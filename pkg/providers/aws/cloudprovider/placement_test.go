@@ -43,7 +43,8 @@ func makeGroup(t *testing.T, in *ec2.CreatePlacementGroupInput) ec2types.Placeme
 // group's id and the partition EC2 reports, the instance types carry the
 // group's labels as requirements; a group deleted and made again under
 // the same name drifts the NodeClaim (PlacementGroupDrift), and a group
-// EC2 does not know fails the launch.
+// EC2 does not know fails the launch; a type without the group's strategy
+// offers nothing.
 func TestPlacementGroupLaunch(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -52,8 +53,9 @@ func TestPlacementGroupLaunch(t *testing.T) {
 	e.selectGroup(t, &awsv1.PlacementGroupSelectorTerm{Name: name})
 
 	// The types carry the group's requirements.
-	its, err := e.cp.GetInstanceTypes(ctx, &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
-		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: e.nodeClass.Name}}}}})
+	pool := &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: e.nodeClass.Name}}}}}
+	its, err := e.cp.GetInstanceTypes(ctx, pool)
 	require.NoError(t, err)
 	require.NotEmpty(t, its)
 	assert.Equal(t, []string{aws.ToString(pg.GroupId)}, its[0].Requirements.Get(awsv1.LabelPlacementGroupID).Values())
@@ -95,6 +97,18 @@ func TestPlacementGroupLaunch(t *testing.T) {
 	other := "pg-" + uuid.NewString()[:8]
 	makeGroup(t, &ec2.CreatePlacementGroupInput{GroupName: &other, Strategy: ec2types.PlacementStrategyCluster})
 	e.selectGroup(t, &awsv1.PlacementGroupSelectorTerm{Name: other})
+	// t3 types do not support cluster groups (EC2's PlacementGroupInfo):
+	// no offering of theirs is available in it.
+	its, err = e.cp.GetInstanceTypes(ctx, pool)
+	require.NoError(t, err)
+	available := map[string]bool{}
+	for _, it := range its {
+		for _, o := range it.Offerings {
+			available[it.Name] = available[it.Name] || o.Available
+		}
+	}
+	assert.False(t, available["t3.large"], "t3.large cannot join a cluster group")
+	assert.True(t, available["m5.large"])
 	reason, err = e.cp.IsDrifted(ctx, got)
 	require.NoError(t, err)
 	assert.Equal(t, awscloudprovider.PlacementGroupDrift, reason)
