@@ -162,7 +162,7 @@ func (c *CloudProvider) GetInstanceTypes(ctx context.Context, nodePool *v1.NodeP
 		// A group EC2 does not resolve leaves the class not Ready, and
 		// Create refuses; the types are listed without its labels.
 		if pg, err := c.opts.PlacementGroups.Get(ctx, nodeClass.Spec.PlacementGroupSelector); err == nil {
-			its = c.withPlacementGroup(its, pg)
+			its = c.withPlacementGroup(ctx, its, pg, nodeClass)
 		}
 	}
 	return its, nil
@@ -234,7 +234,7 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if err != nil {
 		return nil, err
 	}
-	all = c.withPlacementGroup(all, pg)
+	all = c.withPlacementGroup(ctx, all, pg, nodeClass)
 	subnetOf, err := c.zonalSubnets(ctx, nodeClass)
 	if err != nil {
 		return nil, err

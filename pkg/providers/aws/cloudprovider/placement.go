@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
@@ -75,23 +77,33 @@ type placementStrategies interface {
 
 // withPlacementGroup returns the types with the group's requirements: its
 // id, and a partition group's partitions; as upstream, a type EC2 does not
-// list the group's strategy for has no available offering. The types are
-// copies; the listed ones are shared.
-func (c *CloudProvider) withPlacementGroup(its []*scheduling.InstanceType, pg *placementgroup.PlacementGroup) []*scheduling.InstanceType {
+// list the group's strategy for has no available offering, and a cluster
+// group, which lives in one zone, offers only that zone (clusterZone). The
+// types are copies; the listed ones are shared.
+func (c *CloudProvider) withPlacementGroup(ctx context.Context, its []*scheduling.InstanceType, pg *placementgroup.PlacementGroup, nodeClass *awsv1.EC2NodeClass) []*scheduling.InstanceType {
 	if pg == nil {
 		return its
 	}
 	known, _ := c.opts.InstanceTypes.(placementStrategies)
+	zone := ""
+	if pg.Strategy == placementgroup.StrategyCluster {
+		zone = c.clusterZone(ctx, pg, nodeClass)
+	}
 	out := make([]*scheduling.InstanceType, 0, len(its))
 	for _, it := range its {
 		cp := *it
+		unsupported := false
 		if known != nil {
-			if strategies, ok := known.PlacementStrategies(it.Name); ok && !slices.Contains(strategies, pg.Strategy) {
-				cp.Offerings = make([]scheduling.Offering, len(it.Offerings))
-				for i, o := range it.Offerings {
+			strategies, ok := known.PlacementStrategies(it.Name)
+			unsupported = ok && !slices.Contains(strategies, pg.Strategy)
+		}
+		if unsupported || zone != "" {
+			cp.Offerings = make([]scheduling.Offering, len(it.Offerings))
+			for i, o := range it.Offerings {
+				if unsupported || o.Zone != zone {
 					o.Available = false
-					cp.Offerings[i] = o
 				}
+				cp.Offerings[i] = o
 			}
 		}
 		cp.Requirements = it.Requirements.Copy()
@@ -188,4 +200,34 @@ func (c *CloudProvider) placementGroupDrift(ctx context.Context, nc *v1.NodeClai
 		return PlacementGroupDrift, nil
 	}
 	return "", nil
+}
+
+// clusterZone is the one zone a cluster group's instances may launch in:
+// the zone of the group's NodeClaims when it has some, else the zone of
+// the class's first resolved subnet (most free addresses), so a group's
+// first launches do not start it in several zones at once. "" when
+// neither is known.
+func (c *CloudProvider) clusterZone(ctx context.Context, pg *placementgroup.PlacementGroup, nodeClass *awsv1.EC2NodeClass) string {
+	var claims v1.NodeClaimList
+	if err := c.opts.Kube.List(ctx, &claims, client.MatchingLabels{awsv1.LabelPlacementGroupID: pg.ID}); err == nil {
+		count := map[string]int{}
+		best := ""
+		for _, nc := range claims.Items {
+			z := nc.Labels[scheduling.LabelZone]
+			if z == "" || !nc.DeletionTimestamp.IsZero() {
+				continue
+			}
+			count[z]++
+			if best == "" || count[z] > count[best] || (count[z] == count[best] && z < best) {
+				best = z
+			}
+		}
+		if best != "" {
+			return best
+		}
+	}
+	if len(nodeClass.Status.Subnets) > 0 {
+		return nodeClass.Status.Subnets[0].Zone
+	}
+	return ""
 }

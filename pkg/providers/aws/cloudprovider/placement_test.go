@@ -3,6 +3,7 @@ package cloudprovider_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -122,4 +123,57 @@ func TestPlacementGroupLaunch(t *testing.T) {
 	require.ErrorAs(t, err, &createErr)
 	assert.Equal(t, "PlacementGroupNotFound", createErr.ConditionReason)
 	assert.Empty(t, instancesOf(t, missing.Name))
+}
+
+// TestClusterGroupOneZone: a cluster placement group lives in one zone, so
+// a class in two zones offers only one: the class's first subnet's zone
+// while the group has no NodeClaims, then the zone its NodeClaims are in.
+func TestClusterGroupOneZone(t *testing.T) {
+	ctx := context.Background()
+	var subnets []ec2types.Subnet
+	for _, z := range []string{"us-east-1a", "us-east-1b"} {
+		out, err := ec2API.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
+			{Name: aws.String("availability-zone"), Values: []string{z}}, {Name: aws.String("default-for-az"), Values: []string{"true"}}}})
+		require.NoError(t, err)
+		require.NotEmpty(t, out.Subnets)
+		subnets = append(subnets, out.Subnets[0])
+	}
+	e := newEnvIn(t, ec2API, subnets)
+	name := "hpc-" + uuid.NewString()[:8]
+	pg := makeGroup(t, &ec2.CreatePlacementGroupInput{GroupName: &name, Strategy: ec2types.PlacementStrategyCluster})
+	e.selectGroup(t, &awsv1.PlacementGroupSelectorTerm{Name: name})
+	pool := &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: e.nodeClass.Name}}}}}
+	zones := func() []string {
+		t.Helper()
+		its, err := e.cp.GetInstanceTypes(ctx, pool)
+		require.NoError(t, err)
+		set := map[string]bool{}
+		for _, it := range its {
+			if it.Name != "m5.large" {
+				continue
+			}
+			for _, o := range it.Offerings {
+				if o.Available {
+					set[o.Zone] = true
+				}
+			}
+		}
+		var out []string
+		for z := range set {
+			out = append(out, z)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"us-east-1a"}, zones(), "the first subnet's zone while the group is empty")
+
+	member := e.nodeClaim(t)
+	member.Labels[awsv1.LabelPlacementGroupID] = aws.ToString(pg.GroupId)
+	member.Labels[corev1.LabelTopologyZone] = "us-east-1b"
+	require.NoError(t, kube.Create(ctx, member))
+	t.Cleanup(func() { _ = kube.Delete(context.Background(), member) })
+	require.Eventually(t, func() bool {
+		z := zones()
+		return len(z) == 1 && z[0] == "us-east-1b"
+	}, 10*time.Second, 100*time.Millisecond, "the zone the group's NodeClaims are in")
 }
