@@ -203,6 +203,17 @@ func (f *front) ec2Auth(ctx context.Context, a *authContext, c *call) error {
 		if found {
 			a.add(action, ec2ARN(c.Region, "launch-template", id), resourceTags("ec2", tags))
 		}
+	case "CreatePlacementGroup":
+		// The group's ARN names it; its tags are request tags.
+		tags := tagSpecs(c.Form, "TagSpecification")["placement-group"]
+		arn := ec2ARN(c.Region, "placement-group", c.Form.Get("GroupName"))
+		a.add(action, arn, requestTags(tags))
+		if len(tags) > 0 {
+			a.add("ec2:CreateTags", arn, requestTags(tags), map[string][]string{"ec2:CreateAction": {"CreatePlacementGroup"}})
+		}
+	case "DeletePlacementGroup":
+		name := c.Form.Get("GroupName")
+		a.add(action, ec2ARN(c.Region, "placement-group", name), resourceTags("ec2", f.placementGroupTags(c.Region, name)))
 	case "CreateFleet":
 		return f.fleetAuth(ctx, a, c)
 	case "RunInstances":
@@ -372,6 +383,10 @@ func (f *front) templateForAuth(ctx context.Context, region, id, name, version s
 	t := &templateAuth{ID: ltID, Tags: tags, ImageID: data.text("imageId"), Specs: map[string]map[string]string{},
 		Reservation:    data.text("capacityReservationSpecification", "capacityReservationTarget", "capacityReservationId"),
 		PlacementGroup: data.text("placement", "groupName")}
+	if id := data.text("placement", "groupId"); t.PlacementGroup == "" && id != "" {
+		// The group's ARN names it by name.
+		t.PlacementGroup = f.placementGroupName(region, id)
+	}
 	for _, sg := range data.items("securityGroupIdSet") {
 		t.SecurityGroups = append(t.SecurityGroups, sg.text())
 	}
@@ -465,7 +480,7 @@ func (f *front) addLaunchAuth(ctx context.Context, a *authContext, l launchAuth)
 		for _, act := range l.actions {
 			a.add(act, ec2ARN(a.region, "launch-template", id), resourceTags("ec2", t.Tags))
 			if t.PlacementGroup != "" {
-				a.add(act, ec2ARN(a.region, "placement-group", t.PlacementGroup))
+				a.add(act, ec2ARN(a.region, "placement-group", t.PlacementGroup), resourceTags("ec2", f.placementGroupTags(a.region, t.PlacementGroup)))
 			}
 		}
 		for _, typ := range []string{"instance", "volume", "network-interface"} {

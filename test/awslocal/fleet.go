@@ -40,6 +40,8 @@ type ec2State struct {
 	instances    map[string]*launched
 	health       map[string]*health
 	nextEvent    int
+	// pgs are the placement groups (placementgroups.go).
+	pgs placementGroups
 }
 
 // launched is an instance CreateFleet started, with what DescribeInstances
@@ -57,6 +59,10 @@ type launched struct {
 	// placement tenancy, shown by DescribeInstances (efa.go).
 	Interfaces []ltInterface
 	Tenancy    string
+	// PlacementGroupID and Partition are the group the instance launched
+	// in and its partition (placementgroups.go).
+	PlacementGroupID string
+	Partition        int
 }
 
 func newEC2State() *ec2State {
@@ -71,6 +77,7 @@ func (f *front) addEC2Handlers() {
 	f.handlers[callKey{"ec2", "TerminateInstances"}] = f.terminateInstances
 	f.handlers[callKey{"ec2", "DescribeCapacityReservations"}] = f.describeCapacityReservations
 	f.handlers[callKey{"ec2", "DescribeInstanceStatus"}] = f.describeInstanceStatus
+	f.addPlacementGroupHandlers()
 }
 
 // SetCapacity limits how many more instances of the type CreateFleet can
@@ -261,6 +268,10 @@ type launchTemplate struct {
 	Interfaces []ltInterface
 	// Tenancy is the template's placement tenancy (efa.go).
 	Tenancy string
+	// PlacementGroupName or PlacementGroupID name the template's placement
+	// group, PartitionNumber its partition (placementgroups.go).
+	PlacementGroupName, PlacementGroupID string
+	PartitionNumber                      int
 }
 
 var metadataFields = []string{"HttpTokens", "HttpPutResponseHopLimit", "HttpEndpoint", "HttpProtocolIpv6", "InstanceMetadataTags"}
@@ -324,6 +335,8 @@ func (f *front) launchTemplate(ctx context.Context, region string, cfg fleetConf
 	lt.SecurityGroups = childTexts(data.child("securityGroupIdSet"))
 	lt.Interfaces = templateInterfaces(data)
 	lt.Tenancy = data.text("placement", "tenancy")
+	lt.PlacementGroupName, lt.PlacementGroupID = data.text("placement", "groupName"), data.text("placement", "groupId")
+	lt.PartitionNumber, _ = strconv.Atoi(data.text("placement", "partitionNumber"))
 	for _, ni := range data.items("networkInterfaceSet") {
 		lt.SecurityGroups = append(lt.SecurityGroups, childTexts(ni.child("groupSet"))...)
 	}
@@ -394,8 +407,10 @@ type candidate struct {
 	lt       *launchTemplate
 	subnet   subnetInfo
 	imageID  string
-	price    float64
-	res      *reservation
+	// group is the template's placement group, nil without one.
+	group *PlacementGroup
+	price float64
+	res   *reservation
 	// failCode is set when the override cannot launch at all.
 	failCode, failMsg string
 }
@@ -679,6 +694,12 @@ func (f *front) evaluate(ctx context.Context, region string, req *fleetRequest, 
 					"Please retry your request by not specifying an Availability Zone or choosing another Availability Zone.", o.InstanceType, sub.Zone)
 				continue
 			}
+			g, code, msg := f.ec2.templateGroup(region, lt)
+			if code != "" {
+				cd.failCode, cd.failMsg = code, msg
+				continue
+			}
+			cd.group = g
 			if code, msg := marketMismatch(req.CapacityType, lt, f.reservationType(lt.ReservationID)); code != "" {
 				cd.failCode, cd.failMsg = code, msg
 				continue
@@ -974,6 +995,10 @@ func (f *front) runInstances(ctx context.Context, region string, cd *candidate, 
 		if len(cd.lt.Devices) > 0 && !slices.Contains(cd.lt.Devices, "/dev/sda1") {
 			rec.DropDevice = "/dev/sda1"
 		}
+		if cd.group != nil {
+			rec.PlacementGroupID = cd.group.ID
+			rec.Partition = s.partitionFor(cd.group, cd.lt.PartitionNumber)
+		}
 		if cd.res != nil {
 			cd.res.used[id] = true
 			rec.ReservationID = cd.res.ID
@@ -1020,6 +1045,7 @@ func (f *front) describeInstances(ctx context.Context, w http.ResponseWriter, c 
 				// capacity: EC2 stops reporting the reservation.
 				res := s.reservations[rec.ReservationID]
 				augment(inst, rec, res != nil && res.State == ReservationStateActive)
+				overlayPlacementGroup(inst, rec, s.pgs.byID[rec.PlacementGroupID])
 			}
 		}
 	}

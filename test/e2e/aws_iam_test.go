@@ -50,6 +50,7 @@ var suitePolicies = map[string]controllerPolicy{
 	"TestAWSCapacityReservations": underShipped,
 	"TestAWSBatchedScaleUp":       underUpstream,
 	"TestAWSZonalShift":           underShipped,
+	"TestAWSPlacementGroups":      underShipped,
 }
 
 // suiteTests are the suite's tests that run: TestAWSBatchedScaleUp waits

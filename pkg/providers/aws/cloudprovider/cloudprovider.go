@@ -12,6 +12,7 @@ package cloudprovider
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,6 +101,9 @@ type Options struct {
 	// HashCABundle is the CA bundle the EC2NodeClass hash is computed with
 	// (EC2NodeClass.Hash); it must be the hash controller's.
 	HashCABundle *string
+	// PlacementGroups resolves placementGroupSelector (placement.go);
+	// without it a class with a selector cannot launch.
+	PlacementGroups PlacementGroups
 }
 
 // CloudProvider is the AWS cloud provider. It is safe for concurrent use.
@@ -153,6 +157,13 @@ func (c *CloudProvider) GetInstanceTypes(ctx context.Context, nodePool *v1.NodeP
 	its, err := c.opts.InstanceTypes.List(ctx, nodeClass)
 	if err != nil {
 		return nil, fmt.Errorf("listing instance types of %s: %w", nodeClass.Name, err)
+	}
+	if nodeClass.Spec.PlacementGroupSelector != nil && c.opts.PlacementGroups != nil {
+		// A group EC2 does not resolve leaves the class not Ready, and
+		// Create refuses; the types are listed without its labels.
+		if pg, err := c.opts.PlacementGroups.Get(ctx, nodeClass.Spec.PlacementGroupSelector); err == nil {
+			its = c.withPlacementGroup(ctx, its, pg, nodeClass)
+		}
 	}
 	return its, nil
 }
@@ -219,6 +230,11 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if err != nil {
 		return nil, fmt.Errorf("listing instance types of %s: %w", nodeClass.Name, err)
 	}
+	pg, err := c.placementGroup(ctx, nodeClass)
+	if err != nil {
+		return nil, err
+	}
+	all = c.withPlacementGroup(ctx, all, pg, nodeClass)
 	subnetOf, err := c.zonalSubnets(ctx, nodeClass)
 	if err != nil {
 		return nil, err
@@ -251,7 +267,7 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		if len(reserved) > 0 {
 			req.CapacityType = instance.CapacityTypeReserved
 			req.ReservationType = reserved[0].reservationType()
-			req.Configs, err = c.reservedLaunchConfigs(ctx, nc, nodeClass, reqs, reserved, subnetOf)
+			req.Configs, err = c.reservedLaunchConfigs(ctx, nc, nodeClass, reqs, reserved, subnetOf, pg)
 			return err
 		}
 		// With nothing to launch, Instances.Create still runs without
@@ -270,7 +286,7 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 			preference = launchtemplate.CapacityReservationPreferenceNone
 		}
 		if len(its) > 0 {
-			req.Configs, err = c.launchConfigs(ctx, nc, nodeClass, reqs, its, req.CapacityType, subnetOf, preference)
+			req.Configs, err = c.launchConfigs(ctx, nc, nodeClass, reqs, its, req.CapacityType, subnetOf, preference, pg)
 			return err
 		}
 		return nil
@@ -307,6 +323,12 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	// Keep what the NodeClaim already says; the launch adds to it.
 	res := nc.DeepCopy()
 	for k, v := range out.Labels {
+		if res.Labels == nil {
+			res.Labels = map[string]string{}
+		}
+		res.Labels[k] = v
+	}
+	for k, v := range c.placementLabels(ctx, pg, pinnedPartition(reqs, pg), inst) {
 		if res.Labels == nil {
 			res.Labels = map[string]string{}
 		}
@@ -467,6 +489,12 @@ func (c *CloudProvider) toNodeClaim(inst *instance.Instance, it *scheduling.Inst
 	if inst.CapacityType == instance.CapacityTypeReserved && inst.CapacityReservationID != "" {
 		for k, v := range reservedLabels(inst.CapacityReservationID, inst.CapacityReservationType, res) {
 			nc.Labels[k] = v
+		}
+	}
+	if inst.PlacementGroupID != "" {
+		nc.Labels[awsv1.LabelPlacementGroupID] = inst.PlacementGroupID
+		if inst.PartitionNumber > 0 {
+			nc.Labels[awsv1.LabelPlacementGroupPartition] = strconv.Itoa(int(inst.PartitionNumber))
 		}
 	}
 	if np, ok := inst.Tags[v1.NodePoolLabelKey]; ok {

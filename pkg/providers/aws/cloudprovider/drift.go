@@ -74,6 +74,9 @@ func (c *CloudProvider) IsDrifted(ctx context.Context, nc *v1.NodeClaim) (cloudp
 	}
 	for _, check := range []func(*v1.NodeClaim, *instance.Instance, *awsv1.EC2NodeClass) (cloudprovider.DriftReason, error){
 		securityGroupDrift, subnetDrift, capacityReservationDrift,
+		func(nc *v1.NodeClaim, inst *instance.Instance, nodeClass *awsv1.EC2NodeClass) (cloudprovider.DriftReason, error) {
+			return c.placementGroupDrift(ctx, nc, inst, nodeClass)
+		},
 	} {
 		if reason, err := check(nc, inst, nodeClass); err != nil || reason != "" {
 			return reason, err

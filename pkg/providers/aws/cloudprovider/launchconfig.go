@@ -16,6 +16,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/launchtemplate"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/placementgroup"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -89,7 +90,7 @@ func zoneIDs(nodeClass *awsv1.EC2NodeClass) map[string]string {
 // (with the capacity reservation preference, "" for none), and lists each
 // type's unreserved offerings of capacityType as overrides in the zone's
 // subnet (subnetOf).
-func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, its []*scheduling.InstanceType, capacityType string, subnetOf map[string]string, preference string) ([]instance.LaunchConfig, error) {
+func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, its []*scheduling.InstanceType, capacityType string, subnetOf map[string]string, preference string, pg *placementgroup.PlacementGroup) ([]instance.LaunchConfig, error) {
 	type groupKey struct {
 		image string
 		pods  int64
@@ -119,7 +120,7 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 	}
 	var launches []launchtemplate.Launch
 	for _, k := range order {
-		l := c.launch(nc, nodeClass, reqs, k.image, k.pods, nil, launchtemplate.CapacityReservation{Preference: preference})
+		l := c.launch(nc, nodeClass, reqs, k.image, k.pods, nil, launchtemplate.CapacityReservation{Preference: preference}, pg)
 		l.EFACount = k.efa
 		launches = append(launches, l)
 	}
@@ -151,7 +152,7 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 
 // launch is one launch template's launch: the NodeClaim's labels (plus
 // extra, a reserved offering's), taints and tags, the image and pods.
-func (c *CloudProvider) launch(nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, image string, pods int64, extra map[string]string, cr launchtemplate.CapacityReservation) launchtemplate.Launch {
+func (c *CloudProvider) launch(nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, image string, pods int64, extra map[string]string, cr launchtemplate.CapacityReservation, pg *placementgroup.PlacementGroup) launchtemplate.Launch {
 	labels := reqs.Labels()
 	for k, v := range nc.Labels {
 		labels[k] = v
@@ -166,6 +167,10 @@ func (c *CloudProvider) launch(nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, 
 	// As upstream, dedicated only when nothing else is allowed.
 	if t := reqs.Get(awsv1.LabelInstanceTenancy); !t.IsComplement() && t.Has(awsv1.InstanceTenancyDedicated) && !t.Has(awsv1.InstanceTenancyDefault) {
 		l.Tenancy = awsv1.InstanceTenancyDedicated
+	}
+	if pg != nil {
+		l.PlacementGroupID = pg.ID
+		l.PartitionNumber = pinnedPartition(reqs, pg)
 	}
 	return l
 }

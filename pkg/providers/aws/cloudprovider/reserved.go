@@ -12,6 +12,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/launchtemplate"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/placementgroup"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -108,7 +109,7 @@ func cheaper(a, b reservedOffering) bool {
 // reservedLaunchConfigs is one launch template per reservation, targeting
 // it, whose only override is the reservation's type in its zone's subnet.
 // The templates' user data labels the node with the reservation.
-func (c *CloudProvider) reservedLaunchConfigs(ctx context.Context, nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, reserved []reservedOffering, subnetOf map[string]string) ([]instance.LaunchConfig, error) {
+func (c *CloudProvider) reservedLaunchConfigs(ctx context.Context, nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, reserved []reservedOffering, subnetOf map[string]string, pg *placementgroup.PlacementGroup) ([]instance.LaunchConfig, error) {
 	var launches []launchtemplate.Launch
 	var kept []reservedOffering
 	var images []string
@@ -121,7 +122,7 @@ func (c *CloudProvider) reservedLaunchConfigs(ctx context.Context, nc *v1.NodeCl
 		extra := reservedLabels(r.res.ID, r.reservationType(), &r.res)
 		extra[scheduling.LabelCapacityType] = scheduling.CapacityTypeReserved
 		launches = append(launches, c.launch(nc, nodeClass, reqs, image, pods.Value(), extra,
-			launchtemplate.CapacityReservation{ID: r.res.ID, Type: r.reservationType()}))
+			launchtemplate.CapacityReservation{ID: r.res.ID, Type: r.reservationType()}, pg))
 		kept = append(kept, r)
 		images = append(images, image)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetype"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetypes"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/launchtemplate"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/placementgroup"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/pricing"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/subnet"
 	"github.com/karpenter-go/karpenter/test/awslocal"
@@ -160,6 +161,8 @@ func newEnvIn(t *testing.T, instanceAPI instance.EC2API, subnets []ec2types.Subn
 			Subnets:         launchSubnets,
 			Cluster: launchtemplate.Cluster{Name: clusterName, Endpoint: "https://cluster.example.com", CABundle: "Y2E=",
 				CIDR: "10.100.0.0/16", DNS: "10.100.0.10"},
+			// Every test sees groups it makes at once.
+			PlacementGroups: placementgroup.NewProvider(ec2API, time.Nanosecond),
 		}),
 	}
 	t.Cleanup(func() {

@@ -165,6 +165,11 @@ type Instance struct {
 	// FullReservations are the capacity reservations CreateFleet reported
 	// full (ReservationCapacityExceeded) while launching this instance.
 	FullReservations []string
+	// PlacementGroupID and PartitionNumber are the instance's placement
+	// group and partition (0 when unknown or not a partition group), from
+	// DescribeInstances or the launch.
+	PlacementGroupID string
+	PartitionNumber  int32
 }
 
 // ProviderID is the instance's Kubernetes provider ID.
@@ -451,6 +456,8 @@ func fromEC2(i ec2types.Instance) *Instance {
 	}
 	if i.Placement != nil {
 		inst.Zone = aws.ToString(i.Placement.AvailabilityZone)
+		inst.PlacementGroupID = aws.ToString(i.Placement.GroupId)
+		inst.PartitionNumber = aws.ToInt32(i.Placement.PartitionNumber)
 	}
 	for _, g := range i.SecurityGroups {
 		inst.SecurityGroupIDs = append(inst.SecurityGroupIDs, aws.ToString(g.GroupId))

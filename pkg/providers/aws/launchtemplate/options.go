@@ -50,6 +50,9 @@ type Options struct {
 	EFACount int
 	// Tenancy: see Launch.
 	Tenancy string
+	// PlacementGroupID and PartitionNumber: see Launch.
+	PlacementGroupID string
+	PartitionNumber  int32
 }
 
 // InterfaceOptions are the settings that live on the primary network
@@ -176,6 +179,11 @@ type Launch struct {
 	// allows only karpenter.k8s.aws/instance-tenancy=dedicated, else ""
 	// (EC2's default, shared).
 	Tenancy string
+	// PlacementGroupID is the class's placement group ("" for none), and
+	// PartitionNumber the partition of a partition group the NodeClaim
+	// pins (0 lets EC2 choose).
+	PlacementGroupID string
+	PartitionNumber  int32
 }
 
 // Resolve turns a ready EC2NodeClass and one launch into template options:
@@ -239,6 +247,8 @@ func Resolve(ctx context.Context, nodeClass *awsv1.EC2NodeClass, cluster Cluster
 		NestedVirtualization:     nestedVirtualization(nodeClass),
 		EFACount:                 launch.EFACount,
 		Tenancy:                  launch.Tenancy,
+		PlacementGroupID:         launch.PlacementGroupID,
+		PartitionNumber:          launch.PartitionNumber,
 	}, nil
 }
 
@@ -409,8 +419,14 @@ func (o *Options) requestData() *ec2types.RequestLaunchTemplateData {
 	} else {
 		data.SecurityGroupIds = o.SecurityGroupIDs
 	}
-	if o.Tenancy != "" {
+	if o.Tenancy != "" || o.PlacementGroupID != "" {
 		data.Placement = &ec2types.LaunchTemplatePlacementRequest{Tenancy: ec2types.Tenancy(o.Tenancy)}
+		if o.PlacementGroupID != "" {
+			data.Placement.GroupId = aws.String(o.PlacementGroupID)
+		}
+		if o.PartitionNumber > 0 {
+			data.Placement.PartitionNumber = aws.Int32(o.PartitionNumber)
+		}
 	}
 	if o.NestedVirtualization != "" {
 		data.CpuOptions = &ec2types.LaunchTemplateCpuOptionsRequest{NestedVirtualization: ec2types.NestedVirtualizationSpecification(o.NestedVirtualization)}

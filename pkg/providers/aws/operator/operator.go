@@ -46,6 +46,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/instanceprofilegc"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
 	awsmetrics "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/metrics"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/partition"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/tagging"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass"
 	nodeclasshash "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass/hash"
@@ -57,6 +58,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instancetypes"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/launchtemplate"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/options"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/placementgroup"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/pricing"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/sdk"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/securitygroup"
@@ -122,6 +124,9 @@ type Provider struct {
 	// reservations resolves capacity reservations and tracks their
 	// remaining instances.
 	reservations *capacityreservation.Provider
+	// placementGroups resolves the classes' placement groups for launches
+	// and the partition labels.
+	placementGroups *placementgroup.Provider
 	// shifts are the cluster's ARC zonal shifts; nil unless
 	// ENABLE_ZONAL_SHIFT.
 	shifts *zonalshift.Provider
@@ -241,6 +246,8 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			InstanceTypes:        types,
 		}),
 	}
+	placementGroups := placementgroup.NewProvider(clients.EC2, 0)
+	p.placementGroups = placementGroups
 	p.instances = instance.NewProvider(clients.EC2, s.ClusterName, o.Unavailable, instance.WithSubnets(subnets), instance.WithEvents(p.nodeClaimEvent))
 	p.CloudProvider = awscloudprovider.New(awscloudprovider.Options{
 		Kube:            o.Kube,
@@ -251,6 +258,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		Cluster:         cluster,
 		Reservations:    launchReservations,
 		HashCABundle:    hashCA,
+		PlacementGroups: placementGroups,
 	})
 	p.warm = make(chan struct{})
 	p.reservations = reservations
@@ -289,6 +297,7 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		capacity.NewController(kube, p.types),
 		// Leader only: deletes the cluster's launch templates unused for the TTL.
 		launchtemplate.NewPruner(p.templates, p.opts.LaunchTemplatePruneInterval, p.log.WithName("launchtemplate")),
+		partition.NewController(kube, p.instances, p.placementGroups),
 	}
 	if !s.IsolatedVPC {
 		// IAM has no endpoint inside an isolated VPC.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -362,7 +363,8 @@ func (c *Controller) placementGroup(ctx context.Context, nc *awsv1.EC2NodeClass)
 		setFalse(nc, awsv1.ConditionTypePlacementGroupReady, ReasonResolutionFailed, "placement group resolution is not configured")
 		return reconcile.Result{}, nil
 	}
-	in := &ec2.DescribePlacementGroupsInput{}
+	// As upstream, only an available group counts.
+	in := &ec2.DescribePlacementGroupsInput{Filters: []ec2types.Filter{{Name: aws.String("state"), Values: []string{string(ec2types.PlacementGroupStateAvailable)}}}}
 	if sel.ID != "" {
 		in.GroupIds = []string{sel.ID}
 	} else {
