@@ -45,6 +45,9 @@ type LaunchTemplates interface {
 	EnsureAll(ctx context.Context, opts []*launchtemplate.Options) ([]launchtemplate.LaunchTemplate, error)
 	// Invalidate forgets a cached template EC2 no longer has.
 	Invalidate(name string)
+	// Propagating is how long the named templates, if just created, may
+	// still be unknown to CreateFleet.
+	Propagating(names ...string) time.Duration
 }
 
 // Instances launches, finds and terminates instances (instance.Provider).
@@ -294,6 +297,9 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if err := configs(); err != nil {
 		return nil, err
 	}
+	if err := c.awaitTemplates(ctx, req.Configs); err != nil {
+		return nil, err
+	}
 	inst, err := c.opts.Instances.Create(ctx, req)
 	if instance.IsLaunchTemplateNotFound(err) {
 		// Deleted behind the cache's back: forget the templates, ensure
@@ -520,4 +526,26 @@ func nonZero(in corev1.ResourceList) corev1.ResourceList {
 		return nil
 	}
 	return out
+}
+
+// awaitTemplates waits until the launch templates of configs that were
+// created moments ago have had time to propagate in EC2, so the first
+// launch from a new template is not refused (and retried) for it.
+func (c *CloudProvider) awaitTemplates(ctx context.Context, configs []instance.LaunchConfig) error {
+	names := make([]string, 0, len(configs))
+	for _, cfg := range configs {
+		names = append(names, cfg.LaunchTemplateName)
+	}
+	wait := c.opts.LaunchTemplates.Propagating(names...)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -75,7 +75,17 @@ type cached struct {
 	lt        LaunchTemplate
 	nodeClass string
 	expires   time.Time
+	// created is when this provider created the template; zero for one
+	// it found.
+	created time.Time
 }
+
+// PropagationDelay is how long after creating a template the provider
+// reports it as propagating. EC2 is eventually consistent: a CreateFleet
+// naming a template created moments ago can be refused with
+// InvalidLaunchTemplateName.NotFoundException, which would cost a failed
+// launch and a retry for every NodeClaim of the first round.
+const PropagationDelay = 2 * time.Second
 
 // ProviderOptions tune a Provider; zero values are upstream's defaults.
 type ProviderOptions struct {
@@ -123,11 +133,11 @@ func (p *Provider) Ensure(ctx context.Context, o *Options) (LaunchTemplate, erro
 		if lt, ok := p.cached(name); ok {
 			return lt, nil
 		}
-		lt, err := p.findOrCreate(ctx, name, o)
+		lt, created, err := p.findOrCreate(ctx, name, o)
 		if err != nil {
 			return nil, err
 		}
-		p.store(name, o.NodeClassName, lt)
+		p.store(name, o.NodeClassName, lt, created)
 		return lt, nil
 	})
 	if err != nil {
@@ -136,11 +146,13 @@ func (p *Provider) Ensure(ctx context.Context, o *Options) (LaunchTemplate, erro
 	return v.(LaunchTemplate), nil
 }
 
-func (p *Provider) findOrCreate(ctx context.Context, name string, o *Options) (LaunchTemplate, error) {
+// findOrCreate returns the template of that name, creating it if EC2 has
+// none; created is when it did so (zero for a template it found).
+func (p *Provider) findOrCreate(ctx context.Context, name string, o *Options) (_ LaunchTemplate, created time.Time, _ error) {
 	// The name pins the options, so a template found by name boots o's image.
 	if lt, found, err := p.describe(ctx, name); err != nil || found {
 		lt.ImageID = o.ImageID
-		return lt, err
+		return lt, time.Time{}, err
 	}
 	out, err := p.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(name),
@@ -154,19 +166,19 @@ func (p *Provider) findOrCreate(ctx context.Context, name string, o *Options) (L
 		// made it first; it has the same contents, by its name.
 		lt, found, derr := p.describe(ctx, name)
 		if derr != nil {
-			return LaunchTemplate{}, derr
+			return LaunchTemplate{}, time.Time{}, derr
 		}
 		if found {
 			lt.ImageID = o.ImageID
-			return lt, nil
+			return lt, time.Time{}, nil
 		}
 	}
 	if err != nil {
-		return LaunchTemplate{}, fmt.Errorf("creating launch template %s: %w", name, err)
+		return LaunchTemplate{}, time.Time{}, fmt.Errorf("creating launch template %s: %w", name, err)
 	}
 	id := aws.ToString(out.LaunchTemplate.LaunchTemplateId)
 	log.FromContext(ctx).WithValues("id", id).V(1).Info("created launch template")
-	return LaunchTemplate{Name: name, ID: id, ImageID: o.ImageID}, nil
+	return LaunchTemplate{Name: name, ID: id, ImageID: o.ImageID}, p.now(), nil
 }
 
 // describe looks a template up by name; found is false when EC2 has none.
@@ -199,10 +211,27 @@ func (p *Provider) cached(name string) (LaunchTemplate, bool) {
 	return c.lt, true
 }
 
-func (p *Provider) store(name, nodeClass string, lt LaunchTemplate) {
+func (p *Provider) store(name, nodeClass string, lt LaunchTemplate, created time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cache[name] = cached{lt: lt, nodeClass: nodeClass, expires: p.now().Add(p.ttl)}
+	p.cache[name] = cached{lt: lt, nodeClass: nodeClass, expires: p.now().Add(p.ttl), created: created}
+}
+
+// Propagating is how much longer the newest of the named templates this
+// provider created may be unknown to CreateFleet (see PropagationDelay);
+// 0 when none was created that recently.
+func (p *Provider) Propagating(names ...string) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var wait time.Duration
+	for _, n := range names {
+		c, ok := p.cache[n]
+		if !ok || c.created.IsZero() {
+			continue
+		}
+		wait = max(wait, c.created.Add(PropagationDelay).Sub(p.now()))
+	}
+	return wait
 }
 
 // Invalidate forgets a template, e.g. after CreateFleet answered that it

@@ -588,3 +588,28 @@ func TestEnsureLosesTheCreateRace(t *testing.T) {
 	require.EqualValues(t, 2, api.describe.Load())
 	require.Len(t, templatesNamed(t, first.Name), 1)
 }
+
+// TestPropagating: a template the provider just created is reported as
+// propagating for PropagationDelay, so the first launch from it waits
+// instead of being refused as unknown; one it found (created by another
+// replica or before a restart) is not.
+func TestPropagating(t *testing.T) {
+	ctx := context.Background()
+	o := resolve(t, readyNodeClass("propagating", awsv1.AMIFamilyAL2023), launchFor("propagating", 29))
+	now := time.Now()
+	p := launchtemplate.NewProvider(clients.EC2, cluster.Name, launchtemplate.ProviderOptions{Now: func() time.Time { return now }})
+	lt, err := p.Ensure(ctx, o)
+	require.NoError(t, err)
+	require.Equal(t, launchtemplate.PropagationDelay, p.Propagating(lt.Name))
+	require.Zero(t, p.Propagating("karpenter.k8s.aws/unknown"))
+	now = now.Add(launchtemplate.PropagationDelay / 2)
+	require.Equal(t, launchtemplate.PropagationDelay/2, p.Propagating("karpenter.k8s.aws/unknown", lt.Name))
+	now = now.Add(launchtemplate.PropagationDelay)
+	require.Zero(t, p.Propagating(lt.Name))
+
+	found := launchtemplate.NewProvider(clients.EC2, cluster.Name, launchtemplate.ProviderOptions{})
+	again, err := found.Ensure(ctx, o)
+	require.NoError(t, err)
+	require.Equal(t, lt.ID, again.ID)
+	require.Zero(t, found.Propagating(lt.Name), "a template found by name has had time to propagate")
+}
