@@ -11,7 +11,9 @@
 package soak
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand"
@@ -223,12 +225,29 @@ spec:
 	return strings.Join(docs, "\n---\n") + "\n"
 }
 
-// Controller starts the controller under test on a control plane and says
-// where its metrics are.
+// Controller starts the controller under test on a control plane, with
+// kubeconfig (it authenticates as User, whose requests the API server's
+// audit log records), and says where its metrics are.
 type Controller struct {
 	Name  string
-	Start func(cp *controlplane.ControlPlane) (pid, metricsPort int, err error)
+	Start func(cp *controlplane.ControlPlane, kubeconfig string) (pid, metricsPort int, err error)
 }
+
+// User is the identity the controller under test authenticates as
+// (system:masters): the API server audits its requests and no one else's,
+// which counts them whatever metrics the controller exports.
+const User = "karpenter-soak"
+
+// auditPolicy records the controller's requests, once each (when the
+// response completes), without bodies.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+  - level: Metadata
+    users: [` + User + `]
+  - level: None
+`
 
 // Sample is one row of the recording.
 type Sample struct {
@@ -267,10 +286,14 @@ type Result struct {
 	RSSMinLate, RSSMaxLate float64
 	// APIRequests are all the API server's requests during the soak (every
 	// client: the controller, kcm, scheduler, kwok, the driver), by verb;
-	// ControllerRequests the controller's own client-go count.
-	APIRequests        map[string]float64
-	APIRequestsTotal   float64
-	ControllerRequests float64
+	// ControllerRequests the controller's own client-go count (-1: it
+	// exports none); ControllerAudited its requests by verb as the API
+	// server's audit log records them.
+	APIRequests            map[string]float64
+	APIRequestsTotal       float64
+	ControllerRequests     float64
+	ControllerAudited      map[string]float64
+	ControllerAuditedTotal float64
 	// End state after settling.
 	PendingAtEnd                 int
 	NodesWithoutClaim            []string
@@ -438,6 +461,7 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		ControllerManager: true, Scheduler: true, Kwok: true, APIQPS: 200, APIBurst: 300,
+		Users: []controlplane.User{{Name: User, Groups: []string{"system:masters"}}}, AuditPolicy: auditPolicy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting control plane: %w", err)
@@ -446,7 +470,11 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	if err := controlplane.Apply(ctx, cp.Client, []byte(Manifests())); err != nil {
 		return nil, fmt.Errorf("applying manifests: %w", err)
 	}
-	pid, port, err := ctrl.Start(cp)
+	kubeconfig, err := cp.KubeconfigFor(User)
+	if err != nil {
+		return nil, err
+	}
+	pid, port, err := ctrl.Start(cp, kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", ctrl.Name, err)
 	}
@@ -483,6 +511,7 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	defer factory.Shutdown()
 	defer close(stop)
 
+	apiStartAt := time.Now()
 	apiStart, err := apiRequests(ctx, cp)
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
@@ -590,8 +619,15 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 			res.APIRequestsTotal += v - apiStart[verb]
 		}
 	}
+	res.ControllerRequests = -1
 	if end := controllerRequests(ctx, port); end >= 0 && ctrlStart >= 0 {
 		res.ControllerRequests = end - ctrlStart
+	}
+	if res.ControllerAudited, err = audited(cp.AuditLogPath, apiStartAt); err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	for _, v := range res.ControllerAudited {
+		res.ControllerAuditedTotal += v
 	}
 	res.PendingAtEnd = pendingCount(ctx, cp)
 	res.NodesWithoutClaim, res.ClaimsWithoutNode, _ = leaks(ctx, cp)
@@ -907,4 +943,28 @@ func labels(ls []*dto.LabelPair) map[string]string {
 		out[l.GetName()] = l.GetValue()
 	}
 	return out
+}
+
+// audited counts the audit log's events of User from since on, by verb.
+func audited(path string, since time.Time) (map[string]float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct {
+			Verb              string                    `json:"verb"`
+			User              struct{ Username string } `json:"user"`
+			RequestReceivedAt time.Time                 `json:"requestReceivedTimestamp"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != User || ev.RequestReceivedAt.Before(since) {
+			continue
+		}
+		out[strings.ToUpper(ev.Verb)]++
+	}
+	return out, sc.Err()
 }

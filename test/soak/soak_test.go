@@ -48,13 +48,13 @@ func run(m *testing.M) int {
 // oursWith is our controller with the upstream-kwok catalog (upstream's
 // kwok controller's types and prices) and a consolidation algorithm.
 func oursWith(algorithm string) soak.Controller {
-	return soak.Controller{Name: "ours-" + algorithm, Start: func(cp *controlplane.ControlPlane) (int, int, error) {
+	return soak.Controller{Name: "ours-" + algorithm, Start: func(cp *controlplane.ControlPlane, kubeconfig string) (int, int, error) {
 		ports, err := anchors.FreePorts()
 		if err != nil {
 			return 0, 0, err
 		}
 		pid, err := cp.Spawn(ours, "ours-"+algorithm,
-			"--kubeconfig="+cp.KubeconfigPath,
+			"--kubeconfig="+kubeconfig,
 			"--metrics-port="+strconv.Itoa(ports.Metrics),
 			"--health-probe-port="+strconv.Itoa(ports.Health),
 			"--leader-election-namespace=kube-system",
@@ -66,12 +66,12 @@ func oursWith(algorithm string) soak.Controller {
 
 // upstreamKWOK is upstream's kwok controller (`make tools`).
 func upstreamKWOK(b anchors.Binaries) soak.Controller {
-	return soak.Controller{Name: "upstream-kwok", Start: func(cp *controlplane.ControlPlane) (int, int, error) {
+	return soak.Controller{Name: "upstream-kwok", Start: func(cp *controlplane.ControlPlane, kubeconfig string) (int, int, error) {
 		ports, err := anchors.FreePorts()
 		if err != nil {
 			return 0, 0, err
 		}
-		pid, err := anchors.StartKWOK(cp, b, "upstream-kwok", ports, "LOG_LEVEL=info")
+		pid, err := anchors.StartKWOK(cp, b, "upstream-kwok", ports, "LOG_LEVEL=info", "KUBECONFIG="+kubeconfig)
 		return pid, ports.Metrics, err
 	}}
 }
@@ -108,6 +108,9 @@ func TestSoakMinute(t *testing.T) {
 	}
 	if len(res.NodesWithoutClaim) > 0 || len(res.ClaimsWithoutNode) > 0 {
 		t.Errorf("leaked: Nodes without NodeClaim %v, NodeClaims without Node %v", res.NodesWithoutClaim, res.ClaimsWithoutNode)
+	}
+	if res.ControllerAuditedTotal == 0 {
+		t.Errorf("the audit log holds no request of the controller")
 	}
 	if res.PendingAtEnd != 0 {
 		t.Errorf("%d pods left pending after settling", res.PendingAtEnd)

@@ -10,10 +10,10 @@ import (
 
 // Summary is one line about a result.
 func Summary(r *Result) string {
-	return fmt.Sprintf("build-up %s (%d nodes); churn p50/p99 pending-to-bound %s/%s over %d pods; %.0f evictions (%.0f/h); $%.2f/h start, $%.2f/h mid, $%.2f/h end; peak RSS %.0f MiB (last half %.0f-%.0f); CPU %.1fs; API requests %.0f (controller's own %.0f); end: %d nodes, %d NodeClaims, %d pending, leaks %v %v, panics %d",
+	return fmt.Sprintf("build-up %s (%d nodes); churn p50/p99 pending-to-bound %s/%s over %d pods; %.0f evictions (%.0f/h); $%.2f/h start, $%.2f/h mid, $%.2f/h end; peak RSS %.0f MiB (last half %.0f-%.0f); CPU %.1fs; API requests %.0f (controller's own %.0f by the audit log, %.0f by its client); end: %d nodes, %d NodeClaims, %d pending, leaks %v %v, panics %d",
 		r.BuildUp.Round(time.Second), r.BuildUpNodes, r.P50.Round(100*time.Millisecond), r.P99.Round(100*time.Millisecond), r.Bound,
 		r.Evictions, r.EvictionsPerHour, r.CostStart, r.CostMid, r.CostEnd, r.PeakRSSMiB, r.RSSMinLate, r.RSSMaxLate,
-		r.CPUSeconds, r.APIRequestsTotal, r.ControllerRequests, r.NodesAtEnd, r.ClaimsAtEnd, r.PendingAtEnd,
+		r.CPUSeconds, r.APIRequestsTotal, r.ControllerAuditedTotal, r.ControllerRequests, r.NodesAtEnd, r.ClaimsAtEnd, r.PendingAtEnd,
 		r.NodesWithoutClaim, r.ClaimsWithoutNode, len(r.Panics))
 }
 
@@ -46,7 +46,8 @@ func Table(results []*Result) string {
 		{"RSS last half min (MiB)", func(r *Result) float64 { return r.RSSMinLate }, "%.0f"},
 		{"RSS last half max (MiB)", func(r *Result) float64 { return r.RSSMaxLate }, "%.0f"},
 		{"CPU (s)", func(r *Result) float64 { return r.CPUSeconds }, "%.1f"},
-		{"controller API requests", func(r *Result) float64 { return r.ControllerRequests }, "%.0f"},
+		{"controller API requests (audit log)", func(r *Result) float64 { return r.ControllerAuditedTotal }, "%.0f"},
+		{"controller API requests (its client-go, -1 none)", func(r *Result) float64 { return r.ControllerRequests }, "%.0f"},
 		{"API server requests (all clients)", func(r *Result) float64 { return r.APIRequestsTotal }, "%.0f"},
 	}
 	verbs := map[string]bool{}
@@ -63,6 +64,21 @@ func Table(results []*Result) string {
 	for _, v := range vs {
 		v := v
 		rows = append(rows, row{"  " + v, func(r *Result) float64 { return r.APIRequests[v] }, "%.0f"})
+	}
+	cverbs := map[string]bool{}
+	for _, r := range results {
+		for v := range r.ControllerAudited {
+			cverbs[v] = true
+		}
+	}
+	var cvs []string
+	for v := range cverbs {
+		cvs = append(cvs, v)
+	}
+	sort.Strings(cvs)
+	for _, v := range cvs {
+		v := v
+		rows = append(rows, row{"  controller " + v, func(r *Result) float64 { return r.ControllerAudited[v] }, "%.0f"})
 	}
 	rows = append(rows,
 		row{"nodes at end", func(r *Result) float64 { return float64(r.NodesAtEnd) }, "%.0f"},
