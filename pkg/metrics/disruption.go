@@ -75,7 +75,7 @@ const (
 // replacements') and as realized (minus the replacements that launched).
 var DisruptionSavingsPerHourTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: Namespace, Subsystem: "voluntary_disruption", Name: "savings_per_hour_total",
-	Help: "Sum of the $/h that completed disruption commands save: predicted (candidates' price minus the planned replacements') and realized (minus the replacements that launched), by reason and the candidates' NodePool. A negative realized saving is a replacement that launched dearer than planned.",
+	Help: "Sum of the $/h that completed disruption commands save: predicted (candidates' price minus the planned replacements') and realized (minus the replacements that launched), by reason and the candidates' NodePool. A command that made the fleet dearer (a drift onto a pricier type, a replacement that launched dearer than its candidates) adds 0; its log line keeps the signed values.",
 }, []string{ReasonLabel, NodePoolLabel, "estimate"})
 
 // DisruptionCollectors lists the metrics of this file.

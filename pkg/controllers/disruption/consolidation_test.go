@@ -286,6 +286,41 @@ func TestNodeIsReplacedByACheaperOne(t *testing.T) {
 	assert.InDelta(t, 0.60, testutil.ToFloat64(realized)-realizedBefore, 1e-9, "realized saving")
 }
 
+// A replacement that launches dearer than the node it replaces (found by the
+// soak, test/soak: a drift onto a pricier type) is a negative realized
+// saving; it used to panic the queue (a counter cannot go down) on every
+// retry of the command's step.
+func TestDearerReplacementDoesNotPanicTheQueue(t *testing.T) {
+	e := newConsolidationEnv(t)
+	e.cloud.Catalog = append(e.cloud.Catalog, itype(32))
+	old, oldNode := e.typedNode(itype(16))
+	e.busyPod(oldNode, "app", "1")
+	require.True(t, e.reconcileThroughValidation(nil))
+	list := &v1.NodeClaimList{}
+	require.NoError(t, cp.Client.List(e.ctx, list))
+	var replacement *v1.NodeClaim
+	for i := range list.Items {
+		if list.Items[i].Name != old.Name {
+			replacement = &list.Items[i]
+		}
+	}
+	require.NotNil(t, replacement)
+	replacement.Labels[corev1.LabelInstanceTypeStable] = "c.32x"
+	replacement.Labels[corev1.LabelTopologyZone] = zone
+	replacement.Labels[v1.CapacityTypeLabelKey] = v1.CapacityTypeOnDemand
+	require.NoError(t, cp.Client.Update(e.ctx, replacement))
+	replacement.Status.Conditions = []v1.Condition{{Type: v1.ConditionTypeInitialized, Status: "True", Reason: "Initialized", LastTransitionTime: metav1.Now()}}
+	require.NoError(t, cp.Client.Status().Update(e.ctx, replacement))
+	realized := metrics.DisruptionSavingsPerHourTotal.WithLabelValues("underutilized", e.pool.Name, metrics.EstimateRealized)
+	before := testutil.ToFloat64(realized)
+	require.NotPanics(t, func() { e.step(10 * time.Second) })
+	got := &v1.NodeClaim{}
+	err := cp.Client.Get(e.ctx, client.ObjectKey{Name: old.Name}, got)
+	assert.True(t, isGoneOrDeleting(err, got), "the old node is deleted")
+	assert.Zero(t, testutil.ToFloat64(realized)-before, "a dearer replacement adds no saving")
+	assert.Zero(t, e.ctrl.Queue().Len(), "the command is done")
+}
+
 func TestUnconsolidatableEventNamesTheReason(t *testing.T) {
 	e := newConsolidationEnv(t)
 	_, node := e.typedNode(itype(2))

@@ -438,8 +438,12 @@ func (q *Queue) recordSaving(ctx context.Context, c *command) {
 	predicted, realized := c.priceBefore-c.plannedPrice, c.priceBefore-after
 	pool := c.candidates[0].NodePool.Name
 	reason := metricReason(c.reason)
-	metrics.DisruptionSavingsPerHourTotal.WithLabelValues(reason, pool, metrics.EstimatePredicted).Add(predicted)
-	metrics.DisruptionSavingsPerHourTotal.WithLabelValues(reason, pool, metrics.EstimateRealized).Add(realized)
+	// A counter cannot go down (Add panics on a negative value, and the
+	// queue would retry the command's step forever): a command that made
+	// the fleet dearer (a drift onto a pricier type, a replacement that
+	// launched dearer than planned) counts 0; the log line keeps the sign.
+	metrics.DisruptionSavingsPerHourTotal.WithLabelValues(reason, pool, metrics.EstimatePredicted).Add(max(predicted, 0))
+	metrics.DisruptionSavingsPerHourTotal.WithLabelValues(reason, pool, metrics.EstimateRealized).Add(max(realized, 0))
 	log.FromContext(ctx).Info("disruption command saving", "command-id", c.id, "reason", reason,
 		"predicted-saving-per-hour", fmt.Sprintf("%.4f", predicted), "realized-saving-per-hour", fmt.Sprintf("%.4f", realized))
 }

@@ -1,0 +1,128 @@
+package soak
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Summary is one line about a result.
+func Summary(r *Result) string {
+	return fmt.Sprintf("build-up %s (%d nodes); churn p50/p99 pending-to-bound %s/%s over %d pods; %.0f evictions (%.0f/h); $%.2f/h start, $%.2f/h mid, $%.2f/h end; peak RSS %.0f MiB (last half %.0f-%.0f); CPU %.1fs; API requests %.0f (controller's own %.0f by the audit log, %.0f by its client); end: %d nodes, %d NodeClaims, %d pending, leaks %v %v, panics %d",
+		r.BuildUp.Round(time.Second), r.BuildUpNodes, r.P50.Round(100*time.Millisecond), r.P99.Round(100*time.Millisecond), r.Bound,
+		r.Evictions, r.EvictionsPerHour, r.CostStart, r.CostMid, r.CostEnd, r.PeakRSSMiB, r.RSSMinLate, r.RSSMaxLate,
+		r.CPUSeconds, r.APIRequestsTotal, r.ControllerAuditedTotal, r.ControllerRequests, r.NodesAtEnd, r.ClaimsAtEnd, r.PendingAtEnd,
+		r.NodesWithoutClaim, r.ClaimsWithoutNode, len(r.Panics))
+}
+
+// Table prints one column per controller and, for each of ours when
+// upstream-kwok ran too, the ratio ours ÷ upstream.
+func Table(results []*Result) string {
+	var up *Result
+	for _, r := range results {
+		if r.Controller == "upstream-kwok" {
+			up = r
+		}
+	}
+	type row struct {
+		name string
+		get  func(*Result) float64
+		fmt  string
+	}
+	rows := []row{
+		{"build-up to all bound (s)", func(r *Result) float64 { return r.BuildUp.Seconds() }, "%.1f"},
+		{"nodes after build-up", func(r *Result) float64 { return float64(r.BuildUpNodes) }, "%.0f"},
+		{"p50 pending-to-bound (s)", func(r *Result) float64 { return r.P50.Seconds() }, "%.1f"},
+		{"p99 pending-to-bound (s)", func(r *Result) float64 { return r.P99.Seconds() }, "%.1f"},
+		{"pods measured", func(r *Result) float64 { return float64(r.Bound) }, "%.0f"},
+		{"evictions", func(r *Result) float64 { return r.Evictions }, "%.0f"},
+		{"evictions/h", func(r *Result) float64 { return r.EvictionsPerHour }, "%.0f"},
+		{"$/h churn start", func(r *Result) float64 { return r.CostStart }, "%.2f"},
+		{"$/h churn mid", func(r *Result) float64 { return r.CostMid }, "%.2f"},
+		{"$/h churn end", func(r *Result) float64 { return r.CostEnd }, "%.2f"},
+		{"peak RSS (MiB)", func(r *Result) float64 { return r.PeakRSSMiB }, "%.0f"},
+		{"RSS last half min (MiB)", func(r *Result) float64 { return r.RSSMinLate }, "%.0f"},
+		{"RSS last half max (MiB)", func(r *Result) float64 { return r.RSSMaxLate }, "%.0f"},
+		{"CPU (s)", func(r *Result) float64 { return r.CPUSeconds }, "%.1f"},
+		{"controller API requests (audit log)", func(r *Result) float64 { return r.ControllerAuditedTotal }, "%.0f"},
+		{"controller API requests (its client-go, -1 none)", func(r *Result) float64 { return r.ControllerRequests }, "%.0f"},
+		{"API server requests (all clients)", func(r *Result) float64 { return r.APIRequestsTotal }, "%.0f"},
+	}
+	verbs := map[string]bool{}
+	for _, r := range results {
+		for v := range r.APIRequests {
+			verbs[v] = true
+		}
+	}
+	var vs []string
+	for v := range verbs {
+		vs = append(vs, v)
+	}
+	sort.Strings(vs)
+	for _, v := range vs {
+		v := v
+		rows = append(rows, row{"  " + v, func(r *Result) float64 { return r.APIRequests[v] }, "%.0f"})
+	}
+	cverbs := map[string]bool{}
+	for _, r := range results {
+		for v := range r.ControllerAudited {
+			cverbs[v] = true
+		}
+	}
+	var cvs []string
+	for v := range cverbs {
+		cvs = append(cvs, v)
+	}
+	sort.Strings(cvs)
+	for _, v := range cvs {
+		v := v
+		rows = append(rows, row{"  controller " + v, func(r *Result) float64 { return r.ControllerAudited[v] }, "%.0f"})
+	}
+	rows = append(rows,
+		row{"nodes at end", func(r *Result) float64 { return float64(r.NodesAtEnd) }, "%.0f"},
+		row{"pending at end", func(r *Result) float64 { return float64(r.PendingAtEnd) }, "%.0f"},
+		row{"leaked nodes+claims", func(r *Result) float64 { return float64(len(r.NodesWithoutClaim) + len(r.ClaimsWithoutNode)) }, "%.0f"},
+		row{"panics", func(r *Result) float64 { return float64(len(r.Panics)) }, "%.0f"},
+	)
+	var sb strings.Builder
+	w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(w, "\t")
+	for _, r := range results {
+		fmt.Fprintf(w, "%s\t", r.Controller)
+	}
+	if up != nil {
+		for _, r := range results {
+			if r != up {
+				fmt.Fprintf(w, "%s÷up\t", r.Controller)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	for _, rw := range rows {
+		fmt.Fprintf(w, "%s\t", rw.name)
+		for _, r := range results {
+			fmt.Fprintf(w, rw.fmt+"\t", rw.get(r))
+		}
+		if up != nil {
+			for _, r := range results {
+				if r == up {
+					continue
+				}
+				if d := rw.get(up); d != 0 {
+					fmt.Fprintf(w, "%.2f\t", rw.get(r)/d)
+				} else {
+					fmt.Fprint(w, "-\t")
+				}
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	w.Flush()
+	if len(results) > 0 {
+		c := results[0].Config
+		fmt.Fprintf(&sb, "scale: %d pods built up (aiming at %d nodes), %s of churn moving every %s, seed %d\n", c.Pods, c.Nodes, c.Duration, c.Step, c.Seed)
+	}
+	return sb.String()
+}
