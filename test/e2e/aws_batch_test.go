@@ -43,12 +43,14 @@ spec:
 `
 
 // batchedScaleUpReady gates TestAWSBatchedScaleUp, which does not pass
-// yet with IAM and eventual consistency on: measured with 45 class tags
-// (batches listed in the karpenter.sh/nodeclaim value, 2–7 NodeClaims a
-// CreateFleet), 350 of the 600 NodeClaims launched in 10 minutes, the rest
-// failing with CreateFleet calls that outlived the batcher's one-minute
-// timeout on the local AWS (2 cores under load). No denial, duplicate or
-// tag-limit error remained.
+// yet against the strict local AWS (IAM enforced, eventual consistency
+// on): measured with 45 class tags (batches listed in the
+// karpenter.sh/nodeclaim value, 2–7 NodeClaims a CreateFleet), 350 of the
+// 600 NodeClaims launched in 10 minutes, the rest failing with CreateFleet
+// calls that outlived the batcher's one-minute timeout on the local AWS
+// (2 cores under load); a later run, after the local AWS's CreateFleet got
+// faster, still missed the 10 minutes. No denial, duplicate or tag-limit
+// error remained.
 const batchedScaleUpReady = false
 
 // batchClaims and classTags size the batched scale-up.
