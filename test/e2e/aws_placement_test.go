@@ -85,7 +85,14 @@ func TestAWSPlacementGroups(t *testing.T) {
 	partition := aws.ToInt32(inst.Placement.PartitionNumber)
 	require.True(t, partition >= 1 && partition <= 3, "partition %d", partition)
 	require.Equal(t, aws.ToString(pg.PlacementGroup.GroupId), nc.Labels[awsv1.LabelPlacementGroupID])
-	require.Equal(t, strconv.Itoa(int(partition)), nc.Labels[awsv1.LabelPlacementGroupPartition])
+	// The partition is labelled at launch when EC2 already reports the
+	// instance; with EC2's eventual consistency it may not yet, and the
+	// partition controller labels it once it does.
+	require.Eventually(t, func() bool {
+		got := &v1.NodeClaim{}
+		return cp.Client.Get(ctx, client.ObjectKey{Name: nc.Name}, got) == nil &&
+			got.Labels[awsv1.LabelPlacementGroupPartition] == strconv.Itoa(int(partition))
+	}, time.Minute, time.Second, "the NodeClaim carries partition %d", partition)
 	node := &corev1.Node{}
 	require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node))
 	require.Equal(t, aws.ToString(pg.PlacementGroup.GroupId), node.Labels[awsv1.LabelPlacementGroupID])
