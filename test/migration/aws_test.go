@@ -3,6 +3,8 @@ package migration_test
 import (
 	"context"
 	"fmt"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"maps"
 	"os"
 	"path/filepath"
@@ -188,7 +190,8 @@ func runningPods(ctx context.Context, c client.Client) int {
 // the general-purpose pool); ours takes over, and while it makes disruption
 // passes no instance is launched or terminated, no NodeClaim drifts (no
 // NodeClassDrift, no AMIDrift) and the class keeps its instance profile;
-// then upstream takes over again with the same quiet.
+// then upstream takes over again with the same quiet, and finishes the
+// experiment: inflate to 0, every instance terminated.
 func TestMigrationAWS(t *testing.T) {
 	// Most of the test is quiet windows; the other test's fit beside it.
 	t.Parallel()
@@ -206,6 +209,14 @@ func TestMigrationAWS(t *testing.T) {
 
 	after := waitFleet(t, ctx, e.cp.Client, 8, time.Minute)
 	e.quietSwitch(t, ctx, next.pid, "upstream-again", after)
+
+	// The rest of the seeds' experiment on upstream's controller: inflate
+	// to 0, and upstream removes the empty nodes and terminates their
+	// instances on the local AWS.
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "inflate"}}
+	require.NoError(t, e.cp.Client.Patch(ctx, deploy, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`))))
+	require.Eventually(t, func() bool { return len(e.liveInstances(t, ctx)) == 0 }, 6*time.Minute, 5*time.Second,
+		"upstream's controller removes the empty nodes and their instances")
 }
 
 // quietSwitch stops the controller with PID from, starts the other controller as name, and checks
