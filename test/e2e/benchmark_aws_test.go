@@ -138,15 +138,7 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	res := provisioningBench{
 		cp: cp, pid: pid, pool: "bench", timeout: 20 * time.Minute,
 		beforeStart: func() { before = calls() },
-		price: func(nc *v1.NodeClaim, _ *corev1.Node) float64 {
-			it, zone := nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone]
-			if nc.Labels[v1.CapacityTypeLabelKey] == "spot" {
-				p, _ := local.SpotPrice("us-east-1", zone, it)
-				return p
-			}
-			p, _ := local.OnDemandPrice(it, "us-east-1")
-			return p
-		},
+		price:       localAWSPrice(local),
 	}.run(b, ctx)
 	after := calls()
 	fleets := after["ec2:CreateFleet"] - before["ec2:CreateFleet"]

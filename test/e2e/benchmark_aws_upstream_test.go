@@ -82,15 +82,7 @@ func upstreamAWSProvisioning(b *testing.B) (upstreamAWSResult, bool) {
 	res := provisioningBench{
 		cp: cp, pid: pid, pool: "bench", timeout: 20 * time.Minute, leaderless: true, label: "upstream-aws",
 		beforeStart: func() { before = local.CallsBy(controllerPrincipal) },
-		price: func(nc *v1.NodeClaim, _ *corev1.Node) float64 {
-			it, zone := nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone]
-			if nc.Labels[v1.CapacityTypeLabelKey] == "spot" {
-				p, _ := local.SpotPrice("us-east-1", zone, it)
-				return p
-			}
-			p, _ := local.OnDemandPrice(it, "us-east-1")
-			return p
-		},
+		price:       localAWSPrice(local),
 	}.run(b, ctx)
 	after := local.CallsBy(controllerPrincipal)
 	calls := map[string]int{}
@@ -108,4 +100,18 @@ func upstreamAWSProvisioning(b *testing.B) (upstreamAWSResult, bool) {
 		res.bound.Seconds(), res.running.Seconds(), len(res.claims), launched, calls["ec2:CreateFleet"], res.rounds, res.cost, res.peakMiB, res.cpuSeconds)
 	b.Logf("upstream's EC2 calls per launched node during the scale-up (%d nodes): %s", launched, perNode(map[string]int{}, calls, launched))
 	return upstreamAWSResult{provisioningResult: res, calls: calls, launched: launched}, true
+}
+
+// localAWSPrice prices a NodeClaim at the local AWS's on-demand or spot
+// price for its type and zone, as the AWS benchmarks report $/h.
+func localAWSPrice(local *awslocal.Local) func(*v1.NodeClaim, *corev1.Node) float64 {
+	return func(nc *v1.NodeClaim, _ *corev1.Node) float64 {
+		it, zone := nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone]
+		if nc.Labels[v1.CapacityTypeLabelKey] == "spot" {
+			p, _ := local.SpotPrice("us-east-1", zone, it)
+			return p
+		}
+		p, _ := local.OnDemandPrice(it, "us-east-1")
+		return p
+	}
 }

@@ -221,7 +221,7 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cpuBefore, _ := cpuTime(pid)
+	cpuBefore, _ := controlplane.ProcessCPUSeconds(pid)
 
 	b.ResetTimer()
 	start := time.Now()
@@ -273,11 +273,11 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 	}
 	b.StopTimer()
 
-	peakMiB, err := vmHWM(pid)
+	peakMiB, err := controlplane.ProcessMemoryMiB(pid, "VmHWM")
 	if err != nil {
 		b.Fatalf("reading controller RSS: %v", err)
 	}
-	cpuAfter, err := cpuTime(pid)
+	cpuAfter, err := controlplane.ProcessCPUSeconds(pid)
 	if err != nil {
 		b.Fatalf("reading controller CPU time: %v", err)
 	}

@@ -389,10 +389,10 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	res := provisioningResult{start: progress.start}
 	// Peak RSS is read while the controller still runs.
 	var err error
-	if res.peakMiB, err = vmHWM(pb.pid); err != nil {
+	if res.peakMiB, err = controlplane.ProcessMemoryMiB(pb.pid, "VmHWM"); err != nil {
 		b.Fatalf("reading controller RSS: %v", err)
 	}
-	if res.cpuSeconds, err = cpuTime(pb.pid); err != nil {
+	if res.cpuSeconds, err = controlplane.ProcessCPUSeconds(pb.pid); err != nil {
 		b.Fatalf("reading controller CPU time: %v", err)
 	}
 	var claims v1.NodeClaimList
@@ -478,24 +478,6 @@ func roundDurations(ds []time.Duration) []string {
 	return out
 }
 
-// vmHWM is a process's peak resident set size in MiB.
-func vmHWM(pid int) (float64, error) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				return 0, fmt.Errorf("parsing %q: %w", line, err)
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
-}
-
 // waitFor polls cond until it holds or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
@@ -506,28 +488,4 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool 
 		time.Sleep(250 * time.Millisecond)
 	}
 	return false
-}
-
-// cpuTime is the user plus system CPU a process has used, in seconds
-// (/proc/<pid>/stat fields 14 and 15, in clock ticks of 1/100 s on Linux).
-func cpuTime(pid int) (float64, error) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces; fields after it follow ")".
-	rest := string(raw)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %q %q", pid, f[11], f[12])
-	}
-	return (utime + stime) / 100, nil
 }

@@ -417,8 +417,8 @@ func (r *recorder) pendingNow() (int, time.Duration) {
 // sample takes one row.
 func (r *recorder) sample(ctx context.Context) {
 	s := Sample{At: time.Since(r.start)}
-	s.RSSMiB, _ = procStatusMiB(r.pid, "VmRSS:")
-	s.CPUSec, _ = CPUTime(r.pid)
+	s.RSSMiB, _ = controlplane.ProcessMemoryMiB(r.pid, "VmRSS")
+	s.CPUSec, _ = controlplane.ProcessCPUSeconds(r.pid)
 	req, _ := apiRequests(ctx, r.cp)
 	var claims v1.NodeClaimList
 	if err := r.cp.Client.List(ctx, &claims); err == nil {
@@ -610,8 +610,8 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 		return err == nil && len(nodes) == 0 && len(claims) == 0
 	})
 	stopSampling()
-	res.PeakRSSMiB, _ = procStatusMiB(pid, "VmHWM:")
-	res.CPUSeconds, _ = CPUTime(pid)
+	res.PeakRSSMiB, _ = controlplane.ProcessMemoryMiB(pid, "VmHWM")
+	res.CPUSeconds, _ = controlplane.ProcessCPUSeconds(pid)
 	if apiEnd, err := apiRequests(ctx, cp); err == nil {
 		res.APIRequests = map[string]float64{}
 		for verb, v := range apiEnd {
@@ -884,46 +884,6 @@ func Panics(log string) []string {
 		}
 	}
 	return out
-}
-
-// procStatusMiB reads a kB field of /proc/<pid>/status in MiB.
-func procStatusMiB(pid int, field string) (float64, error) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				return 0, fmt.Errorf("parsing %q: %w", line, err)
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
-// CPUTime is the user plus system CPU a process has used, in seconds.
-func CPUTime(pid int) (float64, error) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	rest := string(raw)
-	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-		rest = rest[i+1:]
-	}
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parsing /proc/%d/stat", pid)
-	}
-	return (utime + stime) / 100, nil
 }
 
 func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool {
