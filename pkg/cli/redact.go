@@ -64,6 +64,9 @@ func (o *Objects) Redact() {
 	for i := range o.EC2NodeClasses {
 		redactMeta(&o.EC2NodeClasses[i].ObjectMeta)
 	}
+	for i := range o.NodeOverlays {
+		redactMeta(&o.NodeOverlays[i].ObjectMeta)
+	}
 	for i := range o.NominationEvents {
 		redactMeta(&o.NominationEvents[i].ObjectMeta)
 	}
