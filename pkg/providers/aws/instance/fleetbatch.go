@@ -332,13 +332,22 @@ func (p *Provider) launchBatch(ctx context.Context, ls []*launch, inValue bool) 
 	insts := p.instances(ls[0], out, tags, full)
 	// Instance-id order is the order assignOwners reads back after a crash.
 	sort.Slice(insts, func(i, j int) bool { return insts[i].ID < insts[j].ID })
+	for i := len(insts); i < len(ls); i++ {
+		res[i].Err = ls[i].noInstance(out.Errors, iced, full)
+	}
+	if len(insts) == 0 {
+		return res
+	}
+	// The batch's instances became known to EC2 together: the first claim
+	// waits out EC2's consistency alone, and the others follow once it
+	// lands, so a batch of n spends its retries of "instance unknown" once
+	// and not n times (each one a CreateTags token).
+	inst, err := p.claim(ctx, insts[0], ls[0].req)
+	res[0] = batcher.Result[*Instance]{Out: inst, Err: err}
 	sem := make(chan struct{}, claimConcurrency)
 	var wg sync.WaitGroup
-	for i, l := range ls {
-		if i >= len(insts) {
-			res[i].Err = l.noInstance(out.Errors, iced, full)
-			continue
-		}
+	for i := 1; i < min(len(ls), len(insts)); i++ {
+		l := ls[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -327,3 +327,42 @@ func batchSizes(t *testing.T) (uint64, float64) {
 	require.NoError(t, h.Write(&m))
 	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 }
+
+// TestBatchedClaimsWaitOutConsistencyOnce: EC2 does not know a batch's
+// instances for a moment after CreateFleet returns them (the local AWS's
+// eventual consistency, seen by a principal's key), and each claim that
+// EC2 refuses as unknown still spends a CreateTags token. The batch's
+// first claim waits EC2 out alone and the others follow it, so eight
+// claims cost eight CreateTags and the first one's few retries, not
+// retries for each.
+func TestBatchedClaimsWaitOutConsistencyOnce(t *testing.T) {
+	e := newLaunchEnv(t)
+	name := "claims-" + uuid.NewString()[:8]
+	creds, err := local.AddPrincipal(awslocal.Principal{Name: name, Policies: []awslocal.Policy{awslocal.AllowAll()}})
+	require.NoError(t, err)
+	api := ec2.NewFromConfig(local.ConfigWith(context.Background(), "", creds))
+	// The launch template is as new to the principal as the instances will
+	// be: let it settle first, so that only the instances are unknown.
+	require.Eventually(t, func() bool {
+		_, err := api.DescribeLaunchTemplates(context.Background(), &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{e.lt}})
+		return err == nil
+	}, 10*time.Second, 100*time.Millisecond)
+	p := instance.NewProvider(api, e.cluster, nil, wideWindow)
+	var reqs []instance.Request
+	for i := range 8 {
+		reqs = append(reqs, e.request(fmt.Sprintf("%s-nc-%d", e.cluster, i), "m5.large"))
+	}
+	fleets := local.Calls("ec2", "CreateFleet")
+	for _, o := range createAll(p, reqs) {
+		require.NoError(t, o.err)
+	}
+	require.Equal(t, 1, local.Calls("ec2", "CreateFleet")-fleets, "one batch")
+	tags := e.describeTags(t)
+	require.Len(t, tags, len(reqs))
+	for id, tg := range tags {
+		assert.False(t, instance.IsUnclaimed(tg["karpenter.sh/nodeclaim"]), "%s is claimed", id)
+	}
+	calls := local.CallsBy(name)["ec2:CreateTags"]
+	t.Logf("%d claims took %d CreateTags calls", len(reqs), calls)
+	assert.LessOrEqual(t, calls, len(reqs)+5, "only the first claim waits out EC2's consistency")
+}
