@@ -42,17 +42,6 @@ spec:
       nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
 `
 
-// batchedScaleUpReady gates TestAWSBatchedScaleUp, which does not pass
-// yet against the strict local AWS (IAM enforced, eventual consistency
-// on): measured with 45 class tags (batches listed in the
-// karpenter.sh/nodeclaim value, 2–7 NodeClaims a CreateFleet), 350 of the
-// 600 NodeClaims launched in 10 minutes, the rest failing with CreateFleet
-// calls that outlived the batcher's one-minute timeout on the local AWS
-// (2 cores under load); a later run, after the local AWS's CreateFleet got
-// faster, still missed the 10 minutes. No denial, duplicate or tag-limit
-// error remained.
-const batchedScaleUpReady = false
-
 // batchClaims and classTags size the batched scale-up.
 const (
 	batchClaims = 600
@@ -69,9 +58,6 @@ const (
 // terminates every instance: none leaked. Nodes are not booted, so the test
 // measures the launch path alone.
 func TestAWSBatchedScaleUp(t *testing.T) {
-	if !batchedScaleUpReady {
-		t.Skip("open (issue 25): 600 NodeClaims do not all launch within 10 minutes on the local AWS; see batchedScaleUpReady")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	e := newAWSEnv(t, ctx)

@@ -45,6 +45,13 @@ type Options[In, Out any] struct {
 	Exec func(ctx context.Context, in []In) []Result[Out]
 	// ExecTimeout bounds one Exec call (0: one minute).
 	ExecTimeout time.Duration
+	// HoldWhileBusy keeps a bucket open past IdleTimeout while an Exec of
+	// the same key is running, until that Exec returns or MaxTimeout ends
+	// the window. When the calls are slower than the gaps between
+	// arrivals, the requests that come in meanwhile gather into one call
+	// instead of each gap opening a call of its own; MaxTimeout still
+	// bounds how long any request waits.
+	HoldWhileBusy bool
 	// Observe, when set, is told of each executed batch: how long its
 	// window stayed open and how many requests it merged (upstream's
 	// batch_time_seconds and batch_size metrics).
@@ -57,6 +64,14 @@ type Batcher[In, Out any] struct {
 
 	mu      sync.Mutex
 	buckets map[string]*bucket[In, Out]
+	// busy holds, per key with an Exec running, how many run and a channel
+	// closed when the last returns (HoldWhileBusy).
+	busy map[string]*running
+}
+
+type running struct {
+	n    int
+	done chan struct{}
 }
 
 type request[In, Out any] struct {
@@ -77,7 +92,7 @@ func New[In, Out any](opts Options[In, Out]) *Batcher[In, Out] {
 	if opts.ExecTimeout <= 0 {
 		opts.ExecTimeout = time.Minute
 	}
-	return &Batcher[In, Out]{opts: opts, buckets: map[string]*bucket[In, Out]{}}
+	return &Batcher[In, Out]{opts: opts, buckets: map[string]*bucket[In, Out]{}, busy: map[string]*running{}}
 }
 
 // Add queues in and waits for its result.
@@ -150,11 +165,18 @@ func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
 	defer idle.Stop()
 	max := time.NewTimer(b.opts.MaxTimeout)
 	defer max.Stop()
+	var held <-chan struct{} // nil: not holding; a nil channel never fires
 	for open := true; open; {
 		select {
 		case <-bk.added:
-			idle.Reset(b.opts.IdleTimeout)
+			if held == nil {
+				idle.Reset(b.opts.IdleTimeout)
+			}
 		case <-idle.C:
+			if held = b.running(key); held == nil {
+				open = false
+			}
+		case <-held:
 			open = false
 		case <-max.C:
 			open = false
@@ -178,13 +200,50 @@ func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
 	}
 	ctx, cancel := context.WithTimeout(bk.ctx, b.opts.ExecTimeout)
 	defer cancel()
+	b.started(key)
 	results := b.exec(ctx, ins)
+	b.finished(key)
 	for i, r := range requests {
 		if i < len(results) {
 			r.out <- results[i]
 		} else {
 			r.out <- Result[Out]{Err: fmt.Errorf("batched call returned %d results for %d requests", len(results), len(requests))}
 		}
+	}
+}
+
+// running is closed when the key's running Execs have all returned; nil
+// when none runs or the batcher does not hold.
+func (b *Batcher[In, Out]) running(key string) <-chan struct{} {
+	if !b.opts.HoldWhileBusy {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r := b.busy[key]; r != nil {
+		return r.done
+	}
+	return nil
+}
+
+func (b *Batcher[In, Out]) started(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.busy[key]
+	if r == nil {
+		r = &running{done: make(chan struct{})}
+		b.busy[key] = r
+	}
+	r.n++
+}
+
+func (b *Batcher[In, Out]) finished(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.busy[key]
+	if r.n--; r.n == 0 {
+		close(r.done)
+		delete(b.busy, key)
 	}
 }
 

@@ -125,6 +125,54 @@ func TestBatcherWindows(t *testing.T) {
 	}
 }
 
+// TestBatcherHoldWhileBusy: with Exec slower than the gaps between
+// arrivals, a request that arrives while a call of its key runs waits for
+// that call to return (within MaxTimeout) and gathers the requests behind
+// it; without the hold each gap opens a call of its own. Another key is
+// not held by the running call.
+func TestBatcherHoldWhileBusy(t *testing.T) {
+	cases := []struct {
+		name      string
+		hold      bool
+		wantSizes []int
+	}{
+		// a1 runs alone for 250ms; a2..a5 arrive 60ms apart (beyond the
+		// 50ms idle window) while it runs.
+		{"without the hold each gap is a call", false, []int{1, 1, 1, 1, 1, 1}},
+		{"held, the arrivals gather behind the running call", true, []int{1, 1, 4}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := &recorder{delay: 250 * time.Millisecond}
+				b := batcher.New(batcher.Options[string, string]{
+					IdleTimeout: 50 * time.Millisecond, MaxTimeout: time.Second, HoldWhileBusy: tc.hold,
+					Hash: keyOf, Exec: rec.exec,
+				})
+				var wg sync.WaitGroup
+				add := func(in string) {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						out, err := b.Add(context.Background(), in)
+						assert.NoError(t, err)
+						assert.Regexp(t, "^"+in+"/[0-9]+$", out)
+					}()
+				}
+				add("a1")
+				time.Sleep(60 * time.Millisecond) // a1's call is running
+				add("b1")                         // another key: not held
+				for _, in := range []string{"a2", "a3", "a4", "a5"} {
+					add(in)
+					time.Sleep(60 * time.Millisecond)
+				}
+				wg.Wait()
+				assert.Equal(t, tc.wantSizes, rec.sizes())
+			})
+		})
+	}
+}
+
 func TestBatcherCancellation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
