@@ -32,10 +32,10 @@ verify: generate
 	@git diff --exit-code -- charts/karpenter/crds charts/karpenter-crd/templates && test -z "$$(git status --porcelain -- charts/karpenter/crds charts/karpenter-crd/templates)" || { git status --porcelain -- charts; echo "chart CRDs differ from pkg/apis/crds: run 'make generate' and commit"; exit 1; }
 
 ## test: everything CI runs.
+## The Go tests run in three streams at once (hack/test.sh): test/e2e's AWS suite,
+## the rest of test/e2e, and every other package.
 test: tools verify
-	# -count=1: the e2e tests run binaries they build themselves, which the
-	# test cache cannot see, so a cached pass could hide a regression.
-	go test -count=1 $(GO_TEST_FLAGS) -timeout 40m ./...
+	GO_TEST_FLAGS='$(GO_TEST_FLAGS)' hack/test.sh
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 10s ./pkg/providers/aws/interruption/messages
 
 ## run: a local cluster with the examples applied and the controller on the local AWS

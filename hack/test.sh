@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every Go test of the module in three streams at once, so that the
+# long end-to-end suites wait on their clusters beside each other instead
+# of one after another: test/e2e's AWS provider suite (TestAWS*, the suite
+# the IAM rule-removal proof needs whole), the rest of test/e2e, and every
+# other package. Each stream prints its output as it comes, its lines
+# prefixed with its name; the script fails when any stream fails.
+#
+# -count=1: the e2e tests run binaries they build themselves, which the
+# test cache cannot see, so a cached pass could hide a regression.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+flags=(-count=1 -timeout 40m ${GO_TEST_FLAGS:-})
+others=$(go list ./... | grep -v '/test/e2e$')
+
+stream() {
+	local name=$1
+	shift
+	local start=$SECONDS
+	go test "$@" 2>&1 | sed -u "s/^/[$name] /"
+	local rc=${PIPESTATUS[0]}
+	echo "[$name] finished in $((SECONDS - start))s, exit $rc"
+	return "$rc"
+}
+
+stream e2e-aws "${flags[@]}" -run '^TestAWS' ./test/e2e &
+aws=$!
+stream e2e "${flags[@]}" -skip '^TestAWS' ./test/e2e &
+e2e=$!
+# shellcheck disable=SC2086 # one argument per package
+stream packages "${flags[@]}" $others &
+pkgs=$!
+
+rc=0
+for pid in $aws $e2e $pkgs; do
+	wait "$pid" || rc=1
+done
+exit $rc
