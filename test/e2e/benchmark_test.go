@@ -51,7 +51,12 @@ type podProgress struct {
 	start time.Time
 
 	mu             sync.Mutex
+	seen           map[string]bool
 	bound, running map[string]bool
+	// podsAt is when the last of the wanted pods was first seen: from then
+	// on every pod exists, and the first round should follow within the
+	// provisioning window.
+	podsAt         time.Duration
 	boundPerSecond [300]int
 	boundAt        time.Duration
 	firstBoundAt   time.Duration
@@ -67,6 +72,12 @@ func (p *podProgress) observe(obj interface{}) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.seen[pod.Name] {
+		p.seen[pod.Name] = true
+		if p.podsAt == 0 && len(p.seen) >= p.want {
+			p.podsAt = time.Since(p.start)
+		}
+	}
 	if pod.Spec.NodeName != "" && !p.bound[pod.Name] {
 		p.bound[pod.Name] = true
 		if s := int(time.Since(p.start).Seconds()); s < len(p.boundPerSecond) {
@@ -192,6 +203,8 @@ type provisioningResult struct {
 	// appearance to Launched=True, sorted.
 	firstClaimAt time.Duration
 	launchDelays []time.Duration
+	// podsAt is when every pod of the Deployments existed.
+	podsAt time.Duration
 }
 
 // claimProgress watches NodeClaims created after start and records when
@@ -313,7 +326,7 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 		b.Fatalf("the NodePool %s did not become Ready", pb.pool)
 	}
 
-	progress := &podProgress{want: 2 * replicas, bound: map[string]bool{}, running: map[string]bool{}, done: make(chan struct{})}
+	progress := &podProgress{want: 2 * replicas, seen: map[string]bool{}, bound: map[string]bool{}, running: map[string]bool{}, done: make(chan struct{})}
 	factory := informers.NewSharedInformerFactoryWithOptions(cp.Kubernetes, 0, informers.WithNamespace(benchNamespace))
 	podInformer := factory.Core().V1().Pods().Informer()
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -430,6 +443,7 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	progress.mu.Lock()
 	res.bound, res.running = progress.boundAt, progress.runningAt
 	res.firstBoundAt, res.halfBoundAt = progress.firstBoundAt, progress.halfBoundAt
+	res.podsAt = progress.podsAt
 	perSecond := progress.boundPerSecond[:min(int(progress.boundAt.Seconds())+1, len(progress.boundPerSecond))]
 	progress.mu.Unlock()
 	res.firstClaimAt, res.launchDelays = launches.result()
@@ -441,10 +455,12 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	pb.report(b, res.peakMiB, "MiB-peak-rss")
 	pb.report(b, res.cpuSeconds, "cpu-s")
 	pb.report(b, res.firstClaimAt.Seconds(), "s-first-nodeclaim")
+	pb.report(b, (res.firstClaimAt - res.podsAt).Seconds(), "s-first-nodeclaim-after-pods")
 	if n := len(res.launchDelays); n > 0 {
 		pb.report(b, res.launchDelays[n-1].Seconds(), "s-launch-max")
 	}
-	b.Logf("%sfirst NodeClaim at %.1fs; NodeClaim creation to Launched: %v", labelPrefix(pb.label), res.firstClaimAt.Seconds(), roundDurations(res.launchDelays))
+	b.Logf("%sall %d pods existed at %.1fs; first NodeClaim at %.1fs (%.1fs after); NodeClaim creation to Launched: %v", labelPrefix(pb.label), progress.want,
+		res.podsAt.Seconds(), res.firstClaimAt.Seconds(), (res.firstClaimAt - res.podsAt).Seconds(), roundDurations(res.launchDelays))
 	nodesMu.Lock()
 	var ready []float64
 	for _, d := range schedulableAt {
