@@ -213,8 +213,17 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 	// TerminateInstances per node removed.
 	removed := len(clusterInstances(b, ctx, e))
 	before = calls()
-	if err := cp.Client.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace("default")); err != nil {
+	if err := cp.Client.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace(benchNamespace)); err != nil {
 		b.Fatalf("deleting the Deployments: %v", err)
+	}
+	// The pods go before the NodeClaims: a node drained while its
+	// ReplicaSet still exists would have its pods recreated and launch
+	// nodes into the count of the scale-in.
+	if !waitFor(ctx, 5*time.Minute, func() bool {
+		var pods corev1.PodList
+		return cp.Client.List(ctx, &pods, client.InNamespace(benchNamespace)) == nil && len(pods.Items) == 0
+	}) {
+		b.Fatal("the benchmark's pods were not gone 5m after their Deployments were deleted")
 	}
 	if err := cp.Client.DeleteAllOf(ctx, &v1.NodeClaim{}); err != nil {
 		b.Fatalf("deleting the NodeClaims: %v", err)
