@@ -86,6 +86,9 @@ func NewSession(o *Objects, opts Options) (*Session, error) {
 		// the NodeClaims it would create.
 		Solver:          scheduling.Options{Robust: true},
 		WellKnownLabels: kwok.WellKnownLabels(),
+		// IGNORE_DRA_REQUESTS's default: pods with ResourceClaims are
+		// neither provisioned for nor counted as pending by disruption.
+		IgnoreDRARequests: true,
 	}}
 	s.provision = s.request
 	virtual := o.virtualPods()
@@ -251,6 +254,6 @@ func (s *Session) pendingPods() []*corev1.Pod {
 	for i := range s.Objects.Pods {
 		all[i] = &s.Objects.Pods[i]
 	}
-	pods, _ := snapshot.PendingPods(all)
+	pods, _ := s.request.PendingPods(all)
 	return pods
 }

@@ -186,9 +186,10 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 			MinValuesPolicy:  scheduling.MinValuesPolicy(op.Options.MinValuesPolicy),
 			Robust:           true,
 		},
-		Unavailable:     shared.Unavailable,
-		WellKnownLabels: shared.WellKnownLabels,
-		IgnoreTaints:    []corev1.Taint{disruptionpkg.LaunchTaint},
+		Unavailable:       shared.Unavailable,
+		WellKnownLabels:   shared.WellKnownLabels,
+		IgnoreTaints:      []corev1.Taint{disruptionpkg.LaunchTaint},
+		IgnoreDRARequests: op.Options.IgnoreDRARequests,
 	}})
 	// The consolidation strategy --consolidation-algorithm names, with
 	// upstream's timeouts on the operator's clock.
@@ -229,6 +230,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 			Strategy:          strategy,
 			DrainDeletionCost: op.Options.ConsolidationDrainDeletionCost,
 			Buffers:           buffers,
+			IgnoreDRARequests: op.Options.IgnoreDRARequests,
 		}),
 	} {
 		if err := c.Register(ctx, op.Manager); err != nil {
