@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/karpenter-go/karpenter/pkg/apis/autoscaling/v1beta1"
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/apis/v1alpha1"
@@ -48,6 +49,12 @@ type Objects struct {
 	// apply those the controller marked Ready, which it does only with the
 	// NodeOverlay gate on: prices and capacity are then the controller's.
 	NodeOverlays []v1alpha1.NodeOverlay `json:"nodeOverlays,omitempty"`
+	// CapacityBuffers are listed when the cluster serves them, and
+	// BufferTemplates are the pod templates they resolve to (one per
+	// buffer, named as the buffer). The answers plan for the virtual pods
+	// of those the controller resolved, as its provisioning rounds do.
+	CapacityBuffers []v1beta1.CapacityBuffer `json:"capacityBuffers,omitempty"`
+	BufferTemplates []corev1.PodTemplate     `json:"bufferTemplates,omitempty"`
 	// NominationEvents are the provisioner's Nominated events on pods
 	// ("Pod should schedule on: nodeclaim/…"): which pods each NodeClaim was
 	// launched for, while the API server keeps them (an hour by default).
@@ -95,6 +102,7 @@ func Load(ctx context.Context, kube client.Reader, now time.Time) (*Objects, err
 	if err := kube.List(ctx, overlays); err == nil {
 		o.NodeOverlays = overlays.Items
 	}
+	o.loadBuffers(ctx, kube)
 	// Only "why node" reads these, to say which pods a node was launched
 	// for; a user who may not list events still gets every other answer.
 	events := &corev1.EventList{}
@@ -116,6 +124,9 @@ func (o *Objects) stripManagedFields() {
 	}
 	for i := range o.NodeOverlays {
 		o.NodeOverlays[i].ManagedFields = nil
+	}
+	for i := range o.CapacityBuffers {
+		o.CapacityBuffers[i].ManagedFields = nil
 	}
 	for i := range o.NodeClaims {
 		o.NodeClaims[i].ManagedFields = nil

@@ -22,7 +22,7 @@ var credentialValue = regexp.MustCompile(`(^|[^A-Z0-9])(AKIA|ASIA)[A-Z0-9]{16}|(
 
 // Redact removes from the snapshot what a user should not have to vet
 // before attaching it to a bug report: the literal value of every
-// container environment variable (pods and DaemonSet templates; valueFrom
+// container environment variable (pods, DaemonSet and CapacityBuffer templates; valueFrom
 // references keep only the names they point at) and annotations that look
 // like credentials. No answer reads them: scheduling, disruption and
 // simulation read requests, labels, taints and owners. The snapshot lists
@@ -66,6 +66,14 @@ func (o *Objects) Redact() {
 	}
 	for i := range o.NodeOverlays {
 		redactMeta(&o.NodeOverlays[i].ObjectMeta)
+	}
+	for i := range o.CapacityBuffers {
+		redactMeta(&o.CapacityBuffers[i].ObjectMeta)
+	}
+	for i := range o.BufferTemplates {
+		redactPodSpec(&o.BufferTemplates[i].Template.Spec)
+		redactMeta(&o.BufferTemplates[i].Template.ObjectMeta)
+		redactMeta(&o.BufferTemplates[i].ObjectMeta)
 	}
 	for i := range o.NominationEvents {
 		redactMeta(&o.NominationEvents[i].ObjectMeta)

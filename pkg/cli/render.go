@@ -245,6 +245,9 @@ func renderSimulate(w io.Writer, a *SimulateAnswer) {
 	if a.Unschedulable > 0 {
 		fmt.Fprintf(w, "%d pending pod(s) no NodePool can take: `karpenter why pod` says why\n", a.Unschedulable)
 	}
+	if a.BufferPods > 0 {
+		fmt.Fprintf(w, "%d capacitybuffer virtual pod(s) planned for, as the controller keeps room for them\n", a.BufferPods)
+	}
 	if len(a.Drifted) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "DRIFTED NODE\tNODECLAIM\tNODEPOOL\tREASON")

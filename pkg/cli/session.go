@@ -55,9 +55,12 @@ type Session struct {
 	cluster *listedCluster
 	types   *providers
 	// view and request are what the solver's input is built from, as the
-	// controller builds it (snapshot.Build).
-	view    snapshot.View
-	request snapshot.Request
+	// controller builds it (snapshot.Build): request as disruption
+	// simulates, provision as a provisioning round plans (request plus the
+	// CapacityBuffers' virtual pods).
+	view      snapshot.View
+	request   snapshot.Request
+	provision snapshot.Request
 }
 
 // NewSession builds the cluster state from objects, as the controller's
@@ -83,7 +86,13 @@ func NewSession(o *Objects, opts Options) (*Session, error) {
 		// the NodeClaims it would create.
 		Solver:          scheduling.Options{Robust: true},
 		WellKnownLabels: kwok.WellKnownLabels(),
+		// IGNORE_DRA_REQUESTS's default: pods with ResourceClaims are
+		// neither provisioned for nor counted as pending by disruption.
+		IgnoreDRARequests: true,
 	}}
+	s.provision = s.request
+	virtual := o.virtualPods()
+	s.provision.Options.VirtualPods = func() []*corev1.Pod { return virtual }
 	return s, nil
 }
 
@@ -208,10 +217,34 @@ func (s *Session) disruptionSnapshot(ctx context.Context) *disruption.Snapshot {
 	for i := range s.Objects.PodDisruptionBudgets {
 		snap.PDBs = append(snap.PDBs, &s.Objects.PodDisruptionBudgets[i])
 	}
+	held := s.bufferHolders(ctx)
 	for _, sn := range s.cluster.Nodes() {
-		snap.Nodes = append(snap.Nodes, disruptioncontroller.NodeOf(sn))
+		n := disruptioncontroller.NodeOf(sn)
+		// As the disruption controller holds the nodes the last
+		// provisioning round placed virtual pods on.
+		n.Nominated = held[n.Name()] || held[n.NodeClaimName()]
+		snap.Nodes = append(snap.Nodes, n)
 	}
 	return snap
+}
+
+// bufferHolders are the nodes and NodeClaims in flight (by name) a
+// provisioning round places the CapacityBuffers' virtual pods on.
+func (s *Session) bufferHolders(ctx context.Context) map[string]bool {
+	held := map[string]bool{}
+	if len(s.provision.Options.VirtualPods()) == 0 {
+		return held
+	}
+	snap, err := snapshot.Build(ctx, s.view, s.provision)
+	if err != nil || snap.Input == nil {
+		return held
+	}
+	for _, pl := range scheduling.Solve(snap.Input).Placements {
+		if pl.Node != "" && snapshot.IsVirtual(pl.Pod) {
+			held[pl.Node] = true
+		}
+	}
+	return held
 }
 
 // pendingPods are the pods a disruption simulation must plan alongside the
@@ -221,6 +254,6 @@ func (s *Session) pendingPods() []*corev1.Pod {
 	for i := range s.Objects.Pods {
 		all[i] = &s.Objects.Pods[i]
 	}
-	pods, _ := snapshot.PendingPods(all)
+	pods, _ := s.request.PendingPods(all)
 	return pods
 }

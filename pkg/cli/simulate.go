@@ -99,6 +99,9 @@ type SimulateAnswer struct {
 	NodeClaims []SimulatedNodeClaim `json:"nodeClaims,omitempty"`
 	// Unschedulable counts pending pods no NodePool could take.
 	Unschedulable int `json:"unschedulable,omitempty"`
+	// BufferPods counts the CapacityBuffers' virtual pods the plan keeps
+	// room for (its NodeClaims' pods include those placed on them).
+	BufferPods int `json:"bufferPods,omitempty"`
 	// Drifted are the nodes the changed NodePools and EC2NodeClasses
 	// would mark Drifted.
 	Drifted []SimulatedDrift `json:"drifted,omitempty"`
@@ -254,7 +257,7 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 	if err != nil {
 		return nil, err
 	}
-	snap, err := snapshot.Build(ctx, after.view, after.request)
+	snap, err := snapshot.Build(ctx, after.view, after.provision)
 	if err != nil {
 		return nil, fmt.Errorf("building snapshot: %w", err)
 	}
@@ -268,7 +271,12 @@ func (s *Session) Simulate(ctx context.Context, changes *Changes) (*SimulateAnsw
 			added += nc.Price
 		}
 		for _, pl := range res.Placements {
-			if pl.Node == "" && pl.NodeClaim < 0 {
+			switch {
+			case snapshot.IsVirtual(pl.Pod):
+				if pl.Scheduled() {
+					ans.BufferPods++
+				}
+			case pl.Node == "" && pl.NodeClaim < 0:
 				ans.Unschedulable++
 			}
 		}

@@ -80,7 +80,7 @@ func (s *Session) WhyPod(ctx context.Context, nn types.NamespacedName) (*PodAnsw
 		}
 		return ans, nil
 	}
-	snap, err := snapshot.Build(ctx, s.view, s.request)
+	snap, err := snapshot.Build(ctx, s.view, s.provision)
 	if err != nil {
 		return nil, fmt.Errorf("building snapshot: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/karpenter-go/karpenter/pkg/apis/autoscaling/v1beta1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider/overlay"
@@ -78,9 +79,10 @@ type Runtime struct {
 }
 
 // statusControllers publish the operator_* status series of NodeClaims,
-// NodePools and Nodes as upstream labels them: NodeClaims and Nodes by
-// their NodeClass and NodePool labels (Nodes also by initialized), with the
-// kind-less series for NodeClaims and NodePools. NodeClaim transition
+// NodePools, Nodes, the provider's NodeClasses and (gate CapacityBuffer)
+// CapacityBuffers as upstream labels them: NodeClaims and Nodes by their
+// NodeClass and NodePool labels (Nodes also by initialized), with the
+// kind-less series for every kind but Node. NodeClaim transition
 // events come from the NodeClaim controllers themselves.
 func statusControllers(op Runtime, cloud cloudprovider.CloudProvider) ([]interface {
 	Register(context.Context, manager.Manager) error
@@ -104,6 +106,12 @@ func statusControllers(op Runtime, cloud cloudprovider.CloudProvider) ([]interfa
 			LabelKeys: append(append([]string{}, classLabels...), v1.NodePoolLabelKey, v1.NodeInitializedLabelKey), Events: true},
 	}
 	kinds = append(kinds, classKinds...)
+	if op.Options.FeatureGates.CapacityBuffer {
+		// Only with the gate: without it nothing writes a buffer's
+		// conditions, and the chart grants no read of CapacityBuffers.
+		kinds = append(kinds, status.Options{Object: func() client.Object { return &v1beta1.CapacityBuffer{} },
+			Metrics: metrics.CapacityBufferStatusMetrics(), Generic: true, Events: true})
+	}
 	var out []interface {
 		Register(context.Context, manager.Manager) error
 	}
@@ -178,9 +186,10 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 			MinValuesPolicy:  scheduling.MinValuesPolicy(op.Options.MinValuesPolicy),
 			Robust:           true,
 		},
-		Unavailable:     shared.Unavailable,
-		WellKnownLabels: shared.WellKnownLabels,
-		IgnoreTaints:    []corev1.Taint{disruptionpkg.LaunchTaint},
+		Unavailable:       shared.Unavailable,
+		WellKnownLabels:   shared.WellKnownLabels,
+		IgnoreTaints:      []corev1.Taint{disruptionpkg.LaunchTaint},
+		IgnoreDRARequests: op.Options.IgnoreDRARequests,
 	}})
 	// The consolidation strategy --consolidation-algorithm names, with
 	// upstream's timeouts on the operator's clock.
@@ -221,6 +230,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 			Strategy:          strategy,
 			DrainDeletionCost: op.Options.ConsolidationDrainDeletionCost,
 			Buffers:           buffers,
+			IgnoreDRARequests: op.Options.IgnoreDRARequests,
 		}),
 	} {
 		if err := c.Register(ctx, op.Manager); err != nil {

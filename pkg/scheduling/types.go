@@ -130,6 +130,10 @@ type Offering struct {
 	ReservationCapacity int
 	// Requirements are extra labels this offering implies (optional).
 	Requirements Requirements
+	// PriceOverlaid: a NodeOverlay set Price. A provider that launches by
+	// its own notion of price (EC2's lowest-price strategy) must rank by
+	// this Price instead, or the overlay would change plans but not buys.
+	PriceOverlaid bool
 }
 
 // OfferingKey names an offering for the insufficient-capacity cache.

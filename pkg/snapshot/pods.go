@@ -78,6 +78,18 @@ func PendingPods(all []*corev1.Pod) (pods []*corev1.Pod, ignored []IgnoredPod) {
 	return pods, ignored
 }
 
+// PendingPods are the pending pods of all a round built with these options
+// plans for (PendingPods), without those with ResourceClaims while
+// IgnoreDRARequests: disruption counts as pending only what provisioning
+// would plan for, so a pod that stays Pending by design holds no room.
+func (o Options) PendingPods(all []*corev1.Pod) (pods []*corev1.Pod, ignored []IgnoredPod) {
+	pods, ignored = PendingPods(all)
+	if o.IgnoreDRARequests {
+		pods, ignored = withoutDRARequests(pods, ignored)
+	}
+	return pods, ignored
+}
+
 // ErrNotManaged marks pods that opted out of Karpenter; callers skip them
 // without an event.
 var ErrNotManaged = errors.New("pod opted out of karpenter: it requires karpenter.sh/nodepool DoesNotExist")

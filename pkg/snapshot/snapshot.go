@@ -125,10 +125,7 @@ func Build(ctx context.Context, view View, req Request) (*Snapshot, error) {
 	snap := &Snapshot{}
 	var pods []*corev1.Pod
 	if !req.NoPending {
-		pods, snap.Ignored = PendingPods(all)
-		if req.IgnoreDRARequests {
-			pods, snap.Ignored = withoutDRARequests(pods, snap.Ignored)
-		}
+		pods, snap.Ignored = req.PendingPods(all)
 		if req.AnticipateReplicaSets {
 			expected, err := ExpectedPods(ctx, view, all, pods)
 			if err != nil {

@@ -52,7 +52,9 @@ func chunksThatFit(ctx context.Context, cp *controlplane.ControlPlane, pool stri
 // TestCapacityBuffer runs the controller with
 // --feature-gates=CapacityBuffer=true: a CapacityBuffer of 3 replicas of a
 // 2-CPU PodTemplate (pinned to the pool cb) gets Ready and room for 3 such
-// pods is launched; after two 1-CPU pods take some of it the room is
+// pods is launched, and the buffer reports Provisioning=True
+// (FitsExistingCapacity) in its status and the operator_capacitybuffer_*
+// series; after two 1-CPU pods take some of it the room is
 // bought again, and it stays through consolidation passes; once the
 // buffer is deleted consolidation takes the room back.
 func TestCapacityBuffer(t *testing.T) {
@@ -85,7 +87,7 @@ func TestCapacityBuffer(t *testing.T) {
 		consolidationPool{name: pool, instanceTypes: []string{"c7a.xlarge", "c7a.2xlarge"}}.yaml(),
 		manifest(template), manifest(buffer),
 	)
-	startMetricsController(t, cp, "controller", nil, "--feature-gates=CapacityBuffer=true")
+	_, metricsPort := startMetricsController(t, cp, "controller", nil, "--feature-gates=CapacityBuffer=true")
 
 	require.Eventually(t, func() bool {
 		got := &v1beta1.CapacityBuffer{}
@@ -98,6 +100,27 @@ func TestCapacityBuffer(t *testing.T) {
 	}, time.Minute, time.Second, "the buffer should resolve to 3 replicas of PodTemplate chunk")
 	require.Eventually(t, func() bool { return chunksThatFit(ctx, cp, pool, chunk) >= 3 }, 2*time.Minute, time.Second,
 		"room for 3 buffer replicas should be launched")
+	// Status as upstream's: once a round finds the room, Provisioning is
+	// True (FitsExistingCapacity), and the operator_capacitybuffer_*
+	// series publish it.
+	require.Eventually(t, func() bool {
+		got := &v1beta1.CapacityBuffer{}
+		if cp.Client.Get(ctx, client.ObjectKeyFromObject(buffer), got) != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, v1beta1.ProvisioningCondition)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "FitsExistingCapacity" &&
+			c.Message == "All 3 virtual pods fit on existing capacity"
+	}, time.Minute, time.Second, "the buffer should report Provisioning=True, FitsExistingCapacity")
+	require.Eventually(t, func() bool {
+		samples, err := scrapeMetrics(ctx, metricsPort)
+		if err != nil {
+			return false
+		}
+		v, ok := metricValue(samples, "operator_capacitybuffer_status_condition_count", map[string]string{
+			"namespace": "default", "name": "warm", "type": v1beta1.ProvisioningCondition, "status": "True", "reason": "FitsExistingCapacity"})
+		return ok && v == 1
+	}, 30*time.Second, time.Second, "operator_capacitybuffer_status_condition_count should publish the condition")
 
 	applyAll(t, ctx, cp, consolidationWorkload{name: pool + "-app", pool: pool, replicas: 2, cpu: "1"}.yaml())
 	require.Eventually(t, func() bool {

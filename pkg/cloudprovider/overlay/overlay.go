@@ -380,6 +380,7 @@ func apply(it *scheduling.InstanceType, tc *typeChanges) *scheduling.InstanceTyp
 		for i := range cp.Offerings {
 			if ps, ok := tc.prices[keyOf(&cp.Offerings[i])]; ok {
 				cp.Offerings[i].Price = AdjustedPrice(cp.Offerings[i].Price, ps.change)
+				cp.Offerings[i].PriceOverlaid = true
 			}
 		}
 	}

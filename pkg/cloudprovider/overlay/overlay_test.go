@@ -288,8 +288,16 @@ func TestEvaluate(t *testing.T) {
 					t.Fatal(err)
 				}
 				applied[p.Name] = map[string]*scheduling.InstanceType{}
-				for _, it := range its {
+				for i, it := range its {
 					applied[p.Name][it.Name] = it
+					// No case sets a price equal to the provider's, so an
+					// offering is marked overlaid exactly when its price
+					// changed: the AWS launch ranks by the marked ones.
+					for j, o := range it.Offerings {
+						if changed := o.Price != p.InstanceTypes[i].Offerings[j].Price; o.PriceOverlaid != changed {
+							t.Errorf("%s/%s offering %s/%s PriceOverlaid = %v, price changed %v", p.Name, it.Name, o.Zone, o.CapacityType, o.PriceOverlaid, changed)
+						}
+					}
 				}
 			}
 			for _, want := range tc.prices {

@@ -515,10 +515,19 @@ func (e *consolidationEnv) passWaitingForValidation() <-chan passOutcome {
 // the client's cache lists it.
 func (e *consolidationEnv) pendingPod(name, cpu string) *corev1.Pod {
 	e.t.Helper()
+	return e.pendingPodWith(name, cpu, nil)
+}
+
+// pendingPodWith is pendingPod changed by mutate before it is created.
+func (e *consolidationEnv) pendingPodWith(name, cpu string, mutate func(*corev1.Pod)) *corev1.Pod {
+	e.t.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}},
+	}
+	if mutate != nil {
+		mutate(p)
 	}
 	require.NoError(e.t, cp.Client.Create(e.ctx, p))
 	require.Eventually(e.t, func() bool {

@@ -85,6 +85,12 @@ type Options struct {
 	// CapacityBuffer virtual pods on (gate CapacityBuffer; nil without):
 	// they count as nominated, so no method disrupts them.
 	Buffers *state.Buffers
+	// IgnoreDRARequests (IGNORE_DRA_REQUESTS, as provisioning's) leaves
+	// pending pods with ResourceClaims out of the pods a pass counts as
+	// pending: provisioning never plans for them, so they hold no room and
+	// keep no nomination alive. The simulators' request should say the
+	// same.
+	IgnoreDRARequests bool
 }
 
 // Controller is the disruption loop.
@@ -392,7 +398,7 @@ func (c *Controller) snapshot(ctx context.Context) (*disruption.Snapshot, error)
 		for i := range pods.Items {
 			all[i] = &pods.Items[i]
 		}
-		snap.Pending, _ = snapshot.PendingPods(all)
+		snap.Pending, _ = snapshot.Options{IgnoreDRARequests: c.opts.IgnoreDRARequests}.PendingPods(all)
 		staleNominations = len(snap.Pending) == 0
 	}
 	for _, sn := range nodes {

@@ -3,9 +3,10 @@
 // (overlay.Evaluate), writes each overlay's ValidationSucceeded and Ready
 // conditions (False with reason RuntimeValidation or Conflict), and
 // publishes the result to the overlay decorator the other controllers read
-// instance types through. Any change to an overlay, a NodePool or a
-// NodeClass re-evaluates everything; so does a timer, for the provider's
-// catalog changing underneath.
+// instance types through. A spec change to an overlay or a NodePool, and
+// any change to a NodeClass (its status decides its types' offerings),
+// re-evaluates everything; so does a timer, for the provider's catalog
+// changing underneath.
 package nodeoverlay
 
 import (
@@ -76,7 +77,11 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 		if _, err := mgr.GetRESTMapper().RESTMapping(gk); err != nil {
 			continue // CRD not installed: nothing to watch
 		}
-		b = b.Watches(newObj(), toSingleton, changed)
+		// Every change, status included: a NodeClass's status (its
+		// readiness, subnets' zones, images) decides which offerings its
+		// instance types have, and an evaluation made before the class was
+		// Ready priced none of them.
+		b = b.Watches(newObj(), toSingleton)
 	}
 	return b.Complete(c)
 }

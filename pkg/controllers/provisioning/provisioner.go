@@ -67,8 +67,9 @@ type Options struct {
 	IgnoreDRARequests bool
 	Clock             clock.Clock
 	// Buffers are the CapacityBuffers' virtual pods (gate CapacityBuffer;
-	// nil without): every round plans for them, and records the nodes it
-	// placed them on for disruption to hold.
+	// nil without): every round plans for them, records the nodes it
+	// placed them on for disruption to hold, and writes each buffer's
+	// Provisioning condition (buffers.go).
 	Buffers *state.Buffers
 }
 
@@ -240,6 +241,7 @@ func (p *Provisioner) schedule(ctx context.Context) (*scheduling.Result, map[str
 	}
 	if snap.Input == nil {
 		p.opts.Buffers.Hold(nil)
+		p.updateBuffers(ctx, nil)
 		return nil, nil, nil, nil
 	}
 	in := snap.Input
@@ -265,6 +267,7 @@ func (p *Provisioner) schedule(ctx context.Context) (*scheduling.Result, map[str
 	}
 	p.record(ctx, res)
 	p.holdBuffers(in, res)
+	p.updateBuffers(ctx, res)
 	return res, snap.NodePools, snap.ClaimOf, nil
 }
 

@@ -229,9 +229,9 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		return nil, err
 	}
 	reqs = plannedReservation(reqs)
-	all, err := c.opts.InstanceTypes.List(ctx, nodeClass)
+	all, err := c.launchTypes(ctx, nodeClass)
 	if err != nil {
-		return nil, fmt.Errorf("listing instance types of %s: %w", nodeClass.Name, err)
+		return nil, err
 	}
 	pg, err := c.placementGroup(ctx, nodeClass)
 	if err != nil {
@@ -360,6 +360,23 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		delete(res.Status.Allocatable, awsv1.ResourceEFA)
 	}
 	return res, nil
+}
+
+// launchTypes are the instance types a launch chooses from: those the
+// context carries (cloudprovider.WithInstanceTypes: the NodePool's types
+// with NodeOverlays applied), else the class's own. Overlaid capacity then
+// fits a NodeClaim requesting an extended resource EC2 does not know of
+// (and the NodeClaim's capacity names it, as the node's device plugin
+// will), and overlaid prices rank the launch.
+func (c *CloudProvider) launchTypes(ctx context.Context, nodeClass *awsv1.EC2NodeClass) ([]*scheduling.InstanceType, error) {
+	if its, ok := cloudprovider.InstanceTypesFrom(ctx); ok {
+		return its, nil
+	}
+	its, err := c.opts.InstanceTypes.List(ctx, nodeClass)
+	if err != nil {
+		return nil, fmt.Errorf("listing instance types of %s: %w", nodeClass.Name, err)
+	}
+	return its, nil
 }
 
 // markFull tells the tracker of the reservations EC2 found full, so the

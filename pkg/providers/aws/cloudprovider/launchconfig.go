@@ -139,7 +139,7 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 				if !ok || !o.Available || o.CapacityType != capacityType || o.ReservationID != "" || !scheduling.OfferingCompatible(o, reqs) {
 					continue
 				}
-				cfg.Overrides = append(cfg.Overrides, instance.Override{InstanceType: it.Name, Zone: o.Zone, ZoneID: zoneIDOf[o.Zone], SubnetID: subnet, Price: o.Price})
+				cfg.Overrides = append(cfg.Overrides, instance.Override{InstanceType: it.Name, Zone: o.Zone, ZoneID: zoneIDOf[o.Zone], SubnetID: subnet, Price: o.Price, PriceOverlaid: o.PriceOverlaid})
 			}
 		}
 		sort.SliceStable(cfg.Overrides, func(a, b int) bool { return cfg.Overrides[a].Price < cfg.Overrides[b].Price })

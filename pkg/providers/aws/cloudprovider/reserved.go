@@ -141,7 +141,7 @@ func (c *CloudProvider) reservedLaunchConfigs(ctx context.Context, nc *v1.NodeCl
 			ImageID:               images[i],
 			SecurityGroupIDs:      lts[i].SecurityGroupIDs,
 			CapacityReservationID: r.res.ID,
-			Overrides:             []instance.Override{{InstanceType: r.it.Name, Zone: r.o.Zone, ZoneID: zoneIDOf[r.o.Zone], SubnetID: subnetOf[r.o.Zone], Price: r.o.Price}},
+			Overrides:             []instance.Override{{InstanceType: r.it.Name, Zone: r.o.Zone, ZoneID: zoneIDOf[r.o.Zone], SubnetID: subnetOf[r.o.Zone], Price: r.o.Price, PriceOverlaid: r.o.PriceOverlaid}},
 		})
 	}
 	return configs, nil

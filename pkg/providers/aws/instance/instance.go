@@ -1,7 +1,8 @@
 // Package instance owns the EC2 instances behind NodeClaims: it launches
 // them with instant CreateFleet requests (overrides per instance type and
-// subnet, price-capacity-optimized for spot, lowest-price for on-demand,
-// capped at MaxInstanceTypes types), tags them with the NodeClaim, NodePool,
+// subnet, price-capacity-optimized for spot, lowest-price for on-demand, or
+// their prioritized counterparts when NodeOverlays changed prices, capped at
+// MaxInstanceTypes types), tags them with the NodeClaim, NodePool,
 // EC2NodeClass and cluster, records offerings EC2 had no capacity for in the
 // unavailable-offerings cache, and finds and terminates them.
 //
@@ -197,6 +198,12 @@ type Override struct {
 	ZoneID   string
 	SubnetID string
 	Price    float64
+	// PriceOverlaid: a NodeOverlay set Price. EC2's lowest-price and
+	// price-capacity-optimized strategies know only its own prices, so a
+	// launch with such an override asks EC2 for the order of Price
+	// instead (each override's priority is its price's rank, and the
+	// fleet takes the prioritized strategy of its capacity type).
+	PriceOverlaid bool
 }
 
 // LaunchConfig is a launch template and the overrides that launch from it.

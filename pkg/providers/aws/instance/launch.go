@@ -26,6 +26,8 @@ func (p *Provider) newLaunch(req Request) (*launch, error) {
 		req.ReservationType = ReservationTypeDefault
 	}
 	configs := capOverrides(req.Configs, MaxInstanceTypes)
+	rankOf := priceRanks(configs)
+	prioritized := rankOf != nil
 	if len(configs) == 0 {
 		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("all requested instance types were unavailable during launch: no %s offering for nodeclaim %s", req.CapacityType, req.NodeClaimName))
 	}
@@ -47,11 +49,15 @@ func (p *Provider) newLaunch(req Request) (*launch, error) {
 				l.zoneIDOf[o.Zone] = o.ZoneID
 				p.zoneIDs.Store(o.Zone, o.ZoneID)
 			}
-			overrides = append(overrides, ec2types.FleetLaunchTemplateOverridesRequest{
+			override := ec2types.FleetLaunchTemplateOverridesRequest{
 				InstanceType:     ec2types.InstanceType(o.InstanceType),
 				SubnetId:         aws.String(o.SubnetID),
 				AvailabilityZone: aws.String(o.Zone),
-			})
+			}
+			if prioritized {
+				override.Priority = aws.Float64(rankOf[o.Price])
+			}
+			overrides = append(overrides, override)
 		}
 		ltConfigs = append(ltConfigs, ec2types.FleetLaunchTemplateConfigRequest{
 			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
@@ -74,12 +80,43 @@ func (p *Provider) newLaunch(req Request) (*launch, error) {
 	if req.Context != "" {
 		l.input.Context = aws.String(req.Context)
 	}
-	if req.CapacityType == CapacityTypeSpot {
+	switch {
+	case req.CapacityType == CapacityTypeSpot && prioritized:
+		l.input.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyCapacityOptimizedPrioritized}
+	case req.CapacityType == CapacityTypeSpot:
 		l.input.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
-	} else {
+	case prioritized && req.ReservationType != ReservationTypeCapacityBlock:
+		l.input.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyPrioritized}
+	default:
 		l.input.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
 	}
 	return l, nil
+}
+
+// priceRanks numbers the overrides' distinct prices from 0 (the cheapest)
+// up when a NodeOverlay set any of them (nil otherwise): an override's
+// priority is its price's rank. Upstream sends the price itself; EC2
+// documents priorities as whole numbers from 0, and the ranks keep the
+// order the prices give.
+func priceRanks(configs []LaunchConfig) map[float64]float64 {
+	var prices []float64
+	overlaid := false
+	for _, c := range configs {
+		for _, o := range c.Overrides {
+			prices = append(prices, o.Price)
+			overlaid = overlaid || o.PriceOverlaid
+		}
+	}
+	if !overlaid {
+		return nil
+	}
+	sort.Float64s(prices)
+	prices = slices.Compact(prices)
+	out := make(map[float64]float64, len(prices))
+	for i, p := range prices {
+		out[p] = float64(i)
+	}
+	return out
 }
 
 // targetCapacityType is the fleet's DefaultTargetCapacityType: a capacity
