@@ -51,6 +51,7 @@ var suitePolicies = map[string]controllerPolicy{
 	"TestAWSBatchedScaleUp":       underUpstream,
 	"TestAWSZonalShift":           underShipped,
 	"TestAWSPlacementGroups":      underShipped,
+	"TestAWSNodeOverlay":          underShipped,
 }
 
 // suiteTests are the suite's tests, whose logs the rule-removal proof
