@@ -254,6 +254,9 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		NodeClassName:    nodeClass.Name,
 		ClassTags:        nodeClass.Spec.Tags,
 	}
+	if pg != nil {
+		req.PlacementGroupID, req.PlacementGroupStrategy = pg.ID, pg.Strategy
+	}
 	// As upstream, a NodeClaim whose minValues were relaxed launches
 	// without the class's Context.
 	if nodeClass.Spec.Context != nil && nc.Annotations[v1.NodeClaimMinValuesRelaxedAnnotationKey] != "true" {
