@@ -168,7 +168,7 @@ func (c *CloudProvider) GetInstanceTypes(ctx context.Context, nodePool *v1.NodeP
 			its = c.withPlacementGroup(ctx, its, pg, nodeClass)
 		}
 	}
-	return its, nil
+	return c.withTenancy(its, nodePool), nil
 }
 
 func (c *CloudProvider) nodeClass(ctx context.Context, ref *v1.NodeClassReference) (*awsv1.EC2NodeClass, error) {
