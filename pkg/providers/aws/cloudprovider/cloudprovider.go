@@ -357,8 +357,10 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	res.Status.Capacity = out.Status.Capacity
 	res.Status.Allocatable = out.Status.Allocatable
 	// EFA interfaces are attached only for a NodeClaim that asks for them
-	// (launchConfigs); without them the node has no EFA to offer.
-	if _, ok := nc.Spec.Resources.Requests[awsv1.ResourceEFA]; !ok {
+	// (launchConfigs), or by the class's interface layout (whose EFA-only
+	// interfaces the types' capacity counts); without them the node has no
+	// EFA to offer.
+	if _, ok := nc.Spec.Resources.Requests[awsv1.ResourceEFA]; !ok && len(nodeClass.Spec.NetworkInterfaces) == 0 {
 		delete(res.Status.Capacity, awsv1.ResourceEFA)
 		delete(res.Status.Allocatable, awsv1.ResourceEFA)
 	}
