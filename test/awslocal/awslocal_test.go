@@ -272,19 +272,24 @@ func ec2Filters(region string, extra ...pricingtypes.Filter) []pricingtypes.Filt
 func TestGetProducts(t *testing.T) {
 	ctx := context.Background()
 	client := pricing.NewFromConfig(local.Config(ctx))
+	// Shared and dedicated tenancy are products of their own; dedicated
+	// costs DedicatedFactor more.
 	for _, tc := range []struct {
-		region string
-		factor float64
-	}{{"us-east-1", 1}, {"eu-central-1", 1.20}} {
-		t.Run(tc.region, func(t *testing.T) {
+		region, tenancy string
+		factor          float64
+	}{{"us-east-1", "Shared", 1}, {"eu-central-1", "Shared", 1.20}, {"us-east-1", "Dedicated", awslocal.DedicatedFactor}, {"eu-central-1", "Dedicated", 1.20 * awslocal.DedicatedFactor}} {
+		t.Run(tc.region+"/"+tc.tenancy, func(t *testing.T) {
 			typeFilter := pricingtypes.Filter{Field: aws.String("instanceType"), Type: pricingtypes.FilterTypeTermMatch, Value: aws.String("m5.large")}
-			out, err := client.GetProducts(ctx, &pricing.GetProductsInput{ServiceCode: aws.String("AmazonEC2"), FormatVersion: aws.String("aws_v1"), Filters: ec2Filters(tc.region, typeFilter)})
+			filters := ec2Filters(tc.region, typeFilter)
+			filters[0].Value = aws.String(tc.tenancy)
+			out, err := client.GetProducts(ctx, &pricing.GetProductsInput{ServiceCode: aws.String("AmazonEC2"), FormatVersion: aws.String("aws_v1"), Filters: filters})
 			require.NoError(t, err)
 			require.Len(t, out.PriceList, 1)
 			var p product
 			require.NoError(t, json.Unmarshal([]byte(out.PriceList[0]), &p))
 			require.Equal(t, "m5.large", p.Product.Attributes["instanceType"])
-			require.InDelta(t, tsvPrice(t, "m5.large")*tc.factor, p.usd(t), 1e-6)
+			require.Equal(t, tc.tenancy, p.Product.Attributes["tenancy"])
+			require.InDelta(t, tsvPrice(t, "m5.large")*tc.factor, p.usd(t), 1e-5)
 		})
 	}
 

@@ -60,9 +60,11 @@ type launched struct {
 	Interfaces []ltInterface
 	Tenancy    string
 	// PlacementGroupID and Partition are the group the instance launched
-	// in and its partition (placementgroups.go).
+	// in and its partition, and Zone its zone, which a cluster or spread
+	// group's next launches are checked against (placementgroups.go).
 	PlacementGroupID string
 	Partition        int
+	Zone             string
 }
 
 func newEC2State() *ec2State {
@@ -501,6 +503,10 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 				failed[cd] = noAddresses(cd, req.CapacityType)
 				continue
 			}
+			if _, code, msg := f.ec2.groupRoom(cd); code != "" {
+				failed[cd] = fleetError{cd, code, msg, req.CapacityType}
+				continue
+			}
 			ok = append(ok, cd)
 		}
 		if len(ok) == 0 {
@@ -519,6 +525,9 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 			count = need
 			if n, ok := free[chosen.subnet.ID]; ok {
 				count = min(count, n)
+			}
+			if room, _, _ := f.ec2.groupRoom(chosen); room >= 0 {
+				count = min(count, room)
 			}
 		}
 		ids, code, msg, err := f.runInstances(ctx, c.Region, chosen, req, fleetID, count)
@@ -991,7 +1000,7 @@ func (f *front) runInstances(ctx context.Context, region string, cd *candidate, 
 	for _, item := range items {
 		id := item.text("instanceId")
 		ids = append(ids, id)
-		rec := &launched{ID: id, FleetID: fleetID, Region: region, ReservationPreference: cd.lt.ReservationPref, Interfaces: cd.lt.Interfaces, Tenancy: cd.lt.Tenancy}
+		rec := &launched{ID: id, FleetID: fleetID, Region: region, ReservationPreference: cd.lt.ReservationPref, Interfaces: cd.lt.Interfaces, Tenancy: cd.lt.Tenancy, Zone: cd.subnet.Zone}
 		if len(cd.lt.Devices) > 0 && !slices.Contains(cd.lt.Devices, "/dev/sda1") {
 			rec.DropDevice = "/dev/sda1"
 		}

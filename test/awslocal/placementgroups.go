@@ -463,3 +463,41 @@ func (f *front) placementGroupName(region, id string) string {
 	}
 	return id
 }
+
+// maxSpreadPerZone is EC2's limit of running instances per Availability
+// Zone in a rack spread group.
+const maxSpreadPerZone = 7
+
+// groupRoom is how many more instances the candidate's placement group
+// takes in the candidate's zone (-1: no limit), or EC2's refusal: a
+// cluster group lives in the zone of its first instance, and a rack spread
+// group holds at most seven running instances per zone. EC2 checks both
+// per launch, so a fleet sees them per override.
+func (s *ec2State) groupRoom(cd *candidate) (int, string, string) {
+	if cd.group == nil {
+		return -1, "", ""
+	}
+	g, zone := cd.group, cd.subnet.Zone
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inZone := 0
+	for _, inst := range s.instances {
+		if inst.Terminated || inst.PlacementGroupID != g.ID {
+			continue
+		}
+		if g.Strategy == PlacementStrategyCluster && inst.Zone != zone {
+			return 0, "InvalidPlacementGroup.InUse", fmt.Sprintf("The placement group '%s' is in use in another availability zone: %s", g.Name, inst.Zone)
+		}
+		if inst.Zone == zone {
+			inZone++
+		}
+	}
+	if g.Strategy != PlacementStrategySpread {
+		return -1, "", ""
+	}
+	if inZone >= maxSpreadPerZone {
+		return 0, "InsufficientInstanceCapacity", fmt.Sprintf("The spread placement group '%s' already has the maximum of %d running instances in the Availability Zone (%s). "+
+			"Launch the instance in another Availability Zone or placement group.", g.Name, maxSpreadPerZone, zone)
+	}
+	return maxSpreadPerZone - inZone, "", ""
+}

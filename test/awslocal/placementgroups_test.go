@@ -247,3 +247,95 @@ func TestCreateFleetIntoPlacementGroup(t *testing.T) {
 	require.Empty(t, out.Instances)
 	require.Equal(t, "InvalidPlacementGroup.Unknown", aws.ToString(out.Errors[0].ErrorCode))
 }
+
+// TestPlacementGroupZoneRules: EC2 keeps a cluster group in the zone of
+// its first instance (a launch into another zone is
+// InvalidPlacementGroup.InUse) and a rack spread group at seven running
+// instances per zone (the eighth is refused in that zone, and goes to
+// another one when the fleet offers it); a terminated instance frees its
+// place.
+func TestPlacementGroupZoneRules(t *testing.T) {
+	c := ec2Client(t)
+	suffix := uuid.NewString()[:8]
+	inZone := func(typ string, zones ...string) []ec2types.FleetLaunchTemplateOverridesRequest {
+		var out []ec2types.FleetLaunchTemplateOverridesRequest
+		for _, z := range zones {
+			out = append(out, ec2types.FleetLaunchTemplateOverridesRequest{InstanceType: ec2types.InstanceType(typ), AvailabilityZone: aws.String(z)})
+		}
+		return out
+	}
+	zoneOf := func(id string) string {
+		t.Helper()
+		out, err := c.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		require.NoError(t, err)
+		return aws.ToString(out.Reservations[0].Instances[0].Placement.AvailabilityZone)
+	}
+	type launch struct {
+		zones     []string
+		total     int32
+		wantZones []string // zones of the launched instances, in order
+		wantError string   // the fleet error's code ("" for none)
+	}
+	for _, tc := range []struct {
+		name     string
+		strategy ec2types.PlacementStrategy
+		launches []launch
+	}{
+		{name: "cluster", strategy: ec2types.PlacementStrategyCluster, launches: []launch{
+			{zones: []string{"us-east-1b"}, total: 1, wantZones: []string{"us-east-1b"}},
+			{zones: []string{"us-east-1a"}, total: 1, wantError: "InvalidPlacementGroup.InUse"},
+			{zones: []string{"us-east-1a", "us-east-1b"}, total: 2, wantZones: []string{"us-east-1b", "us-east-1b"}, wantError: "InvalidPlacementGroup.InUse"},
+		}},
+		{name: "spread", strategy: ec2types.PlacementStrategySpread, launches: []launch{
+			{zones: []string{"us-east-1a"}, total: 6, wantZones: []string{"us-east-1a", "us-east-1a", "us-east-1a", "us-east-1a", "us-east-1a", "us-east-1a"}},
+			{zones: []string{"us-east-1a"}, total: 2, wantZones: []string{"us-east-1a"}, wantError: "InsufficientInstanceCapacity"},
+			{zones: []string{"us-east-1a"}, total: 1, wantError: "InsufficientInstanceCapacity"},
+			{zones: []string{"us-east-1a", "us-east-1c"}, total: 1, wantZones: []string{"us-east-1c"}, wantError: "InsufficientInstanceCapacity"},
+		}},
+		{name: "partition groups take any zone", strategy: ec2types.PlacementStrategyPartition, launches: []launch{
+			{zones: []string{"us-east-1a"}, total: 8, wantZones: []string{"us-east-1a", "us-east-1a", "us-east-1a", "us-east-1a", "us-east-1a", "us-east-1a", "us-east-1a", "us-east-1a"}},
+			{zones: []string{"us-east-1b"}, total: 1, wantZones: []string{"us-east-1b"}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := string(tc.strategy) + "-" + suffix
+			createGroup(t, c, &ec2.CreatePlacementGroupInput{GroupName: aws.String(name), Strategy: tc.strategy})
+			env := newFleetEnv(t, inGroup(ec2types.LaunchTemplatePlacementRequest{GroupName: aws.String(name)}))
+			for i, l := range tc.launches {
+				out, err := env.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, inZone("m5.large", l.zones...), func(in *ec2.CreateFleetInput) {
+					in.TargetCapacitySpecification.TotalTargetCapacity = aws.Int32(l.total)
+				})
+				require.NoError(t, err)
+				var zones []string
+				for _, id := range instanceIDs(out) {
+					zones = append(zones, zoneOf(id))
+				}
+				require.Equal(t, l.wantZones, zones, "launch %d", i)
+				if l.wantError == "" {
+					require.Empty(t, out.Errors, "launch %d", i)
+					continue
+				}
+				require.NotEmpty(t, out.Errors, "launch %d", i)
+				require.Equal(t, l.wantError, aws.ToString(out.Errors[0].ErrorCode), "launch %d: %s", i, aws.ToString(out.Errors[0].ErrorMessage))
+				require.Contains(t, aws.ToString(out.Errors[0].ErrorMessage), name)
+			}
+		})
+	}
+
+	// A terminated instance frees its place: the spread group's zone takes
+	// one more.
+	name := "spread-free-" + suffix
+	createGroup(t, c, &ec2.CreatePlacementGroupInput{GroupName: aws.String(name), Strategy: ec2types.PlacementStrategySpread})
+	env := newFleetEnv(t, inGroup(ec2types.LaunchTemplatePlacementRequest{GroupName: aws.String(name)}))
+	out, err := env.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, inZone("m5.large", "us-east-1a"), func(in *ec2.CreateFleetInput) {
+		in.TargetCapacitySpecification.TotalTargetCapacity = aws.Int32(7)
+	})
+	require.NoError(t, err)
+	ids := instanceIDs(out)
+	require.Len(t, ids, 7)
+	_, err = c.TerminateInstances(context.Background(), &ec2.TerminateInstancesInput{InstanceIds: ids[:1]})
+	require.NoError(t, err)
+	out, err = env.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, inZone("m5.large", "us-east-1a"))
+	require.NoError(t, err)
+	require.Len(t, instanceIDs(out), 1, "%v", out.Errors)
+}

@@ -80,6 +80,27 @@ func (l *Local) OnDemandPrice(instanceType, regionCode string) (float64, bool) {
 	return l.front.prices.onDemand(instanceType, regionCode)
 }
 
+// DedicatedFactor is how much more a dedicated-tenancy instance costs
+// than a shared one in the front's price list (ours: AWS lists each type's
+// dedicated price, typically about a tenth above the shared one).
+const DedicatedFactor = 1.1
+
+// DedicatedPrice is the dedicated-tenancy on-demand price the front serves
+// for a (non-metal) instance type in a region, and whether it has one.
+func (l *Local) DedicatedPrice(instanceType, regionCode string) (float64, bool) {
+	return l.front.prices.dedicated(instanceType, regionCode)
+}
+
+func (p *prices) dedicated(instanceType, regionCode string) (float64, bool) {
+	shared, ok := p.onDemand(instanceType, regionCode)
+	if !ok || isMetal(instanceType) {
+		return 0, false
+	}
+	return math.Round(shared*DedicatedFactor*1e6) / 1e6, true
+}
+
+func isMetal(instanceType string) bool { return strings.Contains(instanceType, ".metal") }
+
 func (p *prices) onDemand(instanceType, regionCode string) (float64, bool) {
 	base, ok := p.usd[instanceType]
 	if !ok {
@@ -107,15 +128,18 @@ type getProductsInput struct {
 	NextToken     string        `json:"NextToken"`
 }
 
-// productAttributes are the attributes of the Linux,
-// no-software, used-capacity on-demand product of one type in one region:
-// the only products the price list covers.
-func productAttributes(instanceType string, r region) map[string]string {
+// productAttributes are the attributes of the Linux, no-software,
+// used-capacity on-demand product of one type in one region, shared or
+// dedicated tenancy: the only products the price list covers.
+func productAttributes(instanceType string, r region, dedicated bool) map[string]string {
 	// The price list files bare-metal types as dedicated-tenancy bare
 	// metal, and that is how upstream Karpenter asks for them.
-	family, tenancy := "Compute Instance", "Shared"
-	if strings.Contains(instanceType, ".metal") {
+	family, tenancy, usage := "Compute Instance", "Shared", "BoxUsage:"
+	switch {
+	case isMetal(instanceType):
 		family, tenancy = "Compute Instance (bare metal)", "Dedicated"
+	case dedicated:
+		tenancy, usage = "Dedicated", "DedicatedUsage:"
 	}
 	return map[string]string{
 		"servicecode":     "AmazonEC2",
@@ -132,13 +156,17 @@ func productAttributes(instanceType string, r region) map[string]string {
 		"location":        r.Location,
 		"locationType":    "AWS Region",
 		"regionCode":      r.Code,
-		"usagetype":       r.Prefix + "BoxUsage:" + instanceType,
+		"usagetype":       r.Prefix + usage + instanceType,
 	}
 }
 
-func sku(instanceType, regionCode string) string {
+func sku(instanceType, regionCode, tenancy string) string {
 	h := fnv.New64a()
-	h.Write([]byte(regionCode + "/" + instanceType))
+	key := regionCode + "/" + instanceType
+	if tenancy == "Dedicated" && !isMetal(instanceType) {
+		key += "/dedicated"
+	}
+	h.Write([]byte(key))
 	const alphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 	v := h.Sum64()
 	var b [16]byte
@@ -150,7 +178,7 @@ func sku(instanceType, regionCode string) string {
 }
 
 func productJSON(instanceType string, r region, usd float64, attrs map[string]string) (string, error) {
-	s := sku(instanceType, r.Code)
+	s := sku(instanceType, r.Code, attrs["tenancy"])
 	term := s + ".JRTCKXETXF"
 	rate := term + ".6YS6EN2CT7"
 	doc := map[string]any{
@@ -225,15 +253,21 @@ func (f *front) getProducts(_ context.Context, w http.ResponseWriter, c *call) b
 		}
 	}
 	type match struct {
-		typ string
-		r   region
+		typ       string
+		r         region
+		dedicated bool
 	}
 	var matches []match
 	if in.ServiceCode == "AmazonEC2" {
 		for _, r := range RegionFactors {
 			for _, t := range f.prices.types {
-				if filtersMatch(in.Filters, productAttributes(t, r)) {
-					matches = append(matches, match{t, r})
+				for _, dedicated := range []bool{false, true} {
+					if dedicated && isMetal(t) {
+						continue // bare metal has one product, dedicated already
+					}
+					if filtersMatch(in.Filters, productAttributes(t, r, dedicated)) {
+						matches = append(matches, match{t, r, dedicated})
+					}
 				}
 			}
 		}
@@ -243,7 +277,10 @@ func (f *front) getProducts(_ context.Context, w http.ResponseWriter, c *call) b
 	list := make([]string, 0, max(end-start, 0))
 	for _, m := range matches[min(start, len(matches)):end] {
 		usd, _ := f.prices.onDemand(m.typ, m.r.Code)
-		doc, err := productJSON(m.typ, m.r, usd, productAttributes(m.typ, m.r))
+		if m.dedicated {
+			usd, _ = f.prices.dedicated(m.typ, m.r.Code)
+		}
+		doc, err := productJSON(m.typ, m.r, usd, productAttributes(m.typ, m.r, m.dedicated))
 		if err != nil {
 			writeError(w, c, http.StatusInternalServerError, "InternalErrorException", err.Error())
 			return true

@@ -37,6 +37,10 @@ func metaCondition(conds []metav1.Condition, t string) *metav1.Condition {
 //   - one inflate pod: its instance is launched in the group (EC2 reports
 //     the group and a partition in DescribeInstances), and the NodeClaim
 //     and its Node carry placement-group-id, the NodeClaim the partition;
+//   - the selector changed to another partition group: the NodeClaim goes
+//     Drifted (NodeClassDrift: the selector is part of the class hash, as
+//     upstream's) and is replaced by one whose instance EC2 launched in
+//     the new group, labelled with its id;
 //   - the selector changed to a name EC2 does not know:
 //     PlacementGroupReady=False with reason PlacementGroupNotFound, the
 //     class not Ready.
@@ -98,7 +102,43 @@ func TestAWSPlacementGroups(t *testing.T) {
 	require.Equal(t, aws.ToString(pg.PlacementGroup.GroupId), node.Labels[awsv1.LabelPlacementGroupID])
 	t.Logf("%s: %s in %s partition %d", nc.Name, id, groupName, partition)
 
+	// Another group: the node drifts and its replacement runs in the new
+	// group.
+	const otherName = "kafka-b"
+	other, err := e.ec2.CreatePlacementGroup(ctx, &ec2.CreatePlacementGroupInput{GroupName: aws.String(otherName), Strategy: ec2types.PlacementStrategyPartition,
+		PartitionCount: aws.Int32(2)})
+	require.NoError(t, err)
+	otherID := aws.ToString(other.PlacementGroup.GroupId)
+	require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: "default"}, class))
+	class.Spec.PlacementGroupSelector = &awsv1.PlacementGroupSelectorTerm{Name: otherName}
+	require.NoError(t, cp.Client.Update(ctx, class))
+	driftedWith := ""
+	var replacement v1.NodeClaim
+	require.Eventually(t, func() bool {
+		old := &v1.NodeClaim{}
+		if err := cp.Client.Get(ctx, client.ObjectKey{Name: nc.Name}, old); err == nil {
+			if c := condition(old.Status.Conditions, v1.ConditionTypeDrifted); c != nil && c.Status == metav1.ConditionTrue {
+				driftedWith = c.Reason
+			}
+			return false
+		}
+		claims = readyClaims(ctx, cp)
+		if len(claims) != 1 || runningOnOurNodes(ctx, t, cp, "app=inflate") != 1 {
+			return false
+		}
+		replacement = claims[0]
+		return replacement.Labels[awsv1.LabelPlacementGroupID] == otherID
+	}, 4*time.Minute, time.Second, "the drifted NodeClaim should be replaced by one in %s", otherName)
+	require.Equal(t, "NodeClassDrift", driftedWith, "the old NodeClaim went Drifted before it was replaced")
+	_, newID, ok := parseAWSProviderID(replacement.Status.ProviderID)
+	require.True(t, ok)
+	inst, found = e.liveInstances(t, ctx)[newID]
+	require.Truef(t, found, "instance %s of %s is live", newID, replacement.Name)
+	require.Equal(t, otherID, aws.ToString(inst.Placement.GroupId), "EC2 launched the replacement in the new group")
+	t.Logf("drifted %s (%s) replaced by %s: %s in %s", nc.Name, driftedWith, replacement.Name, newID, otherName)
+
 	// A group EC2 does not know.
+	require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: "default"}, class))
 	class.Spec.PlacementGroupSelector = &awsv1.PlacementGroupSelectorTerm{Name: "no-such-group"}
 	require.NoError(t, cp.Client.Update(ctx, class))
 	var cond *metav1.Condition

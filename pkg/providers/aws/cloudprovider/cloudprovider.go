@@ -168,7 +168,7 @@ func (c *CloudProvider) GetInstanceTypes(ctx context.Context, nodePool *v1.NodeP
 			its = c.withPlacementGroup(ctx, its, pg, nodeClass)
 		}
 	}
-	return its, nil
+	return c.withTenancy(its, nodePool), nil
 }
 
 func (c *CloudProvider) nodeClass(ctx context.Context, ref *v1.NodeClassReference) (*awsv1.EC2NodeClass, error) {
@@ -253,6 +253,9 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		NodePoolName:     nc.Labels[v1.NodePoolLabelKey],
 		NodeClassName:    nodeClass.Name,
 		ClassTags:        nodeClass.Spec.Tags,
+	}
+	if pg != nil {
+		req.PlacementGroupID, req.PlacementGroupStrategy = pg.ID, pg.Strategy
 	}
 	// As upstream, a NodeClaim whose minValues were relaxed launches
 	// without the class's Context.
@@ -354,8 +357,10 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	res.Status.Capacity = out.Status.Capacity
 	res.Status.Allocatable = out.Status.Allocatable
 	// EFA interfaces are attached only for a NodeClaim that asks for them
-	// (launchConfigs); without them the node has no EFA to offer.
-	if _, ok := nc.Spec.Resources.Requests[awsv1.ResourceEFA]; !ok {
+	// (launchConfigs), or by the class's interface layout (whose EFA-only
+	// interfaces the types' capacity counts); without them the node has no
+	// EFA to offer.
+	if _, ok := nc.Spec.Resources.Requests[awsv1.ResourceEFA]; !ok && len(nodeClass.Spec.NetworkInterfaces) == 0 {
 		delete(res.Status.Capacity, awsv1.ResourceEFA)
 		delete(res.Status.Allocatable, awsv1.ResourceEFA)
 	}

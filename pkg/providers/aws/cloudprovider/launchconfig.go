@@ -96,7 +96,11 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 		pods  int64
 		efa   int
 	}
+	// A class laying out its interfaces gets them whatever the NodeClaim
+	// asks; otherwise a NodeClaim asking for EFA gets one EFA interface per
+	// card of its types.
 	_, wantsEFA := nc.Spec.Resources.Requests[awsv1.ResourceEFA]
+	wantsEFA = wantsEFA && len(nodeClass.Spec.NetworkInterfaces) == 0
 	groups := map[groupKey][]*scheduling.InstanceType{}
 	var order []groupKey
 	for _, it := range its {

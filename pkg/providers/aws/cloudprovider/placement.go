@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -31,6 +32,10 @@ import (
 // (placementgroup.Provider): nil without a group of that name or id.
 type PlacementGroups interface {
 	Get(ctx context.Context, sel *awsv1.PlacementGroupSelectorTerm) (*placementgroup.PlacementGroup, error)
+	// ZoneUnavailable is whether the group refused a launch in the zone
+	// lately (a spread group's seven instances there, a cluster group in
+	// another zone).
+	ZoneUnavailable(groupID, zone string) bool
 }
 
 // PlacementGroupDrift is upstream's reason for an instance outside the
@@ -77,7 +82,8 @@ type placementStrategies interface {
 
 // withPlacementGroup returns the types with the group's requirements: its
 // id, and a partition group's partitions; as upstream, a type EC2 does not
-// list the group's strategy for has no available offering, and a cluster
+// list the group's strategy for has no available offering, nor does a zone
+// the group refused a launch in lately (a spread group's limit); a cluster
 // group, which lives in one zone, offers only that zone (clusterZone). The
 // types are copies; the listed ones are shared.
 func (c *CloudProvider) withPlacementGroup(ctx context.Context, its []*scheduling.InstanceType, pg *placementgroup.PlacementGroup, nodeClass *awsv1.EC2NodeClass) []*scheduling.InstanceType {
@@ -89,6 +95,15 @@ func (c *CloudProvider) withPlacementGroup(ctx context.Context, its []*schedulin
 	if pg.Strategy == placementgroup.StrategyCluster {
 		zone = c.clusterZone(ctx, pg, nodeClass)
 	}
+	refused := map[string]bool{}
+	for _, it := range its {
+		for _, o := range it.Offerings {
+			if _, seen := refused[o.Zone]; !seen {
+				refused[o.Zone] = c.opts.PlacementGroups.ZoneUnavailable(pg.ID, o.Zone)
+			}
+		}
+	}
+	anyRefused := slices.Contains(slices.Collect(maps.Values(refused)), true)
 	out := make([]*scheduling.InstanceType, 0, len(its))
 	for _, it := range its {
 		cp := *it
@@ -97,10 +112,10 @@ func (c *CloudProvider) withPlacementGroup(ctx context.Context, its []*schedulin
 			strategies, ok := known.PlacementStrategies(it.Name)
 			unsupported = ok && !slices.Contains(strategies, pg.Strategy)
 		}
-		if unsupported || zone != "" {
+		if unsupported || zone != "" || anyRefused {
 			cp.Offerings = make([]scheduling.Offering, len(it.Offerings))
 			for i, o := range it.Offerings {
-				if unsupported || o.Zone != zone {
+				if unsupported || (zone != "" && o.Zone != zone) || refused[o.Zone] {
 					o.Available = false
 				}
 				cp.Offerings[i] = o

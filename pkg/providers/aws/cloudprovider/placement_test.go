@@ -18,6 +18,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	awscloudprovider "github.com/karpenter-go/karpenter/pkg/providers/aws/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/instance"
 )
 
 // selectGroup points the env's class at a placement group by name.
@@ -176,4 +177,89 @@ func TestClusterGroupOneZone(t *testing.T) {
 		z := zones()
 		return len(z) == 1 && z[0] == "us-east-1b"
 	}, 10*time.Second, 100*time.Millisecond, "the zone the group's NodeClaims are in")
+}
+
+// TestSpreadGroupZoneLimit: a rack spread group holds seven instances per
+// zone. With seven in us-east-1a, a NodeClaim allowing both zones lands in
+// us-east-1b and the refusal makes us-east-1a unavailable to the group's
+// offerings (every type: the limit is the zone's), so a NodeClaim allowing
+// only us-east-1a meets insufficient capacity. The limit is the group's:
+// the shared insufficient-capacity cache stays empty, and a class without
+// the group still launches in us-east-1a.
+func TestSpreadGroupZoneLimit(t *testing.T) {
+	ctx := context.Background()
+	var subnets []ec2types.Subnet
+	for _, z := range []string{"us-east-1a", "us-east-1b"} {
+		out, err := ec2API.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
+			{Name: aws.String("availability-zone"), Values: []string{z}}, {Name: aws.String("default-for-az"), Values: []string{"true"}}}})
+		require.NoError(t, err)
+		require.NotEmpty(t, out.Subnets)
+		subnets = append(subnets, out.Subnets[0])
+	}
+	e := newEnvIn(t, ec2API, subnets)
+	name := "spread-" + uuid.NewString()[:8]
+	pg := makeGroup(t, &ec2.CreatePlacementGroupInput{GroupName: &name, Strategy: ec2types.PlacementStrategySpread})
+	e.selectGroup(t, &awsv1.PlacementGroupSelectorTerm{Name: name})
+	inZones := func(zones ...string) *v1.NodeClaim {
+		nc := e.nodeClaim(t)
+		nc.Spec.Requirements = append(nc.Spec.Requirements, v1.NodeSelectorRequirementWithMinValues{
+			Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: zones})
+		return nc
+	}
+	// The instances go in one call at the end: deleting them one NodeClaim
+	// at a time would take most of the test.
+	var launched []string
+	t.Cleanup(func() {
+		_, err := ec2API.TerminateInstances(context.Background(), &ec2.TerminateInstancesInput{InstanceIds: launched})
+		require.NoError(t, err)
+	})
+	create := func(nc *v1.NodeClaim) (*v1.NodeClaim, error) {
+		got, err := e.cp.Create(ctx, nc)
+		if err == nil {
+			id, perr := instance.ParseProviderID(got.Status.ProviderID)
+			require.NoError(t, perr)
+			launched = append(launched, id)
+		}
+		return got, err
+	}
+	for range 7 {
+		got, err := create(inZones("us-east-1a"))
+		require.NoError(t, err)
+		require.Equal(t, "us-east-1a", got.Labels[corev1.LabelTopologyZone])
+	}
+
+	both := inZones("us-east-1a", "us-east-1b")
+	got, err := create(both)
+	require.NoError(t, err)
+	assert.Equal(t, "us-east-1b", got.Labels[corev1.LabelTopologyZone])
+	insts := instancesOf(t, both.Name)
+	require.Len(t, insts, 1)
+	assert.Equal(t, aws.ToString(pg.GroupId), aws.ToString(insts[0].Placement.GroupId))
+
+	pool := &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: e.nodeClass.Name}}}}}
+	its, err := e.cp.GetInstanceTypes(ctx, pool)
+	require.NoError(t, err)
+	available := map[string]bool{}
+	for _, it := range its {
+		for _, o := range it.Offerings {
+			if o.Available && (it.Name == "m5.large" || it.Name == "r5.large") {
+				available[it.Name+"/"+o.Zone] = true
+			}
+		}
+	}
+	assert.Equal(t, map[string]bool{"m5.large/us-east-1b": true, "r5.large/us-east-1b": true}, available,
+		"us-east-1a is unavailable to the group, for types the launch did not try too")
+	assert.Empty(t, e.unavailable.Keys(), "the limit is the group's, not the offerings'")
+
+	onlyA := inZones("us-east-1a")
+	_, err = create(onlyA)
+	assert.True(t, cloudprovider.IsInsufficientCapacityError(err), "%v", err)
+	assert.Empty(t, instancesOf(t, onlyA.Name))
+
+	// Without the group, us-east-1a launches.
+	e.selectGroup(t, nil)
+	free, err := create(inZones("us-east-1a"))
+	require.NoError(t, err)
+	assert.Equal(t, "us-east-1a", free.Labels[corev1.LabelTopologyZone])
 }

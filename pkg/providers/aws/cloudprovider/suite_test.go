@@ -148,6 +148,8 @@ func newEnvIn(t *testing.T, instanceAPI instance.EC2API, subnets []ec2types.Subn
 	unavailable := cloudprovider.NewUnavailableOfferings(nil, 0)
 	types := instancetypes.NewProvider(ec2API, prices, instancetypes.Options{Region: "us-east-1", Settings: instancetype.DefaultSettings(), Unavailable: unavailable})
 	launchSubnets := subnet.NewProvider(ec2API, time.Minute)
+	// Every test sees groups it makes at once.
+	groups := placementgroup.NewProvider(ec2API, time.Nanosecond)
 	e := &env{
 		unavailable: unavailable,
 		types:       types,
@@ -157,12 +159,12 @@ func newEnvIn(t *testing.T, instanceAPI instance.EC2API, subnets []ec2types.Subn
 			Kube:            kube,
 			InstanceTypes:   types,
 			LaunchTemplates: launchtemplate.NewProvider(ec2API, clusterName, launchtemplate.ProviderOptions{}),
-			Instances:       instance.NewProvider(instanceAPI, clusterName, unavailable, instance.WithSubnets(launchSubnets)),
-			Subnets:         launchSubnets,
+			Instances: instance.NewProvider(instanceAPI, clusterName, unavailable, instance.WithSubnets(launchSubnets),
+				instance.WithPlacementGroupZones(groups)),
+			Subnets: launchSubnets,
 			Cluster: launchtemplate.Cluster{Name: clusterName, Endpoint: "https://cluster.example.com", CABundle: "Y2E=",
 				CIDR: "10.100.0.0/16", DNS: "10.100.0.10"},
-			// Every test sees groups it makes at once.
-			PlacementGroups: placementgroup.NewProvider(ec2API, time.Nanosecond),
+			PlacementGroups: groups,
 		}),
 	}
 	t.Cleanup(func() {

@@ -1,5 +1,7 @@
 package instance
 
+import ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
 // CapOverrides exposes capOverrides to the tests.
 var CapOverrides = capOverrides
 
@@ -55,4 +57,10 @@ func LaunchHash(p *Provider, req Request) (string, error) {
 		return "", err
 	}
 	return l.hash()
+}
+
+// GroupRefused runs groupRefused on a fleet error of req's launch.
+func GroupRefused(req Request, code, message string) bool {
+	l := &launch{req: req}
+	return l.groupRefused(ec2types.CreateFleetError{ErrorCode: &code, ErrorMessage: &message})
 }

@@ -237,11 +237,11 @@ func (p *Provider) launchOne(ctx context.Context, l *launch) (*Instance, error) 
 		// the retries: the lifecycle retries the NodeClaim.
 		return nil, launchError(fmt.Errorf("creating fleet for nodeclaim %s: %w", l.req.NodeClaimName, err))
 	}
-	iced, full := p.recordErrors(out.Errors, l)
+	iced, full, refused := p.recordErrors(out.Errors, l)
 	if insts := p.instances(l, out, tags, full); len(insts) > 0 {
 		return insts[0], nil
 	}
-	return nil, l.noInstance(out.Errors, iced, full)
+	return nil, l.noInstance(out.Errors, iced, full, refused)
 }
 
 // launchError is a CreateFleet call's error as the lifecycle sees it; a
@@ -275,12 +275,15 @@ func IsLaunchTemplateNotFound(err error) bool {
 }
 
 // noInstance is the error of a launch CreateFleet gave no instance to.
-func (l *launch) noInstance(errs []ec2types.CreateFleetError, iced []cloudprovider.OfferingKey, full []string) error {
+func (l *launch) noInstance(errs []ec2types.CreateFleetError, iced []cloudprovider.OfferingKey, full []string, refused bool) error {
 	if len(full) > 0 {
 		return &reservationsFullError{ids: full, err: cloudprovider.NewInsufficientCapacityError(
 			fmt.Errorf("creating fleet for nodeclaim %s: %s", l.req.NodeClaimName, fleetErrors(errs)), iced...)}
 	}
-	if len(iced) > 0 {
+	// A zone the placement group refused is unavailable to the group's
+	// offerings now, so the NodeClaim is planned again like one that met
+	// no capacity.
+	if len(iced) > 0 || refused {
 		return cloudprovider.NewInsufficientCapacityError(fmt.Errorf("creating fleet for nodeclaim %s: %s", l.req.NodeClaimName, fleetErrors(errs)), iced...)
 	}
 	for _, e := range errs {
@@ -328,12 +331,12 @@ func (p *Provider) launchBatch(ctx context.Context, ls []*launch, inValue bool) 
 		}
 		return res
 	}
-	iced, full := p.recordErrors(out.Errors, ls[0])
+	iced, full, refused := p.recordErrors(out.Errors, ls[0])
 	insts := p.instances(ls[0], out, tags, full)
 	// Instance-id order is the order assignOwners reads back after a crash.
 	sort.Slice(insts, func(i, j int) bool { return insts[i].ID < insts[j].ID })
 	for i := len(insts); i < len(ls); i++ {
-		res[i].Err = ls[i].noInstance(out.Errors, iced, full)
+		res[i].Err = ls[i].noInstance(out.Errors, iced, full, refused)
 	}
 	if len(insts) == 0 {
 		return res

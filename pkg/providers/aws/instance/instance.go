@@ -102,6 +102,13 @@ type Subnets interface {
 	MarkExhausted(subnetID string)
 }
 
+// PlacementGroupZones hears of the zones a placement group refused a
+// launch in (placementgroup.Provider), so the group's offerings there are
+// unavailable for a while.
+type PlacementGroupZones interface {
+	MarkZoneUnavailable(groupID, zone string)
+}
+
 // Events records an event on a NodeClaim (by name); the cloud provider
 // wires it to the NodeClaim's event recorder.
 type Events func(nodeClaim, eventType, reason, message string)
@@ -111,6 +118,12 @@ type Option func(*Provider)
 
 // WithSubnets tells subnets of the subnets launches found full.
 func WithSubnets(subnets Subnets) Option { return func(p *Provider) { p.subnets = subnets } }
+
+// WithPlacementGroupZones tells zones of the zones a placement group
+// refused.
+func WithPlacementGroupZones(zones PlacementGroupZones) Option {
+	return func(p *Provider) { p.groupZones = zones }
+}
 
 // WithFleetBatchWindow replaces FleetBatchIdle and FleetBatchMax. Tests
 // that assert how launches are batched widen the window, so a loaded
@@ -240,6 +253,10 @@ type Request struct {
 	// Context is the class's spec.context, EC2 Fleet's reserved Context
 	// field ("" sends none).
 	Context string
+	// PlacementGroupID and PlacementGroupStrategy are the group the
+	// launch templates place the instance in ("" for none): a zone the
+	// group refuses is the group's, not the offering's.
+	PlacementGroupID, PlacementGroupStrategy string
 }
 
 // Provider launches, finds and terminates the cluster's instances. It is
@@ -249,6 +266,7 @@ type Provider struct {
 	clusterName string
 	unavailable UnavailableOfferings
 	subnets     Subnets
+	groupZones  PlacementGroupZones
 	clock       clock.Clock
 	events      Events
 	fleets      *batcher.Batcher[*launch, *Instance]

@@ -164,17 +164,27 @@ func countFailure(e ec2types.CreateFleetError, l *launch) {
 // the cache entry expires, to the zone's fullest-free subnet, which the
 // subnet provider now knows this one is not). A full reservation is the
 // reservation's business (the caller's tracker), not the offering's: the
-// same type may still launch on-demand there.
-func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, l *launch) ([]cloudprovider.OfferingKey, []string) {
-	var keys []cloudprovider.OfferingKey
-	var full []string
+// same type may still launch on-demand there. A zone the launch's
+// placement group refused is the group's business too (groupRefused): it
+// is marked for the group, and refused reports that one was.
+func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, l *launch) (keys []cloudprovider.OfferingKey, full []string, refused bool) {
 	seen := map[cloudprovider.OfferingKey]bool{}
 	for _, e := range errs {
 		countFailure(e, l)
-		if !unfulfillableCapacityCodes[aws.ToString(e.ErrorCode)] || e.LaunchTemplateAndOverrides == nil || e.LaunchTemplateAndOverrides.Overrides == nil {
+		if e.LaunchTemplateAndOverrides == nil || e.LaunchTemplateAndOverrides.Overrides == nil {
 			continue
 		}
 		o := e.LaunchTemplateAndOverrides.Overrides
+		if l.groupRefused(e) {
+			refused = true
+			if zone := l.zoneOfOverride(o); zone != "" && p.groupZones != nil {
+				p.groupZones.MarkZoneUnavailable(l.req.PlacementGroupID, zone)
+			}
+			continue
+		}
+		if !unfulfillableCapacityCodes[aws.ToString(e.ErrorCode)] {
+			continue
+		}
 		if aws.ToString(e.ErrorCode) == errNoFreeAddresses && p.subnets != nil && aws.ToString(o.SubnetId) != "" {
 			p.subnets.MarkExhausted(aws.ToString(o.SubnetId))
 		}
@@ -185,10 +195,7 @@ func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, l *launch) ([]
 			}
 			continue
 		}
-		zone := aws.ToString(o.AvailabilityZone)
-		if zone == "" {
-			zone = l.zoneOf[aws.ToString(o.SubnetId)]
-		}
+		zone := l.zoneOfOverride(o)
 		ct := l.req.CapacityType
 		if e.Lifecycle != "" && ct != CapacityTypeReserved {
 			ct = capacityTypeOf(e.Lifecycle)
@@ -203,7 +210,39 @@ func (p *Provider) recordErrors(errs []ec2types.CreateFleetError, l *launch) ([]
 			p.unavailable.MarkUnavailable(key)
 		}
 	}
-	return keys, full
+	return keys, full, refused
+}
+
+// zoneOfOverride is the zone a fleet error's override names, or the zone
+// of its subnet.
+func (l *launch) zoneOfOverride(o *ec2types.FleetLaunchTemplateOverrides) string {
+	if zone := aws.ToString(o.AvailabilityZone); zone != "" {
+		return zone
+	}
+	return l.zoneOf[aws.ToString(o.SubnetId)]
+}
+
+// errGroupInOtherZone is EC2's refusal of a launch into a cluster
+// placement group outside the zone its instances are in.
+const errGroupInOtherZone = "InvalidPlacementGroup.InUse"
+
+// groupRefused: the fleet error is the launch's placement group refusing
+// the override's zone, whatever the instance type: a cluster group whose
+// instances are in another zone (ours; upstream leaves the zone to EC2),
+// or a rack spread group holding its seven instances in the zone, which
+// EC2 reports as insufficient capacity naming the placement group
+// (upstream marks the zone unavailable for the group).
+func (l *launch) groupRefused(e ec2types.CreateFleetError) bool {
+	if l.req.PlacementGroupID == "" {
+		return false
+	}
+	switch code := aws.ToString(e.ErrorCode); {
+	case code == errGroupInOtherZone:
+		return true
+	case code == "InsufficientInstanceCapacity" && l.req.PlacementGroupStrategy == "spread":
+		return strings.Contains(strings.ToLower(aws.ToString(e.ErrorMessage)), "placement group")
+	}
+	return false
 }
 
 // reservationOfError is the reservation the failed override's template

@@ -226,3 +226,16 @@ func supportsClass(info ec2types.InstanceTypeInfo, nc *awsv1.EC2NodeClass) bool 
 	}
 	return true
 }
+
+// DedicatedPrice is the on-demand price of a dedicated-tenancy instance of
+// the type, when the provider's pricing knows it (pricing.Provider does
+// after an on-demand refresh from the Pricing API).
+func (p *Provider) DedicatedPrice(name string) (float64, bool) {
+	dp, ok := p.pricing.(interface {
+		DedicatedPrice(string) (float64, bool)
+	})
+	if !ok {
+		return 0, false
+	}
+	return dp.DedicatedPrice(name)
+}

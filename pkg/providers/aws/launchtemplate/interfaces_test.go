@@ -109,3 +109,47 @@ func TestEnsureEFAInterfaces(t *testing.T) {
 		assert.ElementsMatch(t, []string{"sg-0000000000000000a", "sg-0000000000000000b"}, ni.Groups)
 	}
 }
+
+// TestEnsureInterfaceLayout: a class's networkInterfaces reach the template
+// as laid out (card, device index, type), the primary with the primary's
+// settings (here IPv4 prefixes), every interface with the groups and none
+// on the template; the layout wins over a launch's EFA count, and changing
+// it names another template.
+func TestEnsureInterfaceLayout(t *testing.T) {
+	nc := readyNodeClass("layout", awsv1.AMIFamilyAL2023)
+	nc.Spec.IPPrefixCount = aws.Int32(1)
+	nc.Spec.NetworkInterfaces = []*awsv1.NetworkInterface{
+		{NetworkCardIndex: 0, DeviceIndex: 0, InterfaceType: awsv1.InterfaceTypeInterface},
+		{NetworkCardIndex: 0, DeviceIndex: 1, InterfaceType: awsv1.InterfaceTypeEFAOnly},
+		{NetworkCardIndex: 1, DeviceIndex: 0, InterfaceType: awsv1.InterfaceTypeEFAOnly},
+		{NetworkCardIndex: 2, DeviceIndex: 0, InterfaceType: awsv1.InterfaceTypeInterface},
+	}
+	launch := launchFor("layout", 110)
+	launch.EFACount = 4
+	o := resolve(t, nc, launch)
+	lt, err := launchtemplate.NewProvider(clients.EC2, cluster.Name, launchtemplate.ProviderOptions{}).Ensure(context.Background(), o)
+	require.NoError(t, err)
+	data := describeVersion(t, lt.Name)
+	assert.Empty(t, data.SecurityGroupIds)
+	type iface struct {
+		card, device int32
+		typ          string
+	}
+	var got []iface
+	for _, ni := range data.NetworkInterfaces {
+		got = append(got, iface{aws.ToInt32(ni.NetworkCardIndex), aws.ToInt32(ni.DeviceIndex), aws.ToString(ni.InterfaceType)})
+		assert.ElementsMatch(t, []string{"sg-0000000000000000a", "sg-0000000000000000b"}, ni.Groups)
+		isPrimary := aws.ToInt32(ni.NetworkCardIndex) == 0 && aws.ToInt32(ni.DeviceIndex) == 0
+		assert.Equal(t, isPrimary, ni.Ipv4PrefixCount != nil, "prefixes on the primary only")
+	}
+	assert.Equal(t, []iface{{0, 0, "interface"}, {0, 1, "efa-only"}, {1, 0, "efa-only"}, {2, 0, "interface"}}, got)
+
+	other := readyNodeClass("layout", awsv1.AMIFamilyAL2023)
+	other.Spec.IPPrefixCount = aws.Int32(1)
+	other.Spec.NetworkInterfaces = nc.Spec.NetworkInterfaces[:2]
+	a, err := launchtemplate.Name(o)
+	require.NoError(t, err)
+	b, err := launchtemplate.Name(resolve(t, other, launch))
+	require.NoError(t, err)
+	assert.NotEqual(t, a, b, "the layout is part of the template's name")
+}

@@ -48,11 +48,23 @@ type Options struct {
 	NestedVirtualization string
 	// EFACount: see Launch.
 	EFACount int
+	// Layout is the class's spec.networkInterfaces: when set, the
+	// instance gets exactly these interfaces, whatever the NodeClaim asks
+	// (EFACount is then unused), as upstream.
+	Layout []InterfaceLayout
 	// Tenancy: see Launch.
 	Tenancy string
 	// PlacementGroupID and PartitionNumber: see Launch.
 	PlacementGroupID string
 	PartitionNumber  int32
+}
+
+// InterfaceLayout is one interface of the class's layout: its network
+// card, its device index on that card and its type (interface or
+// efa-only).
+type InterfaceLayout struct {
+	Card, Device int32
+	Type         string
 }
 
 // InterfaceOptions are the settings that live on the primary network
@@ -246,10 +258,22 @@ func Resolve(ctx context.Context, nodeClass *awsv1.EC2NodeClass, cluster Cluster
 		Interface:                interfaceOptions(nodeClass, cluster.DNS),
 		NestedVirtualization:     nestedVirtualization(nodeClass),
 		EFACount:                 launch.EFACount,
+		Layout:                   layout(nodeClass.Spec.NetworkInterfaces),
 		Tenancy:                  launch.Tenancy,
 		PlacementGroupID:         launch.PlacementGroupID,
 		PartitionNumber:          launch.PartitionNumber,
 	}, nil
+}
+
+// layout is the class's interface layout, nil when it sets none.
+func layout(nis []*awsv1.NetworkInterface) []InterfaceLayout {
+	var out []InterfaceLayout
+	for _, ni := range nis {
+		if ni != nil {
+			out = append(out, InterfaceLayout{Card: ni.NetworkCardIndex, Device: ni.DeviceIndex, Type: string(ni.InterfaceType)})
+		}
+	}
+	return out
 }
 
 func nestedVirtualization(nodeClass *awsv1.EC2NodeClass) string {
@@ -391,32 +415,17 @@ func (o *Options) requestData() *ec2types.RequestLaunchTemplateData {
 			},
 		})
 	}
-	if o.EFACount > 0 {
+	switch {
+	case len(o.Layout) > 0:
+		data.NetworkInterfaces = o.layoutInterfaces()
+	case o.EFACount > 0:
 		data.NetworkInterfaces = o.efaInterfaces()
-	} else if o.AssociatePublicIPAddress != nil || o.Interface.needed() {
+	case o.AssociatePublicIPAddress != nil || o.Interface.needed():
 		// The public-IP flag, prefixes and connection tracking live on an
 		// interface, and EC2 refuses template-level groups next to
 		// interfaces: all go on the primary.
-		primary := ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{
-			DeviceIndex:              aws.Int32(0),
-			AssociatePublicIpAddress: o.AssociatePublicIPAddress,
-			Groups:                   o.SecurityGroupIDs,
-			Ipv4PrefixCount:          o.Interface.IPv4PrefixCount,
-			Ipv6PrefixCount:          o.Interface.IPv6PrefixCount,
-		}
-		if o.Interface.IPv6 {
-			primary.PrimaryIpv6 = aws.Bool(true)
-			primary.Ipv6AddressCount = aws.Int32(1)
-		}
-		if o.Interface.connectionTracking() {
-			primary.ConnectionTrackingSpecification = &ec2types.ConnectionTrackingSpecificationRequest{
-				TcpEstablishedTimeout: o.Interface.TCPEstablishedTimeout,
-				UdpStreamTimeout:      o.Interface.UDPStreamTimeout,
-				UdpTimeout:            o.Interface.UDPTimeout,
-			}
-		}
-		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{primary}
-	} else {
+		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{o.primaryInterface()}
+	default:
 		data.SecurityGroupIds = o.SecurityGroupIDs
 	}
 	if o.Tenancy != "" || o.PlacementGroupID != "" {
@@ -452,6 +461,52 @@ func (o *Options) requestData() *ec2types.RequestLaunchTemplateData {
 		}
 	}
 	return data
+}
+
+// primaryInterface is card 0's device 0 with the settings that live on
+// the primary: the groups, the public-IP flag, prefixes, the IPv6 address
+// and connection tracking.
+func (o *Options) primaryInterface() ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest {
+	primary := ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{
+		DeviceIndex:              aws.Int32(0),
+		AssociatePublicIpAddress: o.AssociatePublicIPAddress,
+		Groups:                   o.SecurityGroupIDs,
+		Ipv4PrefixCount:          o.Interface.IPv4PrefixCount,
+		Ipv6PrefixCount:          o.Interface.IPv6PrefixCount,
+	}
+	if o.Interface.IPv6 {
+		primary.PrimaryIpv6 = aws.Bool(true)
+		primary.Ipv6AddressCount = aws.Int32(1)
+	}
+	if o.Interface.connectionTracking() {
+		primary.ConnectionTrackingSpecification = &ec2types.ConnectionTrackingSpecificationRequest{
+			TcpEstablishedTimeout: o.Interface.TCPEstablishedTimeout,
+			UdpStreamTimeout:      o.Interface.UDPStreamTimeout,
+			UdpTimeout:            o.Interface.UDPTimeout,
+		}
+	}
+	return primary
+}
+
+// layoutInterfaces are the class's interfaces in its order: the primary
+// (card 0, device 0, which the CEL rules require to be an interface)
+// carries the primary's settings; every other one its card, device index
+// and type, and the groups (EC2 wants them on each interface, EFA-only
+// ones included, since EFA traffic is filtered by them too).
+func (o *Options) layoutInterfaces() []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest {
+	out := make([]ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, 0, len(o.Layout))
+	for _, l := range o.Layout {
+		var ni ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest
+		if l.Card == 0 && l.Device == 0 {
+			ni = o.primaryInterface()
+		} else {
+			ni = ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{DeviceIndex: aws.Int32(l.Device), Groups: o.SecurityGroupIDs}
+		}
+		ni.NetworkCardIndex = aws.Int32(l.Card)
+		ni.InterfaceType = aws.String(l.Type)
+		out = append(out, ni)
+	}
+	return out
 }
 
 // efaInterfaces are one EFA interface per network card, as upstream lays

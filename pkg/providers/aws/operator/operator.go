@@ -246,9 +246,10 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			InstanceTypes:        types,
 		}),
 	}
-	placementGroups := placementgroup.NewProvider(clients.EC2, 0)
+	placementGroups := placementgroup.NewProviderWithClock(clients.EC2, 0, o.Clock.Now)
 	p.placementGroups = placementGroups
-	p.instances = instance.NewProvider(clients.EC2, s.ClusterName, o.Unavailable, instance.WithSubnets(subnets), instance.WithEvents(p.nodeClaimEvent))
+	p.instances = instance.NewProvider(clients.EC2, s.ClusterName, o.Unavailable, instance.WithSubnets(subnets), instance.WithEvents(p.nodeClaimEvent),
+		instance.WithPlacementGroupZones(placementGroups))
 	p.CloudProvider = awscloudprovider.New(awscloudprovider.Options{
 		Kube:            o.Kube,
 		InstanceTypes:   types,

@@ -1,7 +1,10 @@
 // Package placementgroup resolves an EC2NodeClass's placementGroupSelector
 // into the EC2 placement group it names, as upstream does: one
 // DescribePlacementGroups call by id or by name for available groups, the
-// answer (a group, or none) cached for a minute.
+// answer (a group, or none) cached for a minute. It also remembers the
+// zones a group refused a launch in (a spread group's seven instances per
+// zone, a cluster group living in another zone) for ZoneTTL, so offerings
+// of that group in that zone are unavailable meanwhile.
 package placementgroup
 
 import (
@@ -35,6 +38,11 @@ const (
 // DefaultTTL is upstream's cache TTL for placement groups.
 const DefaultTTL = time.Minute
 
+// ZoneTTL is how long a zone that refused a group's launch stays
+// unavailable for the group: the insufficient-capacity cache's TTL, as
+// upstream keeps the spread limit in that cache.
+const ZoneTTL = 3 * time.Minute
+
 // PlacementGroup is the resolved group.
 type PlacementGroup struct {
 	ID, Name string
@@ -63,14 +71,35 @@ type Provider struct {
 	ec2   API
 	ttl   time.Duration
 	cache *ttl.Cache[*PlacementGroup]
+	// fullZones holds "<group id>/<zone>" for the zones a group refused a
+	// launch in.
+	fullZones *ttl.Cache[struct{}]
 }
 
 // NewProvider returns a provider caching answers for d (DefaultTTL if 0).
 func NewProvider(api API, d time.Duration) *Provider {
+	return NewProviderWithClock(api, d, nil)
+}
+
+// NewProviderWithClock is NewProvider with a clock (time.Now when nil).
+func NewProviderWithClock(api API, d time.Duration, now func() time.Time) *Provider {
 	if d == 0 {
 		d = DefaultTTL
 	}
-	return &Provider{ec2: api, ttl: d, cache: ttl.New[*PlacementGroup](nil)}
+	return &Provider{ec2: api, ttl: d, cache: ttl.New[*PlacementGroup](now), fullZones: ttl.New[struct{}](now)}
+}
+
+// MarkZoneUnavailable makes zone unavailable to the group's launches for
+// ZoneTTL (extending an earlier mark).
+func (p *Provider) MarkZoneUnavailable(groupID, zone string) {
+	p.fullZones.Set(groupID+"/"+zone, struct{}{}, ZoneTTL)
+}
+
+// ZoneUnavailable is whether the group refused a launch in zone within
+// ZoneTTL.
+func (p *Provider) ZoneUnavailable(groupID, zone string) bool {
+	_, ok := p.fullZones.Get(groupID + "/" + zone)
+	return ok
 }
 
 // Get is the available group sel names; nil (and no error) when EC2 has

@@ -3,6 +3,7 @@ package placementgroup_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -63,4 +64,26 @@ func TestGet(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, g)
 	assert.Nil(t, (&placementgroup.PlacementGroup{Strategy: placementgroup.StrategyCluster}).Partitions())
+}
+
+// TestZoneUnavailable: a zone marked for a group is unavailable to that
+// group only, in that zone only, for ZoneTTL.
+func TestZoneUnavailable(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := placementgroup.NewProviderWithClock(&fakeEC2{}, 0, func() time.Time { return now })
+	p.MarkZoneUnavailable("pg-1", "us-east-1a")
+	for _, tc := range []struct {
+		group, zone string
+		after       time.Duration
+		want        bool
+	}{
+		{"pg-1", "us-east-1a", 0, true},
+		{"pg-1", "us-east-1b", 0, false},
+		{"pg-2", "us-east-1a", 0, false},
+		{"pg-1", "us-east-1a", placementgroup.ZoneTTL - time.Second, true},
+		{"pg-1", "us-east-1a", placementgroup.ZoneTTL, false},
+	} {
+		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(tc.after)
+		assert.Equal(t, tc.want, p.ZoneUnavailable(tc.group, tc.zone), "%s %s after %s", tc.group, tc.zone, tc.after)
+	}
 }

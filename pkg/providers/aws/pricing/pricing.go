@@ -66,6 +66,10 @@ type Provider struct {
 
 	mu       sync.RWMutex
 	onDemand map[string]float64
+	// dedicated holds the dedicated-tenancy on-demand prices of non-metal
+	// types once an on-demand refresh succeeded (the static table has
+	// none).
+	dedicated map[string]float64
 	// spot holds zonal spot prices once a spot refresh succeeded; before
 	// that, spot is priced as on-demand from the static table, as upstream
 	// does, so spot offerings are usable from the start.
@@ -146,6 +150,22 @@ func (p *Provider) OnDemandPrice(instanceType string) (float64, bool) {
 	return v, ok
 }
 
+// DedicatedPrice is the on-demand price of a dedicated-tenancy instance of
+// the type, if known: the Pricing API's Dedicated product of a non-metal
+// type, and a bare-metal type's only price (bare metal is dedicated).
+func (p *Provider) DedicatedPrice(instanceType string) (float64, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if v, ok := p.dedicated[instanceType]; ok {
+		return v, true
+	}
+	if strings.Contains(instanceType, ".metal") {
+		v, ok := p.onDemand[instanceType]
+		return v, ok
+	}
+	return 0, false
+}
+
 // SpotPrice is the spot price of an instance type in a zone, if known.
 // Until spot prices have been fetched it is the on-demand price.
 func (p *Provider) SpotPrice(instanceType, zone string) (float64, bool) {
@@ -212,7 +232,14 @@ func (p *Provider) UpdateOnDemandPricing(ctx context.Context) error {
 	if len(shared) == 0 {
 		return fmt.Errorf("updating on-demand pricing: no on-demand pricing found for %s", p.region)
 	}
+	// Dedicated-tenancy instances of the other types are priced apart;
+	// the karpenter.k8s.aws/instance-tenancy=dedicated offerings use them.
+	dedicated, err := p.fetchOnDemand(ctx, "Dedicated", "Compute Instance")
+	if err != nil {
+		return err
+	}
 	p.mu.Lock()
+	p.dedicated = dedicated
 	p.onDemand = shared
 	p.seq++
 	p.mu.Unlock()

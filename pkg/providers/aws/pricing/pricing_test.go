@@ -91,6 +91,9 @@ func TestNewProviderStartsFromTheStaticTable(t *testing.T) {
 	}
 	_, ok := p.OnDemandPrice("x9.imaginary")
 	assert.False(t, ok)
+	// The static table has no dedicated prices.
+	_, ok = p.DedicatedPrice("m5.large")
+	assert.False(t, ok)
 }
 
 // TestOnDemandPricesFromGetProducts reads every price through the Pricing
@@ -122,6 +125,15 @@ func TestOnDemandPricesFromGetProducts(t *testing.T) {
 				}
 				require.True(t, ok, "%s has no on-demand price from GetProducts", it)
 				require.Equal(t, want, got, it)
+				// Dedicated tenancy has its own products; bare metal is
+				// dedicated already.
+				wantDedicated, ok := local.DedicatedPrice(it, region)
+				if !ok {
+					wantDedicated = want
+				}
+				gotDedicated, ok := p.DedicatedPrice(it)
+				require.True(t, ok, "%s has no dedicated price", it)
+				require.Equal(t, wantDedicated, gotDedicated, it)
 			}
 			assert.Greater(t, nonMetal, 1000)
 		})

@@ -13,10 +13,10 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/pricing"
 )
 
-// TestFieldsSupportedNamesNetworkInterfaces: a class whose
-// networkInterfaces launches cannot lay out stays Ready, with
-// FieldsSupported=False saying so.
-func TestFieldsSupportedNamesNetworkInterfaces(t *testing.T) {
+// TestFieldsSupportedWithNetworkInterfaces: launches lay a class's
+// networkInterfaces out, so a class with a layout is Ready with
+// FieldsSupported=True.
+func TestFieldsSupportedWithNetworkInterfaces(t *testing.T) {
 	prices := pricing.NewProvider(nil, clients.EC2, pricing.Options{Region: clients.Region})
 	types := instancetypes.NewProvider(clients.EC2, prices, instancetypes.Options{Region: clients.Region, Settings: instancetype.DefaultSettings()})
 	c, _ := newController(0, func(o *nodeclass.Options) { o.InstanceTypes = types })
@@ -31,7 +31,6 @@ func TestFieldsSupportedNamesNetworkInterfaces(t *testing.T) {
 	reconcileOnce(t, c, name)
 	got := get(t, name)
 	fs := condition(got, nodeclass.ConditionTypeFieldsSupported)
-	require.Equal(t, "False", string(fs.Status), "%+v", fs)
-	require.Equal(t, nodeclass.ReasonNetworkInterfacesNotApplied, fs.Reason)
+	require.Equal(t, "True", string(fs.Status), "%+v", fs)
 	require.Equal(t, "True", string(condition(got, awsv1.ConditionTypeReady).Status))
 }

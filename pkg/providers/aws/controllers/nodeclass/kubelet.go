@@ -19,11 +19,6 @@ const (
 	ReasonUnsupportedKubeletConfiguration = "UnsupportedKubeletConfiguration"
 	ReasonInvalidKubeletConfiguration     = "InvalidKubeletConfiguration"
 	ReasonKubeletReservedExceedsCapacity  = "KubeletReservedExceedsCapacity"
-	// ReasonNetworkInterfacesNotApplied: spec.networkInterfaces sets the
-	// EFA capacity the types advertise, but launches do not lay the
-	// interfaces out (only a NodeClaim asking for EFA gets EFA interfaces,
-	// one per network card).
-	ReasonNetworkInterfacesNotApplied = "NetworkInterfacesNotApplied"
 )
 
 // ConditionTypeFieldsSupported says whether every field the class sets
@@ -126,10 +121,6 @@ func (c *Controller) fieldsSupported(ctx context.Context, nc *awsv1.EC2NodeClass
 		setFalse(nc, ConditionTypeFieldsSupported, ReasonKubeletReservedExceedsCapacity,
 			fmt.Sprintf("%s leave no CPU or memory for pods on %d of %d instance types: %s",
 				reserves, len(tooSmall), len(its), prettySlice(tooSmall, 10)))
-	case len(nc.Spec.NetworkInterfaces) > 0:
-		setFalse(nc, ConditionTypeFieldsSupported, ReasonNetworkInterfacesNotApplied,
-			"spec.networkInterfaces sets the EFA capacity instance types advertise, but launches do not lay the interfaces out; "+
-				"a NodeClaim asking for vpc.amazonaws.com/efa gets one EFA interface per network card")
 	default:
 		setTrue(nc, ConditionTypeFieldsSupported)
 	}
