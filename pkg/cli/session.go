@@ -84,7 +84,7 @@ func NewSession(o *Objects, opts Options) (*Session, error) {
 	s.request = snapshot.Request{Options: snapshot.Options{
 		// As the provisioner plans, so that `why pod` and `simulate` name
 		// the NodeClaims it would create.
-		Solver:          scheduling.Options{Robust: true},
+		Solver:          scheduling.Options{Robust: true, CapGrowth: true},
 		WellKnownLabels: kwok.WellKnownLabels(),
 		// IGNORE_DRA_REQUESTS's default: pods with ResourceClaims are
 		// neither provisioned for nor counted as pending by disruption.

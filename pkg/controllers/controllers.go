@@ -185,6 +185,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 			PreferencePolicy: scheduling.PreferencePolicy(op.Options.PreferencePolicy),
 			MinValuesPolicy:  scheduling.MinValuesPolicy(op.Options.MinValuesPolicy),
 			Robust:           true,
+			CapGrowth:        true,
 		},
 		Unavailable:       shared.Unavailable,
 		WellKnownLabels:   shared.WellKnownLabels,

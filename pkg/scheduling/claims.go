@@ -191,8 +191,9 @@ const maxDeferred = 128
 // grows the least; the first one that needs no growth wins outright.
 // Claims that cannot take the pod for a lasting reason are marked dead for
 // the pod's class level, so identical pods skip them.
-func (s *solver) placeOnClaim(pi int, cl *classLevel, eff Requirements, ev *topoEval) bool {
+func (s *solver) placeOnClaim(pi int, cl *classLevel, eff Requirements, ev *topoEval, wasteful bool) bool {
 	c := cl.class
+	s.skippedGrowth = false
 	for attempt := 0; attempt < 3; attempt++ {
 		var best *bin
 		var bestPr *probe
@@ -209,6 +210,11 @@ func (s *solver) placeOnClaim(pi int, cl *classLevel, eff Requirements, ev *topo
 				continue
 			}
 			if !s.quickFit(&sl.first, c) {
+				if !wasteful && cl.isWasteful(i) {
+					// It would grow, and growing it was found wasteful.
+					s.skippedGrowth = true
+					continue
+				}
 				deferred = append(deferred, b)
 				continue
 			}
@@ -222,6 +228,10 @@ func (s *solver) placeOnClaim(pi int, cl *classLevel, eff Requirements, ev *topo
 			if pr.cost <= 0 {
 				best, bestPr, bestCost = b, pr, 0
 				break
+			}
+			if !wasteful && cl.isWasteful(i) {
+				s.skippedGrowth = true
+				continue
 			}
 			if pr.cost < bestCost {
 				best, bestPr, bestCost = b, pr, pr.cost
@@ -272,12 +282,78 @@ func (s *solver) placeOnClaim(pi int, cl *classLevel, eff Requirements, ev *topo
 		if best == nil {
 			return false
 		}
+		if bestCost > 0 && !wasteful && wastefulGrowth(best, c.reqs) {
+			// A new NodeClaim holds the pod for less than this one grown;
+			// look for another. The NodeClaim's load only grows, so it stays
+			// wasteful for the class; the caller comes back with wasteful
+			// set when no new NodeClaim can be opened.
+			cl.markWasteful(best.idx)
+			s.skippedGrowth = true
+			attempt--
+			continue
+		}
 		if s.commitClaim(best, pi, cl, bestPr) {
 			return true
 		}
 		cl.markDead(best.idx)
 	}
 	return false
+}
+
+// growthTolerance is how much dearer per unit of its load than the best
+// type of its pool a planned NodeClaim may become by growing. Growing within
+// a family keeps that price (twice the machine for twice the money), and a
+// NodeClaim that keeps growing means fewer nodes for the same pods, which is
+// worth a small premium; but the few types bigger than a family's largest
+// often cost more per cpu and GiB (the 96xlarge and network-optimized types,
+// dearer still at spot prices), and a burst of memory-heavy pods that grew
+// its NodeClaims onto them paid twice the price per GiB of two NodeClaims of
+// the family's largest type.
+const growthTolerance = 1.2
+
+// wastefulGrowth reports whether growing b to take a pod adding add would
+// leave it no option that prices its load within growthTolerance of the
+// best type it was opened with. An option's price per unit of load is its
+// price divided by how many times the load (b's pods and the new one) fits
+// it, so cpu-heavy and memory-heavy loads are each priced by what binds
+// them. The best is taken over types of every size, so a NodeClaim grows
+// through a dear intermediate size while a good larger one still holds its
+// load, and stops once only the premium sizes would.
+func wastefulGrowth(b *bin, add vec) bool {
+	best := math.Inf(1)
+	for _, st := range b.initial {
+		if f := loadFill(st.alloc, b.used, add); f > 0 && st.price > 0 {
+			best = min(best, st.price/f)
+		}
+	}
+	if math.IsInf(best, 1) {
+		return false
+	}
+	for _, st := range b.options {
+		if f := loadFill(st.alloc, b.used, add); f >= 1 && st.price/f <= growthTolerance*best {
+			return false
+		}
+	}
+	return true
+}
+
+// loadFill is how many times the load used+add fits alloc (fractional): the
+// smallest ratio of allocatable to load over the resources loaded.
+func loadFill(alloc, used, add vec) float64 {
+	f := math.Inf(1)
+	for i := range alloc {
+		var l int64
+		if i < len(used) {
+			l += used[i]
+		}
+		if i < len(add) {
+			l += add[i]
+		}
+		if l > 0 {
+			f = min(f, float64(alloc[i])/float64(l))
+		}
+	}
+	return f
 }
 
 // filterOptions keeps the options that fit need and match reqs on keys.

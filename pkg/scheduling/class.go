@@ -74,8 +74,11 @@ type classLevel struct {
 	// (monotone reasons only), so the next identical pod skips them.
 	dead      []uint64
 	deadNodes []uint64 // the same for existing nodes
-	next      *classLevel
-	done      bool // next was computed (nil = nothing left to relax)
+	// wasteful marks NodeClaims that would have to grow into a dearer kind
+	// of machine to take a pod of this level (wastefulGrowth).
+	wasteful []uint64
+	next     *classLevel
+	done     bool // next was computed (nil = nothing left to relax)
 }
 
 func (cl *classLevel) isDead(i int) bool {
@@ -89,6 +92,21 @@ func (cl *classLevel) markDead(i int) {
 		cl.dead = append(cl.dead, 0)
 	}
 	cl.dead[w] |= 1 << (uint(i) & 63)
+}
+
+// isWasteful: NodeClaim i could take the class only by growing into a
+// dearer kind of machine (wastefulGrowth).
+func (cl *classLevel) isWasteful(i int) bool {
+	w := i >> 6
+	return w < len(cl.wasteful) && cl.wasteful[w]&(1<<(uint(i)&63)) != 0
+}
+
+func (cl *classLevel) markWasteful(i int) {
+	w := i >> 6
+	for len(cl.wasteful) <= w {
+		cl.wasteful = append(cl.wasteful, 0)
+	}
+	cl.wasteful[w] |= 1 << (uint(i) & 63)
 }
 
 func (cl *classLevel) isDeadNode(i int) bool {

@@ -54,7 +54,11 @@
 // whose cheapest type grows the least. Only then is a new NodeClaim opened,
 // from the highest-weight NodePool that can take the pod. Upstream Karpenter
 // instead puts each pod on the planned NodeClaim with the fewest pods, which
-// spreads pods thinly; this packs tighter for the same constraints.
+// spreads pods thinly; this packs tighter for the same constraints. With
+// Options.CapGrowth (the provisioner's), a NodeClaim does not grow when no type that would hold its pods prices them
+// within 20% of the best type it was opened with (per unit of its load):
+// the biggest types often cost more per cpu and GiB than two of a family's
+// largest, so the pod opens a new NodeClaim instead, unless limits forbid one.
 //
 // Topology (spread, pod affinity and anti-affinity) becomes, per pod, extra
 // requirements on the domain key plus per-node checks for the hostname key;

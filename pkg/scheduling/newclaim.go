@@ -114,6 +114,7 @@ func (s *solver) newClaim(p *poolState, pi int, cl *classLevel, eff Requirements
 	reqs[LabelHostname] = NewRequirement(LabelHostname, OpIn, host)
 	b.reqs = reqs
 	b.options = opts
+	b.initial = opts
 	b.used = c.reqs.clone()
 	b.ports = append(b.ports, c.ports...)
 	b.pods = append(b.pods, pi)

@@ -163,10 +163,12 @@ func (s *solver) place(pi int, cl *classLevel) []PlacementError {
 		}
 		errs = append(errs, rendered(existingRefusal(len(s.nodes), firstName, first)))
 	}
-	// 2. NodeClaims already planned
-	if s.placeOnClaim(pi, cl, eff, ev) {
+	// 2. NodeClaims already planned; with CapGrowth, none that would have
+	// to grow into a dearer kind of machine
+	if s.placeOnClaim(pi, cl, eff, ev, !s.opts.CapGrowth) {
 		return nil
 	}
+	skipped := s.skippedGrowth
 	// 3. a new NodeClaim, pools by weight
 	for _, p := range s.pools {
 		r := s.newClaim(p, pi, cl, eff, ev)
@@ -176,6 +178,10 @@ func (s *solver) place(pi int, cl *classLevel) []PlacementError {
 		pe := *r
 		pe.NodePool = p.np.Name
 		errs = append(errs, rendered(pe))
+	}
+	// 4. no new NodeClaim can be opened (limits): grow one after all
+	if skipped && s.placeOnClaim(pi, cl, eff, ev, true) {
+		return nil
 	}
 	if len(s.pools) == 0 && len(errs) == 0 {
 		errs = append(errs, rendered(PlacementError{Kind: RefusalNoCapacity}))

@@ -36,6 +36,9 @@ type solver struct {
 	slack       []claimSlack
 	extraRes    bool // resources beyond cpu, memory and pods are in play
 	lbs         []lbClaim
+	// skippedGrowth: the last placeOnClaim found a NodeClaim that could
+	// take the pod only by growing wastefully, and left it.
+	skippedGrowth bool
 }
 
 // defaultMaxPods is the kubelet's default pod limit, assumed for instance
@@ -95,6 +98,7 @@ type bin struct {
 	used             vec
 	alloc            vec        // existing nodes
 	options          []*itState // NodeClaims: types that still fit every pod here
+	initial          []*itState // NodeClaims: the options it was opened with
 	maxAlloc         vec
 	reserve          vec
 	pods             []int

@@ -62,6 +62,13 @@ type Options struct {
 	// mixes them, at some extra cost, rather than only as the solver packed
 	// them (see harden). The provisioner sets it; packing benchmarks do not.
 	Robust bool
+	// CapGrowth stops a planned NodeClaim from growing into types that
+	// price its pods more than 20% above the best type it was opened with
+	// (per unit of its load); the pod opens a new NodeClaim instead, unless
+	// limits forbid one. Upstream grows a NodeClaim while any type still
+	// fits, onto the premium-priced largest types if need be. The
+	// provisioner sets it, and the simulations that must plan as it does.
+	CapGrowth bool
 }
 
 // PreferencePolicy says what to do with preferred scheduling terms.

@@ -96,8 +96,8 @@ func upstreamAWSProvisioning(b *testing.B) (upstreamAWSResult, bool) {
 	if denied := local.Denials(controllerPrincipal); len(denied) > 0 {
 		b.Logf("upstream's AWS controller: %d call(s) its own policy denies in our model, e.g.:\n%s", len(denied), summarizeDenials(denied, 8))
 	}
-	b.Logf("upstream's AWS controller on the local AWS: bound in %.1fs, Running in %.1fs; %d NodeClaims, %d instances live, %d CreateFleet call(s), %d round(s); $%.2f/h; peak RSS %.0f MiB, CPU %.1fs",
-		res.bound.Seconds(), res.running.Seconds(), len(res.claims), launched, calls["ec2:CreateFleet"], res.rounds, res.cost, res.peakMiB, res.cpuSeconds)
+	b.Logf("upstream's AWS controller on the local AWS: bound in %.1fs, Running in %.1fs; %d NodeClaims %v, %d instances live, %d CreateFleet call(s), %d round(s); $%.2f/h; peak RSS %.0f MiB, CPU %.1fs",
+		res.bound.Seconds(), res.running.Seconds(), len(res.claims), res.types, launched, calls["ec2:CreateFleet"], res.rounds, res.cost, res.peakMiB, res.cpuSeconds)
 	b.Logf("upstream's EC2 calls per launched node during the scale-up (%d nodes): %s", launched, perNode(map[string]int{}, calls, launched))
 	return upstreamAWSResult{provisioningResult: res, calls: calls, launched: launched}, true
 }

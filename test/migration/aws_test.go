@@ -41,6 +41,8 @@ type awsEnv struct {
 	sqs   *sqs.Client
 	// queueURL is the interruption queue's.
 	queueURL string
+	// applied is when the negative experiment's pod was created.
+	applied time.Time
 }
 
 func newAWSEnv(t *testing.T, ctx context.Context) *awsEnv {
@@ -187,7 +189,9 @@ func runningPods(ctx context.Context, c client.Client) int {
 
 // TestMigrationAWS: upstream's AWS controller runs the seeds' positive
 // experiment on the local AWS (its EC2NodeClass Ready, inflate 0 → 8 on
-// the general-purpose pool); ours takes over, and while it makes disruption
+// the general-purpose pool) and their negative one (an arm64 pod on the
+// amd64 pool stays Pending with upstream's reason, nothing launched, and
+// with ours' and upstream's again after each switch); ours takes over, and while it makes disruption
 // passes no instance is launched or terminated, no NodeClaim drifts (no
 // NodeClassDrift, no AMIDrift) and the class keeps its instance profile;
 // then upstream takes over again with the same quiet, and finishes the
@@ -205,10 +209,17 @@ func TestMigrationAWS(t *testing.T) {
 	require.Eventually(t, func() bool { return runningPods(ctx, e.cp.Client) == 8 }, 5*time.Minute, 2*time.Second, "upstream runs 8 inflate pods")
 	before := waitFleet(t, ctx, e.cp.Client, 8, 3*time.Minute)
 	t.Logf("upstream launched %d NodeClaims", len(before.nodeClaims))
+	// The seeds' negative experiment: a pod the pool can never run stays
+	// Pending with each controller's reason, and none launches for it.
+	e.negativeExperiment(t, ctx, "upstream", before)
+	switched := time.Now()
 	next := e.quietSwitch(t, ctx, up.pid, "ours", before)
+	e.expectRefused(t, ctx, "ours", switched)
 
 	after := waitFleet(t, ctx, e.cp.Client, 8, time.Minute)
+	switched = time.Now()
 	e.quietSwitch(t, ctx, next.pid, "upstream-again", after)
+	e.expectRefused(t, ctx, "upstream-again", switched)
 
 	// The rest of the seeds' experiment on upstream's controller: inflate
 	// to 0, and upstream removes the empty nodes and terminates their

@@ -108,6 +108,7 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clust
 				PreferencePolicy: scheduling.PreferencePolicy(opts.PreferencePolicy),
 				MinValuesPolicy:  scheduling.MinValuesPolicy(opts.MinValuesPolicy),
 				Robust:           true,
+				CapGrowth:        true,
 			},
 			AnticipateReplicaSets: opts.AnticipateReplicaSets,
 			Unavailable:           opts.Unavailable,

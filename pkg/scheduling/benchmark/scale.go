@@ -199,9 +199,11 @@ func GenerateScale(cfg ScaleConfig) (*ScaleWorkload, error) {
 		DaemonSets: []*appsv1.DaemonSet{ds},
 		// The AWS provider declares its instance labels well known.
 		WellKnownLabels: ScaleWellKnownLabels,
+		// Planned as the provisioner plans.
 		Options: scheduling.Options{
 			PreferencePolicy: scheduling.PreferencesRespect,
 			MinValuesPolicy:  scheduling.MinValuesStrict,
+			CapGrowth:        true,
 		},
 	}
 	for _, n := range g.nodes {
