@@ -287,7 +287,8 @@ type Result struct {
 	// APIRequests are all the API server's requests during the soak (every
 	// client: the controller, kcm, scheduler, kwok, the driver), by verb;
 	// ControllerRequests the controller's own client-go count (-1: it
-	// exports none); ControllerAudited its requests by verb as the API
+	// exports none); ControllerAudited its requests by verb and resource
+	// (refusals apart, with their status code) as the API
 	// server's audit log records them.
 	APIRequests            map[string]float64
 	APIRequestsTotal       float64
@@ -917,14 +918,28 @@ func audited(path string, since time.Time) (map[string]float64, error) {
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		var ev struct {
-			Verb              string                    `json:"verb"`
-			User              struct{ Username string } `json:"user"`
-			RequestReceivedAt time.Time                 `json:"requestReceivedTimestamp"`
+			Verb      string                    `json:"verb"`
+			User      struct{ Username string } `json:"user"`
+			ObjectRef struct {
+				Resource    string `json:"resource"`
+				Subresource string `json:"subresource"`
+			} `json:"objectRef"`
+			ResponseStatus    struct{ Code int } `json:"responseStatus"`
+			RequestReceivedAt time.Time          `json:"requestReceivedTimestamp"`
 		}
 		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != User || ev.RequestReceivedAt.Before(since) {
 			continue
 		}
-		out[strings.ToUpper(ev.Verb)]++
+		// By verb and resource, and refusals apart (a 409 is a write that
+		// lost a race and will be made again).
+		key := strings.ToUpper(ev.Verb) + " " + ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			key += "/" + ev.ObjectRef.Subresource
+		}
+		if ev.ResponseStatus.Code >= 400 {
+			key += fmt.Sprintf(" (%d)", ev.ResponseStatus.Code)
+		}
+		out[key]++
 	}
 	return out, sc.Err()
 }
