@@ -48,14 +48,16 @@ var suitePolicies = map[string]controllerPolicy{
 	"TestAWSDrift":                underShipped,
 	"TestAWSInterruptionKinds":    underUpstream,
 	"TestAWSCapacityReservations": underShipped,
-	"TestAWSBatchedScaleUp":       underUpstream,
 	"TestAWSZonalShift":           underShipped,
 	"TestAWSPlacementGroups":      underShipped,
 	"TestAWSNodeOverlay":          underShipped,
 }
 
 // suiteTests are the suite's tests, whose logs the rule-removal proof
-// needs.
+// needs. TestAWSBatchedScaleUp runs under upstream's policy (the zero
+// controllerPolicy) outside the suite: make test runs it alone, after the
+// other streams, since on two cores it cannot share the local AWS's CPU
+// (hack/test.sh); it holds itself to zero denials under both policies.
 func suiteTests() []string {
 	var out []string
 	for name := range suitePolicies {

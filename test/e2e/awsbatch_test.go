@@ -49,10 +49,7 @@ const (
 )
 
 // TestAWSBatchedScaleUp loads the local AWS (moto) more than any other
-// test of the suite; its file is named to sort after every aws_* file, so
-// that go test, which runs a package's tests in file-name order, runs it
-// last in the suite, when make test's other streams have compiled and
-// their heaviest packages have run.
+// test: make test runs it alone after every other test (hack/test.sh).
 //
 // TestAWSBatchedScaleUp creates 600 NodeClaims at once on an EC2NodeClass
 // carrying 45 tags of its own, under IAM and EC2's throttling: the
