@@ -20,11 +20,14 @@ others=$(go list ./... | grep -v '/test/e2e$')
 # AWS and control planes do not share the two cores with the compiler.
 go test -count=1 -exec /bin/true ./... >/dev/null || { go test -count=1 -exec /bin/true ./...; exit 1; }
 
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
 stream() {
 	local name=$1
 	shift
 	local start=$SECONDS
-	go test "$@" 2>&1 | sed -u "s/^/[$name] /"
+	go test "$@" 2>&1 | sed -u "s/^/[$name] /" | tee "$logs/$name.log"
 	local rc=${PIPESTATUS[0]}
 	echo "[$name] finished in $((SECONDS - start))s, exit $rc"
 	return "$rc"
@@ -47,4 +50,12 @@ done
 # process) needs both cores for it, and beside the streams above it answers
 # too slowly for the test's 10-minute bound, so it runs alone.
 stream e2e-batch "${flags[@]}" -run '^TestAWSBatchedScaleUp$' ./test/e2e || rc=1
+
+# A CI log is often read from its end: the failed tests and what their
+# test files reported come last, one short line each.
+if [ "$rc" -ne 0 ]; then
+	echo "=== failures"
+	cat "$logs"/*.log | grep -E -e '--- FAIL|^\[[a-z0-9-]+\] +[A-Za-z0-9_]+_test\.go:[0-9]+:|^\[[a-z0-9-]+\] (FAIL|panic:)' |
+		cut -c1-240 | tail -n 80
+fi
 exit $rc

@@ -602,13 +602,16 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	res.EvictionsPerHour = res.Evictions / churn.Hours()
 	churnTo := len(rec.samplesSnapshot())
 
-	// Settle: every pod bound, every NodeClaim with its Node and back.
+	// Settle: every pod bound, every NodeClaim with its Node and back. The
+	// end state is the one the settling saw last: disruption goes on after
+	// the churn (a drifted node replaced later evicts its pods again), so a
+	// pod briefly pending after the cluster settled was not left pending.
 	waitFor(ctx, cfg.SettleTimeout, func() bool {
-		if !boundAll(ctx, cp) {
-			return false
-		}
-		nodes, claims, err := leaks(ctx, cp)
-		return err == nil && len(nodes) == 0 && len(claims) == 0
+		res.PendingAtEnd = pendingCount(ctx, cp)
+		var err error
+		res.NodesWithoutClaim, res.ClaimsWithoutNode, err = leaks(ctx, cp)
+		return err == nil && boundAll(ctx, cp) && res.PendingAtEnd == 0 &&
+			len(res.NodesWithoutClaim) == 0 && len(res.ClaimsWithoutNode) == 0
 	})
 	stopSampling()
 	res.PeakRSSMiB, _ = controlplane.ProcessMemoryMiB(pid, "VmHWM")
@@ -630,8 +633,6 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	for _, v := range res.ControllerAudited {
 		res.ControllerAuditedTotal += v
 	}
-	res.PendingAtEnd = pendingCount(ctx, cp)
-	res.NodesWithoutClaim, res.ClaimsWithoutNode, _ = leaks(ctx, cp)
 	var nodes corev1.NodeList
 	if cp.Client.List(ctx, &nodes) == nil {
 		res.NodesAtEnd = len(nodes.Items)

@@ -95,33 +95,38 @@ func TestSoakMinute(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(table([]*soak.Result{res}))
-	defer func() {
-		if t.Failed() {
-			t.Logf("controller log (tail):\n%s", tail(res.ControllerLog, 6000))
-		}
-	}()
+	// The failures are reported after the controller's log tail so that a
+	// CI log cut to its last lines still says what failed.
+	var failures []string
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
 	if len(res.Panics) > 0 {
-		t.Errorf("the controller panicked: %v", res.Panics)
+		fail("the controller panicked: %v", res.Panics)
 	}
 	if res.BuildUp == 0 {
-		t.Errorf("the build-up did not bind every pod within %s", res.Config.BuildTimeout)
+		fail("the build-up did not bind every pod within %s", res.Config.BuildTimeout)
 	}
 	if len(res.NodesWithoutClaim) > 0 || len(res.ClaimsWithoutNode) > 0 {
-		t.Errorf("leaked: Nodes without NodeClaim %v, NodeClaims without Node %v", res.NodesWithoutClaim, res.ClaimsWithoutNode)
+		fail("leaked: Nodes without NodeClaim %v, NodeClaims without Node %v", res.NodesWithoutClaim, res.ClaimsWithoutNode)
 	}
 	if res.ControllerAuditedTotal == 0 {
-		t.Errorf("the audit log holds no request of the controller")
+		fail("the audit log holds no request of the controller")
 	}
 	if res.PendingAtEnd != 0 {
-		t.Errorf("%d pods left pending after settling", res.PendingAtEnd)
+		fail("%d pods left pending after settling", res.PendingAtEnd)
 	}
 	// RSS: under 400 MiB at its peak, and the last sample of the churn no
 	// more than 1.5x (+32 MiB) the first.
 	if res.PeakRSSMiB > 400 {
-		t.Errorf("peak RSS %.0f MiB > 400 MiB", res.PeakRSSMiB)
+		fail("peak RSS %.0f MiB > 400 MiB", res.PeakRSSMiB)
 	}
 	if first, last := churnRSS(res); last > 1.5*first+32 {
-		t.Errorf("RSS grew from %.0f to %.0f MiB during the churn", first, last)
+		fail("RSS grew from %.0f to %.0f MiB during the churn", first, last)
+	}
+	if len(failures) > 0 {
+		t.Logf("controller log (tail):\n%s", tail(res.ControllerLog, 6000))
+		for _, f := range failures {
+			t.Error(f)
+		}
 	}
 }
 
