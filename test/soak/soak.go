@@ -15,10 +15,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,6 +62,10 @@ type Config struct {
 	BuildTimeout, SettleTimeout time.Duration
 	// Seed makes the trace (the same for every controller).
 	Seed int64
+	// ProfileDir, when set, receives the controller's heap profile at the
+	// end of the churn (<controller>-heap.pb.gz, from /debug/pprof/heap on
+	// its metrics port; controllers that serve none are skipped).
+	ProfileDir string
 	// Logf reports progress.
 	Logf func(format string, args ...any)
 }
@@ -598,6 +604,11 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 		}
 	}
 	churn := time.Since(churnStart)
+	if cfg.ProfileDir != "" {
+		if err := heapProfile(ctx, port, filepath.Join(cfg.ProfileDir, ctrl.Name+"-heap.pb.gz")); err != nil {
+			logf("%s: no heap profile: %v", ctrl.Name, err)
+		}
+	}
 	res.Evictions = evictions(ctx, cp) - evStart
 	res.EvictionsPerHour = res.Evictions / churn.Hours()
 	churnTo := len(rec.samplesSnapshot())
@@ -835,6 +846,30 @@ func apiMetrics(ctx context.Context, cp *controlplane.ControlPlane) (map[string]
 // controllerRequests is the controller's own client-go request count
 // (rest_client_requests_total, which controller-runtime registers), -1
 // when it cannot be read.
+// heapProfile saves the controller's heap profile to path.
+func heapProfile(ctx context.Context, port int, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+"/debug/pprof/heap", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, body, 0o644)
+}
+
 func controllerRequests(ctx context.Context, port int) float64 {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics", nil)
 	if err != nil {

@@ -58,6 +58,7 @@ func oursWith(algorithm string) soak.Controller {
 			"--metrics-port="+strconv.Itoa(ports.Metrics),
 			"--health-probe-port="+strconv.Itoa(ports.Health),
 			"--leader-election-namespace=kube-system",
+			"--enable-profiling",
 			"--kwok-catalog=upstream-kwok",
 			"--consolidation-algorithm="+algorithm)
 		return pid, ports.Metrics, err
@@ -90,6 +91,7 @@ func TestSoakMinute(t *testing.T) {
 	res, err := soak.Run(ctx, soak.Config{
 		Nodes: 20, Pods: 200, Duration: time.Minute, Step: 15 * time.Second, Sample: 5 * time.Second,
 		BuildTimeout: 3 * time.Minute, SettleTimeout: 3 * time.Minute, Logf: t.Logf,
+		ProfileDir: os.Getenv("SOAK_PROFILE"),
 	}, oursWith("upstream"))
 	if err != nil {
 		t.Fatal(err)
@@ -155,8 +157,10 @@ func churnRSS(res *soak.Result) (first, last float64) {
 //	  go test ./test/soak -run '^$' -bench . -benchtime 1x -timeout 3h
 //
 // SOAK_STEP (2m), SOAK_SEED, SOAK_CONTROLLERS (ours-upstream,ours-planner,
-// upstream-kwok) and SOAK_OUT (a folder for each run's samples as CSV and
-// its controller log) are read too.
+// upstream-kwok), SOAK_OUT (a folder for each run's samples as CSV and
+// its controller log) and SOAK_PROFILE (a folder for each controller's heap
+// profile at the end of the churn; TestSoakMinute reads it too) are read
+// too.
 func BenchmarkSoak(b *testing.B) {
 	cfg := soak.Config{Logf: b.Logf}
 	cfg.Nodes = envInt(b, "SOAK_NODES", 0)
@@ -164,6 +168,7 @@ func BenchmarkSoak(b *testing.B) {
 	cfg.Seed = int64(envInt(b, "SOAK_SEED", 0))
 	cfg.Duration = envDuration(b, "SOAK_DURATION")
 	cfg.Step = envDuration(b, "SOAK_STEP")
+	cfg.ProfileDir = os.Getenv("SOAK_PROFILE")
 	up, err := anchors.Find("")
 	if err != nil {
 		b.Fatal(err)
