@@ -178,7 +178,7 @@ func benchConsolidation(b *testing.B, algo string, capped bool) {
 		b.Fatal("the NodePool did not become Ready")
 	}
 
-	progress := &podProgress{want: 2 * replicas, bound: map[string]bool{}, running: map[string]bool{}, done: make(chan struct{})}
+	progress := &podProgress{want: 2 * replicas, seen: map[string]bool{}, bound: map[string]bool{}, running: map[string]bool{}, done: make(chan struct{})}
 	watch := &consolidationWatch{created: map[string]bool{}, unschedulable: map[string]bool{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(cp.Kubernetes, 0, informers.WithNamespace(benchNamespace))
 	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -38,6 +38,9 @@ type consolidationPool struct {
 	instanceTypes, families, categories []string
 	// zones restrict topology.kubernetes.io/zone when set.
 	zones []string
+	// underutilizedBudget, when set, is a budget of nodes for the
+	// Underutilized reason beside the pool's 100% one.
+	underutilizedBudget string
 }
 
 func (p consolidationPool) yaml() string {
@@ -66,7 +69,11 @@ func (p consolidationPool) yaml() string {
 			opts = append(opts, requirement(r.key, corev1.NodeSelectorOpIn, r.values...))
 		}
 	}
-	opts = append(opts, consolidation(policy, "0s"), budgets(nodesBudget("100%", "", 0)))
+	bs := []v1.Budget{nodesBudget("100%", "", 0)}
+	if p.underutilizedBudget != "" {
+		bs = append(bs, nodesBudget(p.underutilizedBudget, "", 0, v1.DisruptionReasonUnderutilized))
+	}
+	opts = append(opts, consolidation(policy, "0s"), budgets(bs...))
 	return manifest(testPool(p.name, opts...))
 }
 

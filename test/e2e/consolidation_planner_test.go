@@ -68,18 +68,19 @@ func TestConsolidationPlannerSplit(t *testing.T) {
 	}
 }
 
-// TestConsolidationPlannerDrainDeletionCost runs the planner with a
-// restart cost no move can pay ($100 per pod) on a pool of c7a.xlarge in
-// one zone (a node in a dearer zone than the cheapest would be drained
-// too, however full): six
-// 1.8-CPU pods fill three nodes, two to a node. Scaled to four (the
-// test's own pod-deletion-cost picks one pod on each of two nodes), the
-// two half-empty nodes could merge, but the payback gate holds them, so
+// TestConsolidationPlannerDrainDeletionCost runs the planner on a pool of
+// c7a.xlarge in one zone (a node in a dearer zone than the cheapest would
+// be drained too, however full) whose budget allows no Underutilized
+// disruption: six 1.8-CPU pods fill three nodes, two to a node. Scaled to
+// four (the test's own pod-deletion-cost picks one pod on each of two
+// nodes), the two half-empty nodes could merge, and a merge would pay for
+// its eviction, so the keep rule keeps neither; the budget holds them, so
 // the planner drains them and the controller gives their pods
 // disruption.DrainDeletionCost. Scaled to three, the ReplicaSet controller
 // then removes a drained node's pod, not one of the full node's (which
 // its own ranking, doubled-up pods first, would pick), and Emptiness
-// deletes the emptied node: a node less, without an eviction.
+// (its budget 100%) deletes the emptied node: a node less, without an
+// eviction.
 func TestConsolidationPlannerDrainDeletionCost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -87,9 +88,9 @@ func TestConsolidationPlannerDrainDeletionCost(t *testing.T) {
 	applyExamples(t, ctx, cp, "02-kwoknodeclass.yaml")
 	const pool = "cons-steer"
 	applyAll(t, ctx, cp,
-		consolidationPool{name: pool, instanceTypes: []string{"c7a.xlarge"}, zones: []string{"test-zone-a"}}.yaml(),
+		consolidationPool{name: pool, instanceTypes: []string{"c7a.xlarge"}, zones: []string{"test-zone-a"}, underutilizedBudget: "0"}.yaml(),
 		consolidationWorkload{name: pool, pool: pool, replicas: 6, cpu: "1800m"}.yaml())
-	startMetricsController(t, cp, "controller", nil, "--consolidation-algorithm=planner", "--consolidation-restart-cost=100")
+	startMetricsController(t, cp, "controller", nil, "--consolidation-algorithm=planner")
 	ledger := watchClaims(t, ctx, cp)
 	ledger.logOnFailure(t, pool)
 

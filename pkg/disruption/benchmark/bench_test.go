@@ -236,7 +236,7 @@ func BenchmarkTraces(b *testing.B) {
 		b.Run("trace="+t.Name, func(b *testing.B) {
 			for b.Loop() {
 				var rs []TraceResult
-				algs := []Algorithm{Upstream(), Planner("planner", repack.Options{SpotToSpot: true}), Planner("payback-keep", repack.Options{SpotToSpot: true, PaybackKeep: true})}
+				algs := []Algorithm{Upstream(), Planner("planner", repack.Options{SpotToSpot: true}), Planner("keep-0.88", repack.Options{SpotToSpot: true, KeepEfficiency: 0.88})}
 				if os.Getenv("BENCH_TRACE_ALL") != "" {
 					algs = append(algs,
 						Planner("any-saving", repack.Options{SpotToSpot: true, TakeAnySaving: true}))

@@ -29,14 +29,6 @@ const (
 	// DefaultGroupSize is how many underused nodes an N→M move considers
 	// together.
 	DefaultGroupSize = 100
-	// DefaultKeepEfficiency is the efficiency (the cheapest conceivable
-	// price of a node's pods over its price) at which a node is kept as it
-	// is and receives the first deletes' pods; below it a node is repacked
-	// and, when a pass leaves it, drained. It stays the default over the
-	// payback keep rule (Options.PaybackKeep) because that rule, though it
-	// wins on some traces, costs more on the one-shot and churn benchmarks
-	// (docs/consolidation.md has both sets of figures).
-	DefaultKeepEfficiency = 0.88
 	// DefaultSplitSaving is the share of a node's price a split (one node
 	// into several smaller ones) must save.
 	DefaultSplitSaving = 0.2
@@ -60,14 +52,14 @@ type Options struct {
 	SpotToSpot bool
 	// GroupSize of N→M moves (DefaultGroupSize); 1 disables them.
 	GroupSize int
-	// KeepEfficiency keeps the nodes at least this efficient (their pods'
-	// cheapest conceivable price over theirs) and repacks the others
-	// (DefaultKeepEfficiency unless PaybackKeep).
+	// KeepEfficiency, when set, replaces the keep rule (see worker.kept)
+	// by a constant: the nodes at least this efficient (their pods'
+	// cheapest conceivable price over theirs) are kept, the others
+	// repacked. Unset, the payback gate's own rule decides which nodes are
+	// kept, so the threshold follows from RestartCost and Horizon. The
+	// benchmarks set it to compare the rule with the swept constant 0.88
+	// it replaced.
 	KeepEfficiency float64
-	// PaybackKeep, with KeepEfficiency unset, keeps a node when the payback
-	// rule says repacking it cannot pay (see worker.kept): the threshold
-	// follows from RestartCost and Horizon instead of a constant.
-	PaybackKeep bool
 	// NoSplit disables splitting one node into smaller ones.
 	NoSplit bool
 	// SplitSaving (DefaultSplitSaving) is the share of the node's price a
@@ -92,9 +84,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CoolDown <= 0 {
 		o.CoolDown = DefaultCoolDown
-	}
-	if o.KeepEfficiency <= 0 && !o.PaybackKeep {
-		o.KeepEfficiency = DefaultKeepEfficiency
 	}
 	if o.SplitSaving <= 0 {
 		o.SplitSaving = DefaultSplitSaving

@@ -730,15 +730,14 @@ func TestKeepRuleFollowsRestartCost(t *testing.T) {
 		drained bool
 	}{
 		// 4 pods × $0.009 = $0.036 < $0.10 over 1 h: repacking pays.
-		{name: "default restart cost: not kept", opts: repack.Options{PaybackKeep: true}, drained: true},
+		{name: "default restart cost: not kept", opts: repack.Options{}, drained: true},
 		// 4 × $0.03 = $0.12 > $0.10: no repack of a can pay.
-		{name: "dearer restarts: kept", opts: repack.Options{PaybackKeep: true, RestartCost: 0.03}, drained: false},
+		{name: "dearer restarts: kept", opts: repack.Options{RestartCost: 0.03}, drained: false},
 		// Over 2 h the saving is $0.20 > $0.12: repacking pays again.
-		{name: "dearer restarts, longer horizon: not kept", opts: repack.Options{PaybackKeep: true, RestartCost: 0.03, Horizon: 2 * time.Hour}, drained: true},
-		// The former constant: a is 75% efficient, below 0.88.
-		{name: "keep efficiency over the rule", opts: repack.Options{PaybackKeep: true, RestartCost: 0.03, KeepEfficiency: 0.88}, drained: true},
-		// Without PaybackKeep the default efficiency (0.88) decides.
-		{name: "default: keep efficiency", opts: repack.Options{RestartCost: 0.03}, drained: true},
+		{name: "dearer restarts, longer horizon: not kept", opts: repack.Options{RestartCost: 0.03, Horizon: 2 * time.Hour}, drained: true},
+		// A constant threshold replaces the rule: a is 75% efficient,
+		// below 0.88.
+		{name: "keep efficiency over the rule", opts: repack.Options{RestartCost: 0.03, KeepEfficiency: 0.88}, drained: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -761,7 +760,7 @@ func TestKeptVerdictNamesTheRule(t *testing.T) {
 	big := itype("big", 8, 0.50)
 	snap := snapshot([]*scheduling.InstanceType{big}, "100%",
 		node("a", big, pod("a1", 1500), pod("a2", 1500), pod("a3", 1500), pod("a4", 1500)))
-	p := repack.Planner{Options: repack.Options{PaybackKeep: true, RestartCost: 0.03}}
+	p := repack.Planner{Options: repack.Options{RestartCost: 0.03}}
 	d, err := disruption.Disrupt(snap, planning(p), nil)
 	require.NoError(t, err)
 	var got []string
