@@ -140,7 +140,18 @@ func TestAWSBatchedScaleUp(t *testing.T) {
 		require.Emptyf(t, byID[id], "instance %s is claimed by %s and %s", id, byID[id], nc.Name)
 		byID[id] = nc.Name
 	}
-	cluster := clusterInstances(t, ctx, e)
+	// A NodeClaim launches as soon as CreateFleet returns; its instance's
+	// claim (karpenter.sh/nodeclaim) is written after.
+	var cluster map[string]ec2types.Instance
+	require.Eventually(t, func() bool {
+		cluster = clusterInstances(t, ctx, e)
+		for id, inst := range cluster {
+			if tagValue(inst.Tags, awsv1.NodeClaimTagKey) != byID[id] {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Minute, 2*time.Second, "every instance should be claimed by its NodeClaim")
 	require.Len(t, cluster, batchClaims, "one instance per NodeClaim: none leaked, none launched twice")
 	maxTags := 0
 	for id, inst := range cluster {
@@ -191,4 +202,14 @@ func clusterInstances(t testing.TB, ctx context.Context, e *awsEnv) map[string]e
 		}
 	}
 	return out
+}
+
+// tagValue is the value of key among tags, or "".
+func tagValue(tags []ec2types.Tag, key string) string {
+	for _, t := range tags {
+		if aws.ToString(t.Key) == key {
+			return aws.ToString(t.Value)
+		}
+	}
+	return ""
 }
