@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -104,20 +105,36 @@ func NewProvider(ec2api EC2API, clusterName string, opts ProviderOptions) *Provi
 	return &Provider{ec2: ec2api, clusterName: clusterName, ttl: opts.TTL, now: opts.Now, cache: map[string]cached{}}
 }
 
-// EnsureAll returns a template for each options, in order.
+// EnsureAll returns a template for each options, in order. The templates
+// are ensured concurrently: a launch offering several images or pod
+// capacities needs a template for each, and one after the other their
+// creation would add up on the launch's path.
 func (p *Provider) EnsureAll(ctx context.Context, opts []*Options) ([]LaunchTemplate, error) {
-	out := make([]LaunchTemplate, 0, len(opts))
-	for _, o := range opts {
-		lt, err := p.Ensure(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		// The name pins the options, so these are the template's groups.
-		lt.SecurityGroupIDs = o.SecurityGroupIDs
-		out = append(out, lt)
+	out := make([]LaunchTemplate, len(opts))
+	// Not errgroup.WithContext: a creation may be shared with other
+	// launches (singleflight), which one failure here must not cancel.
+	var g errgroup.Group
+	g.SetLimit(ensureConcurrency)
+	for i, o := range opts {
+		g.Go(func() error {
+			lt, err := p.Ensure(ctx, o)
+			if err != nil {
+				return err
+			}
+			// The name pins the options, so these are the template's groups.
+			lt.SecurityGroupIDs = o.SecurityGroupIDs
+			out[i] = lt
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
+
+// ensureConcurrency bounds one launch's template calls in flight.
+const ensureConcurrency = 4
 
 // Ensure returns the template for o: from the cache, else the existing one
 // of that name, else a new one.
