@@ -143,15 +143,29 @@ func TestAWSBatchedScaleUp(t *testing.T) {
 	// A NodeClaim launches as soon as CreateFleet returns; its instance's
 	// claim (karpenter.sh/nodeclaim) is written after.
 	var cluster map[string]ec2types.Instance
-	require.Eventually(t, func() bool {
+	unclaimed := 0
+	claimed := func() bool {
 		cluster = clusterInstances(t, ctx, e)
+		unclaimed = 0
 		for id, inst := range cluster {
 			if tagValue(inst.Tags, awsv1.NodeClaimTagKey) != byID[id] {
-				return false
+				unclaimed++
 			}
 		}
-		return true
-	}, 2*time.Minute, 2*time.Second, "every instance should be claimed by its NodeClaim")
+		return unclaimed == 0
+	}
+	for deadline := time.Now().Add(3 * time.Minute); !claimed() && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Second)
+	}
+	if unclaimed > 0 {
+		for _, line := range strings.Split(controllerLog(t, cp), "\n") {
+			if strings.Contains(line, "claim") && !strings.Contains(line, "launched nodeclaim") {
+				t.Log(line)
+			}
+		}
+	}
+	require.Zerof(t, unclaimed, "every instance should be claimed by its NodeClaim (%d of %d are not)", unclaimed, len(cluster))
+	t.Logf("every instance claimed %.1fs after the last NodeClaim launched", time.Since(start).Seconds()-launchedIn.Seconds())
 	require.Len(t, cluster, batchClaims, "one instance per NodeClaim: none leaked, none launched twice")
 	maxTags := 0
 	for id, inst := range cluster {

@@ -94,8 +94,12 @@ const (
 	// not know yet (eventual consistency right after CreateFleet).
 	claimRetryFor = 30 * time.Second
 	// claimsFor bounds a batch's claims written after its launch
-	// returned: claimRetryFor for the first, the others after it.
-	claimsFor = 2 * claimRetryFor
+	// returned. Its NodeClaims no longer retry the claims, so a claim
+	// that fails (throttled past the SDK's retries, a slow answer) is
+	// tried again, from claimBackoff doubling, for this long; past it the
+	// tagging controller claims the instance when its Node registers.
+	claimsFor    = 10 * time.Minute
+	claimBackoff = time.Second
 )
 
 // LaterTags is how many tags may be added to an instance after its
@@ -386,8 +390,7 @@ func (p *Provider) claimAll(ctx context.Context, insts []*Instance, reqs []Reque
 			log.FromContext(ctx).Error(err, "claiming a batched instance; its member tags keep it the NodeClaim's", "instance", insts[i].ID, "NodeClaim", reqs[i].NodeClaimName)
 		}
 	}
-	_, err := p.claim(ctx, insts[0], reqs[0])
-	logFailure(0, err)
+	logFailure(0, p.claimPersistently(ctx, insts[0], reqs[0]))
 	sem := make(chan struct{}, claimConcurrency)
 	var wg sync.WaitGroup
 	for i := 1; i < len(insts); i++ {
@@ -396,11 +399,28 @@ func (p *Provider) claimAll(ctx context.Context, insts []*Instance, reqs []Reque
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			_, err := p.claim(ctx, insts[i], reqs[i])
-			logFailure(i, err)
+			logFailure(i, p.claimPersistently(ctx, insts[i], reqs[i]))
 		}()
 	}
 	wg.Wait()
+}
+
+// claimPersistently claims inst until that succeeds, AWS denies it, EC2
+// has not known the instance for claimRetryFor (it is gone), or ctx ends.
+func (p *Provider) claimPersistently(ctx context.Context, inst *Instance, req Request) error {
+	wait := claimBackoff
+	for {
+		_, err := p.claim(ctx, inst, req)
+		if err == nil || notFound(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-p.clock.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
 }
 
 // handedTo is inst as its NodeClaim sees it: karpenter.sh/nodeclaim names

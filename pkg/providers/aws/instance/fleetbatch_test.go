@@ -381,3 +381,43 @@ func TestBatchedClaimsWaitOutConsistencyOnce(t *testing.T) {
 	t.Logf("%d claims took %d CreateTags calls", len(reqs), calls)
 	assert.LessOrEqual(t, calls, len(reqs)+5, "only the first claim waits out EC2's consistency")
 }
+
+// flakyTags fails the first n CreateTags calls, as a throttle that
+// outlived the SDK's retries would.
+type flakyTags struct {
+	*ec2.Client
+	mu sync.Mutex
+	n  int
+}
+
+func (f *flakyTags) CreateTags(ctx context.Context, in *ec2.CreateTagsInput, opts ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {
+	f.mu.Lock()
+	fail := f.n > 0
+	f.n--
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("RequestLimitExceeded: retries exhausted")
+	}
+	return f.Client.CreateTags(ctx, in, opts...)
+}
+
+// TestBatchedClaimsRetried: a batch's NodeClaims get their instances at
+// once, and a claim whose CreateTags fails is tried again until it lands,
+// since no NodeClaim asks again.
+func TestBatchedClaimsRetried(t *testing.T) {
+	e := newLaunchEnv(t)
+	p := instance.NewProvider(&flakyTags{Client: ec2API, n: 3}, e.cluster, nil, wideWindow)
+	var reqs []instance.Request
+	for i := range 3 {
+		reqs = append(reqs, e.request(fmt.Sprintf("%s-nc-%d", e.cluster, i), "m5.large"))
+	}
+	outs := createAll(p, reqs)
+	for _, o := range outs {
+		require.NoError(t, o.err)
+	}
+	p.WaitForClaims()
+	tags := e.describeTags(t)
+	for i, o := range outs {
+		assert.Equal(t, reqs[i].NodeClaimName, tags[o.inst.ID]["karpenter.sh/nodeclaim"], "%s is claimed", o.inst.ID)
+	}
+}
