@@ -62,3 +62,22 @@ func TestEnsureAllCreatesConcurrently(t *testing.T) {
 		require.Equal(t, name, lts[i].Name, "answers in the order asked")
 	}
 }
+
+// TestDeleteAllTakesEveryTemplate: a class with more templates than a
+// default DescribeLaunchTemplates page holds (the local AWS's is 15) has
+// every one deleted.
+func TestDeleteAllTakesEveryTemplate(t *testing.T) {
+	ctx := context.Background()
+	p := launchtemplate.NewProvider(clients.EC2, cluster.Name, launchtemplate.ProviderOptions{})
+	nc := readyNodeClass("many", awsv1.AMIFamilyAL2023)
+	var names []string
+	for pods := int32(1); pods <= 20; pods++ {
+		lt, err := p.Ensure(ctx, resolve(t, nc, launchFor("many", pods)))
+		require.NoError(t, err)
+		names = append(names, lt.Name)
+	}
+	require.NoError(t, p.DeleteAll(ctx, nc))
+	for _, n := range names {
+		require.Empty(t, templatesNamed(t, n), n)
+	}
+}

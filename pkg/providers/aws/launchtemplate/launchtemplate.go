@@ -133,6 +133,9 @@ func (p *Provider) EnsureAll(ctx context.Context, opts []*Options) ([]LaunchTemp
 	return out, nil
 }
 
+// listPageSize is DescribeLaunchTemplates' largest MaxResults.
+const listPageSize = 200
+
 // ensureConcurrency bounds one launch's template calls in flight.
 const ensureConcurrency = 4
 
@@ -356,7 +359,11 @@ func (p *Provider) DeleteAll(ctx context.Context, nodeClass *awsv1.EC2NodeClass)
 
 func (p *Provider) list(ctx context.Context, filters []ec2types.Filter) ([]ec2types.LaunchTemplate, error) {
 	var out []ec2types.LaunchTemplate
-	pager := ec2.NewDescribeLaunchTemplatesPaginator(p.ec2, &ec2.DescribeLaunchTemplatesInput{Filters: filters})
+	// EC2's largest page: a class's templates (one per image and pod
+	// capacity of its NodePools' types) come in one call, and a listing
+	// that does not page (the local AWS's moto stops at 15 without a
+	// token) still sees them all.
+	pager := ec2.NewDescribeLaunchTemplatesPaginator(p.ec2, &ec2.DescribeLaunchTemplatesInput{Filters: filters, MaxResults: aws.Int32(listPageSize)})
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
