@@ -8,7 +8,9 @@
 // (WarmLaunchTemplates); this controller decides when, once per content of
 // the NodePool's template and of its class, so a status update that
 // changes nothing a template holds makes no call. It runs on the leader
-// only, as every launch does.
+// only, as every launch does, and a controller taking over (a restart, a
+// switch from upstream) makes none for what it finds already Ready: its
+// predecessor launched from those.
 package launchtemplates
 
 import (
@@ -18,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -43,15 +46,20 @@ type Controller struct {
 	kube   client.Client
 	warmer Warmer
 
+	// started is when this controller was built: a NodePool older than
+	// that, on a class Ready since before, was launching under another
+	// controller.
+	started time.Time
+
 	mu sync.Mutex
 	// warmed is, per NodePool, the content its templates were last made
-	// for.
+	// for (or found on taking over).
 	warmed map[string]string
 }
 
 // NewController returns the controller.
 func NewController(kube client.Client, warmer Warmer) *Controller {
-	return &Controller{kube: kube, warmer: warmer, warmed: map[string]string{}}
+	return &Controller{kube: kube, warmer: warmer, started: time.Now(), warmed: map[string]string{}}
 }
 
 // Name is the controller's name in logs and metrics.
@@ -112,6 +120,14 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if c.done(np.Name, key) {
 		return reconcile.Result{}, nil
 	}
+	if !c.seen(np.Name) && !c.newSinceStart(np, class) {
+		// What a controller finds on taking over is what its predecessor
+		// (ours, or upstream's) launched from: those templates exist, or
+		// the first launch that needs one makes it. Making them all again
+		// on every leader change would only churn them.
+		c.record(np.Name, key)
+		return reconcile.Result{}, nil
+	}
 	n, err := c.warmer.WarmLaunchTemplates(ctx, np)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("making the launch templates of nodepool %s: %w", np.Name, err)
@@ -119,6 +135,17 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	c.record(np.Name, key)
 	log.FromContext(ctx).V(1).Info("made launch templates ahead of launches", "NodePool", np.Name, "EC2NodeClass", class.Name, "count", n)
 	return reconcile.Result{}, nil
+}
+
+// newSinceStart: the NodePool was created, or its class became Ready,
+// after this controller started (condition times have whole seconds).
+func (c *Controller) newSinceStart(np *v1.NodePool, class *awsv1.EC2NodeClass) bool {
+	since := c.started.Truncate(time.Second)
+	if !np.CreationTimestamp.Time.Before(since) {
+		return true
+	}
+	r := meta.FindStatusCondition(class.Status.Conditions, awsv1.ConditionTypeReady)
+	return r != nil && !r.LastTransitionTime.Time.Before(since)
 }
 
 func ready(class *awsv1.EC2NodeClass) bool {
@@ -147,6 +174,13 @@ func (c *Controller) done(pool, key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.warmed[pool] == key
+}
+
+func (c *Controller) seen(pool string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.warmed[pool]
+	return ok
 }
 
 func (c *Controller) record(pool, key string) {

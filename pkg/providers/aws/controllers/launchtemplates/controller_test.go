@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -112,3 +113,50 @@ func TestTemplatesMadeOncePerContent(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestTakingOverMakesNone: a controller that starts with the NodePool
+// there and its class Ready since before (a restart, a switch from
+// upstream) makes no template for them, since its predecessor launched
+// from those; a change after that (a new image) makes them.
+func TestTakingOverMakesNone(t *testing.T) {
+	ctx := context.Background()
+	kube := cp.Client
+	tag := uuid.NewString()[:8]
+	class := &awsv1.EC2NodeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "class-" + tag},
+		Spec: awsv1.EC2NodeClassSpec{Role: "NodeRole", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
+			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{ID: "subnet-1"}},
+			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{ID: "sg-1"}}},
+	}
+	require.NoError(t, kube.Create(ctx, class))
+	setStatus := func(ami string, transition time.Time) {
+		t.Helper()
+		require.NoError(t, kube.Get(ctx, types.NamespacedName{Name: class.Name}, class))
+		class.Status.AMIs = []awsv1.AMI{{ID: ami, Name: ami, Requirements: []corev1.NodeSelectorRequirement{
+			{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}}
+		class.Status.Conditions = []metav1.Condition{{Type: awsv1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.NewTime(transition)}}
+		require.NoError(t, kube.Status().Update(ctx, class))
+	}
+	setStatus("ami-1", time.Now().Add(-time.Hour))
+	np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "pool-" + tag}}
+	np.Spec.Template.Spec = v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class.Name},
+		Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: "kubernetes.io/arch", Operator: "In", Values: []string{"amd64"}}},
+	}
+	require.NoError(t, kube.Create(ctx, np))
+	// Creation times have whole seconds: start in a later one.
+	time.Sleep(1100 * time.Millisecond)
+
+	w := &countingWarmer{}
+	c := launchtemplates.NewController(kube, w)
+	reconcileOnce := func() {
+		t.Helper()
+		_, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: np.Name}})
+		require.NoError(t, err)
+	}
+	reconcileOnce()
+	require.Zero(t, w.count(), "what was Ready before the controller started launched under its predecessor")
+	setStatus("ami-2", time.Now().Add(-time.Hour))
+	reconcileOnce()
+	require.Equal(t, 1, w.count(), "a new image after taking over: made")
+}
