@@ -140,7 +140,32 @@ func TestAWSBatchedScaleUp(t *testing.T) {
 		require.Emptyf(t, byID[id], "instance %s is claimed by %s and %s", id, byID[id], nc.Name)
 		byID[id] = nc.Name
 	}
-	cluster := clusterInstances(t, ctx, e)
+	// A NodeClaim launches as soon as CreateFleet returns; its instance's
+	// claim (karpenter.sh/nodeclaim) is written after.
+	var cluster map[string]ec2types.Instance
+	unclaimed := 0
+	claimed := func() bool {
+		cluster = clusterInstances(t, ctx, e)
+		unclaimed = 0
+		for id, inst := range cluster {
+			if tagValue(inst.Tags, awsv1.NodeClaimTagKey) != byID[id] {
+				unclaimed++
+			}
+		}
+		return unclaimed == 0
+	}
+	for deadline := time.Now().Add(3 * time.Minute); !claimed() && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Second)
+	}
+	if unclaimed > 0 {
+		for _, line := range strings.Split(controllerLog(t, cp), "\n") {
+			if strings.Contains(line, "claim") && !strings.Contains(line, "launched nodeclaim") {
+				t.Log(line)
+			}
+		}
+	}
+	require.Zerof(t, unclaimed, "every instance should be claimed by its NodeClaim (%d of %d are not)", unclaimed, len(cluster))
+	t.Logf("every instance claimed %.1fs after the last NodeClaim launched", time.Since(start).Seconds()-launchedIn.Seconds())
 	require.Len(t, cluster, batchClaims, "one instance per NodeClaim: none leaked, none launched twice")
 	maxTags := 0
 	for id, inst := range cluster {
@@ -191,4 +216,14 @@ func clusterInstances(t testing.TB, ctx context.Context, e *awsEnv) map[string]e
 		}
 	}
 	return out
+}
+
+// tagValue is the value of key among tags, or "".
+func tagValue(tags []ec2types.Tag, key string) string {
+	for _, t := range tags {
+		if aws.ToString(t.Key) == key {
+			return aws.ToString(t.Value)
+		}
+	}
+	return ""
 }

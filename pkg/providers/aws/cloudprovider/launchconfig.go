@@ -91,34 +91,7 @@ func zoneIDs(nodeClass *awsv1.EC2NodeClass) map[string]string {
 // type's unreserved offerings of capacityType as overrides in the zone's
 // subnet (subnetOf).
 func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, reqs scheduling.Requirements, its []*scheduling.InstanceType, capacityType string, subnetOf map[string]string, preference string, pg *placementgroup.PlacementGroup) ([]instance.LaunchConfig, error) {
-	type groupKey struct {
-		image string
-		pods  int64
-		efa   int
-	}
-	// A class laying out its interfaces gets them whatever the NodeClaim
-	// asks; otherwise a NodeClaim asking for EFA gets one EFA interface per
-	// card of its types.
-	_, wantsEFA := nc.Spec.Resources.Requests[awsv1.ResourceEFA]
-	wantsEFA = wantsEFA && len(nodeClass.Spec.NetworkInterfaces) == 0
-	groups := map[groupKey][]*scheduling.InstanceType{}
-	var order []groupKey
-	for _, it := range its {
-		image, ok := imageFor(nodeClass, it)
-		if !ok {
-			continue
-		}
-		pods := it.Capacity[corev1.ResourcePods]
-		k := groupKey{image: image, pods: pods.Value()}
-		if wantsEFA {
-			efa := it.Capacity[awsv1.ResourceEFA]
-			k.efa = int(efa.Value())
-		}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], it)
-	}
+	order, groups := templateGroupsOf(nc, nodeClass, its)
 	if len(order) == 0 {
 		return nil, cloudprovider.NewCreateError(errNoImage(nodeClass), "NoCompatibleImage", "No AMI of the EC2NodeClass matches the instance types")
 	}
@@ -152,6 +125,50 @@ func (c *CloudProvider) launchConfigs(ctx context.Context, nc *v1.NodeClaim, nod
 		}
 	}
 	return configs, nil
+}
+
+// groupKey is what sets one launch template apart from another of the
+// same launch: the image and the pod capacity (both in the user data),
+// and the EFA interfaces.
+type groupKey struct {
+	image string
+	pods  int64
+	efa   int
+}
+
+// templateGroups are the launch templates its need, in order of first use.
+func templateGroups(nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, its []*scheduling.InstanceType) []groupKey {
+	order, _ := templateGroupsOf(nc, nodeClass, its)
+	return order
+}
+
+// templateGroupsOf groups its by launch template, in order of first use;
+// a type no image of the class fits is left out.
+func templateGroupsOf(nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, its []*scheduling.InstanceType) ([]groupKey, map[groupKey][]*scheduling.InstanceType) {
+	// A class laying out its interfaces gets them whatever the NodeClaim
+	// asks; otherwise a NodeClaim asking for EFA gets one EFA interface per
+	// card of its types.
+	_, wantsEFA := nc.Spec.Resources.Requests[awsv1.ResourceEFA]
+	wantsEFA = wantsEFA && len(nodeClass.Spec.NetworkInterfaces) == 0
+	groups := map[groupKey][]*scheduling.InstanceType{}
+	var order []groupKey
+	for _, it := range its {
+		image, ok := imageFor(nodeClass, it)
+		if !ok {
+			continue
+		}
+		pods := it.Capacity[corev1.ResourcePods]
+		k := groupKey{image: image, pods: pods.Value()}
+		if wantsEFA {
+			efa := it.Capacity[awsv1.ResourceEFA]
+			k.efa = int(efa.Value())
+		}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	return order, groups
 }
 
 // launch is one launch template's launch: the NodeClaim's labels (plus

@@ -64,3 +64,7 @@ func GroupRefused(req Request, code, message string) bool {
 	l := &launch{req: req}
 	return l.groupRefused(ec2types.CreateFleetError{ErrorCode: &code, ErrorMessage: &message})
 }
+
+// WaitForClaims waits for the claims of the batches launched so far,
+// written after their NodeClaims got their instances.
+func (p *Provider) WaitForClaims() { p.claims.Wait() }

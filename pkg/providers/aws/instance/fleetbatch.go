@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
@@ -39,18 +40,21 @@ import (
 // policy allows, which is to tag a running instance only with
 // karpenter.sh/nodeclaim, Name and eks:eks-cluster-name. A batched
 // CreateFleet tags its instances karpenter.sh/nodeclaim=UnclaimedValue and
-// lists the batch's id and NodeClaims (in order) in member tags; each
-// instance is then claimed by one CreateTags that overwrites
-// karpenter.sh/nodeclaim with its NodeClaim's name before the NodeClaim
-// hears of it. If the controller dies in between, any reader can work out
-// which NodeClaim an unclaimed instance belongs to (assignOwners): the
-// batch's members without a claimed instance, in order, take its unclaimed
-// instances in instance-id order, the order the live launch hands them out
-// in. Create claims the one it owns instead of launching, List names it so
-// garbage collection keeps it while its NodeClaim waits, and an instance
-// whose NodeClaim is gone is listed without one and collected. A launch
-// alone in its window sends today's request, with the NodeClaim tag in
-// CreateFleet itself.
+// lists the batch's id and NodeClaims (in order) in member tags. Any
+// reader can work out from those which NodeClaim an unclaimed instance
+// belongs to (assignOwners): the batch's members without a claimed
+// instance, in order, take its unclaimed instances in instance-id order,
+// the order the live launch hands them out in. So each NodeClaim gets its
+// instance as soon as CreateFleet returns, and each instance is then
+// claimed by one CreateTags that overwrites karpenter.sh/nodeclaim with
+// its NodeClaim's name (EC2 may not know the instance for seconds, which
+// the NodeClaim does not wait for). If the controller dies before a claim
+// lands, Create claims the one it owns instead of launching, List names it
+// so garbage collection keeps it while its NodeClaim waits, the tagging
+// controller claims it once its Node registers, and an instance whose
+// NodeClaim is gone is listed without one and collected. A launch alone in
+// its window sends today's request, with the NodeClaim tag in CreateFleet
+// itself.
 //
 // EC2 allows 50 tags on an instance. A batched instance carries the shared
 // tags, karpenter.sh/nodeclaim and the member tags, and the tagging
@@ -89,6 +93,13 @@ const (
 	// claimRetryFor bounds how long a claim retries an instance EC2 does
 	// not know yet (eventual consistency right after CreateFleet).
 	claimRetryFor = 30 * time.Second
+	// claimsFor bounds a batch's claims written after its launch
+	// returned. Its NodeClaims no longer retry the claims, so a claim
+	// that fails (throttled past the SDK's retries, a slow answer) is
+	// tried again, from claimBackoff doubling, for this long; past it the
+	// tagging controller claims the instance when its Node registers.
+	claimsFor    = 10 * time.Minute
+	claimBackoff = time.Second
 )
 
 // LaterTags is how many tags may be added to an instance after its
@@ -294,8 +305,9 @@ func (l *launch) noInstance(errs []ec2types.CreateFleetError, iced []cloudprovid
 	return cloudprovider.NewCreateError(fmt.Errorf("creating fleet for nodeclaim %s: no instance launched: %s", l.req.NodeClaimName, fleetErrors(errs)), "LaunchFailed", fleetErrors(errs))
 }
 
-// launchBatch launches len(ls) instances with one CreateFleet and claims
-// one for each NodeClaim, in order; the NodeClaims left without one get
+// launchBatch launches len(ls) instances with one CreateFleet and hands
+// one to each NodeClaim, in order, claiming them after it returns
+// (claimAll); the NodeClaims left without one get
 // the fleet's errors (upstream hands out partial fulfilment the same way).
 // If AWS denies the batched request, the NodePool stops batching for a
 // while and these launches go one by one.
@@ -341,27 +353,84 @@ func (p *Provider) launchBatch(ctx context.Context, ls []*launch, inValue bool) 
 	if len(insts) == 0 {
 		return res
 	}
-	// The batch's instances became known to EC2 together: the first claim
-	// waits out EC2's consistency alone, and the others follow once it
-	// lands, so a batch of n spends its retries of "instance unknown" once
-	// and not n times (each one a CreateTags token).
-	inst, err := p.claim(ctx, insts[0], ls[0].req)
-	res[0] = batcher.Result[*Instance]{Out: inst, Err: err}
+	// Each NodeClaim hears of its instance now, and the claims are written
+	// after: the member tags CreateFleet wrote already say which instance
+	// is whose to any reader (assignOwners pairs them as this loop does),
+	// so a NodeClaim need not wait for EC2 to know its instance before it
+	// is Launched. If the controller dies before a claim lands, the
+	// NodeClaim's provider ID keeps the instance from garbage collection,
+	// List names its owner, a Create run again adopts it, and the tagging
+	// controller writes the claim once the Node registers.
+	n := min(len(ls), len(insts))
+	reqs := make([]Request, n)
+	for i := range n {
+		reqs[i] = ls[i].req
+		res[i] = batcher.Result[*Instance]{Out: handedTo(insts[i], reqs[i].NodeClaimName)}
+	}
+	p.claims.Add(1)
+	go func() {
+		defer p.claims.Done()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimsFor)
+		defer cancel()
+		p.claimAll(cctx, insts[:n], reqs)
+	}()
+	return res
+}
+
+// claimAll writes the claims of a batch whose NodeClaims already have
+// their instances. The batch's instances became known to EC2 together:
+// the first claim waits out EC2's consistency alone, and the others
+// follow once it lands, so a batch of n spends its retries of "instance
+// unknown" once and not n times (each one a CreateTags token). A claim
+// that fails is left to the NodeClaim's next Create, if any, and to the
+// tagging controller.
+func (p *Provider) claimAll(ctx context.Context, insts []*Instance, reqs []Request) {
+	logFailure := func(i int, err error) {
+		if err != nil {
+			log.FromContext(ctx).Error(err, "claiming a batched instance; its member tags keep it the NodeClaim's", "instance", insts[i].ID, "NodeClaim", reqs[i].NodeClaimName)
+		}
+	}
+	logFailure(0, p.claimPersistently(ctx, insts[0], reqs[0]))
 	sem := make(chan struct{}, claimConcurrency)
 	var wg sync.WaitGroup
-	for i := 1; i < min(len(ls), len(insts)); i++ {
-		l := ls[i]
+	for i := 1; i < len(insts); i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			inst, err := p.claim(ctx, insts[i], l.req)
-			res[i] = batcher.Result[*Instance]{Out: inst, Err: err}
+			logFailure(i, p.claimPersistently(ctx, insts[i], reqs[i]))
 		}()
 	}
 	wg.Wait()
-	return res
+}
+
+// claimPersistently claims inst until that succeeds, AWS denies it, EC2
+// has not known the instance for claimRetryFor (it is gone), or ctx ends.
+func (p *Provider) claimPersistently(ctx context.Context, inst *Instance, req Request) error {
+	wait := claimBackoff
+	for {
+		_, err := p.claim(ctx, inst, req)
+		if err == nil || notFound(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-p.clock.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// handedTo is inst as its NodeClaim sees it: karpenter.sh/nodeclaim names
+// the NodeClaim, as its claim writes.
+func handedTo(inst *Instance, nodeClaim string) *Instance {
+	out := *inst
+	out.Tags = copyTags(inst.Tags)
+	out.Tags[awsv1.NodeClaimTagKey] = nodeClaim
+	out.Unclaimed = false
+	return &out
 }
 
 // launchEach launches ls one CreateFleet each, claimConcurrency at a time.
@@ -454,12 +523,9 @@ func (p *Provider) claim(ctx context.Context, inst *Instance, req Request) (*Ins
 		})
 		return err
 	})
-	out := *inst
-	out.Tags = copyTags(inst.Tags)
-	out.Tags[awsv1.NodeClaimTagKey] = nodeClaim
+	out := handedTo(inst, nodeClaim)
 	switch {
 	case err == nil:
-		out.Unclaimed = false
 		p.cache.tag(inst.ID, map[string]string{awsv1.NodeClaimTagKey: nodeClaim})
 	case sdk.IsDenied(err):
 		if p.disableBatching(req.NodePoolName, "CreateTags") {
@@ -471,7 +537,7 @@ func (p *Provider) claim(ctx context.Context, inst *Instance, req Request) (*Ins
 		return nil, cloudprovider.NewCreateError(fmt.Errorf("tagging instance %s with nodeclaim %s: %w", inst.ID, nodeClaim, err), "LaunchFailed", "CreateTags failed")
 	}
 	p.clearPendingClaim(nodeClaim)
-	return &out, nil
+	return out, nil
 }
 
 // retryUnknown calls call until it does not fail with "instance unknown",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -158,6 +157,8 @@ func TestBatchedLaunches(t *testing.T) {
 			assert.Equal(t, uint64(tc.wantFleets), nowBatches-batches, "one batch_size sample per fleet")
 			assert.Equal(t, float64(len(tc.types)), nowMerged-merged, "batch_size adds up to the launches")
 
+			// The claims are written after the NodeClaims got their instances.
+			p.WaitForClaims()
 			tags := e.describeTags(t)
 			ice, seen := 0, map[string]bool{}
 			for i, o := range outs {
@@ -194,23 +195,34 @@ func TestBatchedLaunches(t *testing.T) {
 	}
 }
 
-// failingTags is the EC2 client of a controller that dies right after a
-// batched CreateFleet: no instance gets its NodeClaim tag.
-type failingTags struct{ *ec2.Client }
+// deadTags is the EC2 client of a controller that dies right after a
+// batched CreateFleet, while its claims are on the wire: no CreateTags
+// answers until dead is closed, and then it fails, so no instance gets its
+// NodeClaim tag.
+type deadTags struct {
+	*ec2.Client
+	dead <-chan struct{}
+}
 
-func (failingTags) CreateTags(context.Context, *ec2.CreateTagsInput, ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {
+func (d deadTags) CreateTags(ctx context.Context, _ *ec2.CreateTagsInput, _ ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {
+	select {
+	case <-d.dead:
+	case <-ctx.Done():
+	}
 	return nil, errors.New("the controller died")
 }
 
-// TestBatchedLaunchSurvivesACrash: a batched CreateFleet launched, and
-// none of its instances got its NodeClaim tag. A new provider (the
-// restarted controller) lists each instance under the NodeClaim that will
-// claim it, every NodeClaim's Create adopts its own instance without a new
-// CreateFleet, and an instance whose NodeClaim never comes back is listed
-// without a name for garbage collection, even after another of the batch's
-// instances is terminated. It holds for a batch listed in member tags and
-// for one listed in the karpenter.sh/nodeclaim value (a class with 45 tags
-// leaves no room for a member tag).
+// TestBatchedLaunchSurvivesACrash: every NodeClaim of a batched CreateFleet
+// gets its instance as soon as the fleet returns, without waiting for its
+// claim (CreateTags) to land, and the controller dies before any claim
+// does. A new provider (the restarted controller) lists each instance
+// under the NodeClaim it was handed to, a NodeClaim whose Create runs again
+// (its status was lost in the crash) adopts that same instance without a
+// new CreateFleet and claims it, and an instance whose NodeClaim never
+// comes back is listed without a name for garbage collection, even after
+// another of the batch's instances is terminated. It holds for a batch
+// listed in member tags and for one listed in the karpenter.sh/nodeclaim
+// value (a class with 45 tags leaves no room for a member tag).
 func TestBatchedLaunchSurvivesACrash(t *testing.T) {
 	for _, classTags := range []int{0, 45} {
 		t.Run(fmt.Sprintf("%d class tags", classTags), func(t *testing.T) { batchedLaunchSurvivesACrash(t, classTags) })
@@ -229,8 +241,24 @@ func batchedLaunchSurvivesACrash(t *testing.T, classTags int) {
 		reqs = append(reqs, r)
 	}
 	fleets := local.Calls("ec2", "CreateFleet")
-	for _, o := range createAll(instance.NewProvider(failingTags{ec2API}, e.cluster, nil, wideWindow), reqs) {
-		require.Error(t, o.err)
+	dead := make(chan struct{})
+	t.Cleanup(func() { close(dead) })
+	created := make(chan []outcome, 1)
+	go func() {
+		created <- createAll(instance.NewProvider(deadTags{ec2API, dead}, e.cluster, nil, wideWindow), reqs)
+	}()
+	var outs []outcome
+	select {
+	case outs = <-created:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Create waited for its instance's claim")
+	}
+	handed := map[string]string{} // instance → the NodeClaim it was handed to
+	for i, o := range outs {
+		require.NoError(t, o.err)
+		assert.Equal(t, reqs[i].NodeClaimName, o.inst.Tags["karpenter.sh/nodeclaim"])
+		require.Empty(t, handed[o.inst.ID], "instance %s handed out twice", o.inst.ID)
+		handed[o.inst.ID] = reqs[i].NodeClaimName
 	}
 	require.Equal(t, 1, local.Calls("ec2", "CreateFleet")-fleets)
 	tags := e.describeTags(t)
@@ -258,48 +286,34 @@ func batchedLaunchSurvivesACrash(t *testing.T, classTags int) {
 		}
 		return out
 	}
-	owners := listed()
-	require.Len(t, owners, 4, "garbage collection sees the unclaimed instances")
-	ids := make([]string, 0, 4)
-	for id := range owners {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	// The batch's order is the order the launches arrived in.
-	order := instance.BatchOrder(tags[ids[0]])
-	require.Len(t, order, 4)
-	byName := map[string]instance.Request{}
-	for _, r := range reqs {
-		byName[r.NodeClaimName] = r
-	}
-	reqs = reqs[:0]
-	for _, n := range order {
-		reqs = append(reqs, byName[n])
-	}
-	for i, id := range ids {
-		assert.Equal(t, reqs[i].NodeClaimName, owners[id], "members in order own instances in id order")
+	assert.Equal(t, handed, listed(), "garbage collection sees each instance as its NodeClaim's")
+	idOf := map[string]string{}
+	for id, nc := range handed {
+		idOf[nc] = id
 	}
 
-	// a and c come back first (their Create runs again); b's NodeClaim is
-	// gone, so nobody claims its instance; d comes back last.
+	// a and c come back first (their Create runs again: the crash lost
+	// their status); b's NodeClaim is gone, so nobody claims its
+	// instance; d's NodeClaim stored its provider ID and comes back last.
 	for _, i := range []int{2, 0} {
 		inst, err := restarted.Create(context.Background(), reqs[i])
 		require.NoError(t, err)
-		assert.Equal(t, ids[i], inst.ID, "%s adopts its own instance", reqs[i].NodeClaimName)
+		assert.Equal(t, idOf[reqs[i].NodeClaimName], inst.ID, "%s adopts the instance it was handed", reqs[i].NodeClaimName)
 	}
 	assert.Equal(t, 1, local.Calls("ec2", "CreateFleet")-fleets, "no second launch")
 	tags = e.describeTags(t)
-	assert.Equal(t, reqs[0].NodeClaimName, tags[ids[0]]["karpenter.sh/nodeclaim"])
-	assert.Equal(t, reqs[2].NodeClaimName, tags[ids[2]]["karpenter.sh/nodeclaim"])
+	assert.Equal(t, reqs[0].NodeClaimName, tags[idOf[reqs[0].NodeClaimName]]["karpenter.sh/nodeclaim"])
+	assert.Equal(t, reqs[2].NodeClaimName, tags[idOf[reqs[2].NodeClaimName]]["karpenter.sh/nodeclaim"])
 
 	// Garbage collection terminates b's instance (its NodeClaim is gone):
 	// d keeps its own.
-	require.NoError(t, restarted.Delete(context.Background(), ids[1]))
-	require.Eventually(t, func() bool { _, live := listed()[ids[1]]; return !live }, 30*time.Second, 200*time.Millisecond)
-	assert.Equal(t, reqs[3].NodeClaimName, listed()[ids[3]])
+	bID, dID := idOf[reqs[1].NodeClaimName], idOf[reqs[3].NodeClaimName]
+	require.NoError(t, restarted.Delete(context.Background(), bID))
+	require.Eventually(t, func() bool { _, live := listed()[bID]; return !live }, 30*time.Second, 200*time.Millisecond)
+	assert.Equal(t, reqs[3].NodeClaimName, listed()[dID])
 	inst, err := restarted.Create(context.Background(), reqs[3])
 	require.NoError(t, err)
-	assert.Equal(t, ids[3], inst.ID)
+	assert.Equal(t, dID, inst.ID)
 	assert.Equal(t, 1, local.Calls("ec2", "CreateFleet")-fleets, "still one launch for the whole batch")
 }
 
@@ -357,6 +371,7 @@ func TestBatchedClaimsWaitOutConsistencyOnce(t *testing.T) {
 		require.NoError(t, o.err)
 	}
 	require.Equal(t, 1, local.Calls("ec2", "CreateFleet")-fleets, "one batch")
+	p.WaitForClaims()
 	tags := e.describeTags(t)
 	require.Len(t, tags, len(reqs))
 	for id, tg := range tags {
@@ -365,4 +380,44 @@ func TestBatchedClaimsWaitOutConsistencyOnce(t *testing.T) {
 	calls := local.CallsBy(name)["ec2:CreateTags"]
 	t.Logf("%d claims took %d CreateTags calls", len(reqs), calls)
 	assert.LessOrEqual(t, calls, len(reqs)+5, "only the first claim waits out EC2's consistency")
+}
+
+// flakyTags fails the first n CreateTags calls, as a throttle that
+// outlived the SDK's retries would.
+type flakyTags struct {
+	*ec2.Client
+	mu sync.Mutex
+	n  int
+}
+
+func (f *flakyTags) CreateTags(ctx context.Context, in *ec2.CreateTagsInput, opts ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {
+	f.mu.Lock()
+	fail := f.n > 0
+	f.n--
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("RequestLimitExceeded: retries exhausted")
+	}
+	return f.Client.CreateTags(ctx, in, opts...)
+}
+
+// TestBatchedClaimsRetried: a batch's NodeClaims get their instances at
+// once, and a claim whose CreateTags fails is tried again until it lands,
+// since no NodeClaim asks again.
+func TestBatchedClaimsRetried(t *testing.T) {
+	e := newLaunchEnv(t)
+	p := instance.NewProvider(&flakyTags{Client: ec2API, n: 3}, e.cluster, nil, wideWindow)
+	var reqs []instance.Request
+	for i := range 3 {
+		reqs = append(reqs, e.request(fmt.Sprintf("%s-nc-%d", e.cluster, i), "m5.large"))
+	}
+	outs := createAll(p, reqs)
+	for _, o := range outs {
+		require.NoError(t, o.err)
+	}
+	p.WaitForClaims()
+	tags := e.describeTags(t)
+	for i, o := range outs {
+		assert.Equal(t, reqs[i].NodeClaimName, tags[o.inst.ID]["karpenter.sh/nodeclaim"], "%s is claimed", o.inst.ID)
+	}
 }

@@ -292,6 +292,9 @@ type Provider struct {
 	// zoneIDs maps the zones launches named to their ids, for the
 	// termination-failure metric (DescribeInstances gives only the zone).
 	zoneIDs sync.Map
+	// claims are the batches whose claims are still being written after
+	// their NodeClaims got their instances.
+	claims sync.WaitGroup
 }
 
 // attempt is what a failed Create leaves for the NodeClaim's next one.

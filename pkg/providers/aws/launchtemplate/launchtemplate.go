@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -104,20 +105,39 @@ func NewProvider(ec2api EC2API, clusterName string, opts ProviderOptions) *Provi
 	return &Provider{ec2: ec2api, clusterName: clusterName, ttl: opts.TTL, now: opts.Now, cache: map[string]cached{}}
 }
 
-// EnsureAll returns a template for each options, in order.
+// EnsureAll returns a template for each options, in order. The templates
+// are ensured concurrently: a launch offering several images or pod
+// capacities needs a template for each, and one after the other their
+// creation would add up on the launch's path.
 func (p *Provider) EnsureAll(ctx context.Context, opts []*Options) ([]LaunchTemplate, error) {
-	out := make([]LaunchTemplate, 0, len(opts))
-	for _, o := range opts {
-		lt, err := p.Ensure(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		// The name pins the options, so these are the template's groups.
-		lt.SecurityGroupIDs = o.SecurityGroupIDs
-		out = append(out, lt)
+	out := make([]LaunchTemplate, len(opts))
+	// Not errgroup.WithContext: a creation may be shared with other
+	// launches (singleflight), which one failure here must not cancel.
+	var g errgroup.Group
+	g.SetLimit(ensureConcurrency)
+	for i, o := range opts {
+		g.Go(func() error {
+			lt, err := p.Ensure(ctx, o)
+			if err != nil {
+				return err
+			}
+			// The name pins the options, so these are the template's groups.
+			lt.SecurityGroupIDs = o.SecurityGroupIDs
+			out[i] = lt
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
+
+// listPageSize is DescribeLaunchTemplates' largest MaxResults.
+const listPageSize = 200
+
+// ensureConcurrency bounds one launch's template calls in flight.
+const ensureConcurrency = 4
 
 // Ensure returns the template for o: from the cache, else the existing one
 // of that name, else a new one.
@@ -339,7 +359,11 @@ func (p *Provider) DeleteAll(ctx context.Context, nodeClass *awsv1.EC2NodeClass)
 
 func (p *Provider) list(ctx context.Context, filters []ec2types.Filter) ([]ec2types.LaunchTemplate, error) {
 	var out []ec2types.LaunchTemplate
-	pager := ec2.NewDescribeLaunchTemplatesPaginator(p.ec2, &ec2.DescribeLaunchTemplatesInput{Filters: filters})
+	// EC2's largest page: a class's templates (one per image and pod
+	// capacity of its NodePools' types) come in one call, and a listing
+	// that does not page (the local AWS's moto stops at 15 without a
+	// token) still sees them all.
+	pager := ec2.NewDescribeLaunchTemplatesPaginator(p.ec2, &ec2.DescribeLaunchTemplatesInput{Filters: filters, MaxResults: aws.Int32(listPageSize)})
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {

@@ -45,6 +45,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/capacityreservation/expiration"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/instanceprofilegc"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/interruption"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/launchtemplates"
 	awsmetrics "github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/metrics"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/partition"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclaim/tagging"
@@ -279,7 +280,8 @@ func (p *Provider) nodeClaimEvent(name, eventType, reason, message string) {
 // Register adds the AWS controllers to mgr: EC2NodeClass status,
 // finalization and hash, post-registration instance tags, the instance-type
 // and offering gauges, the refresher of prices and instance types, the
-// instance-status check, the pruning of unused launch templates, and, when
+// instance-status check, the pruning of unused launch templates, the
+// launch templates made ahead of NodePools' first launches, and, when
 // INTERRUPTION_QUEUE names a queue, the interruption controller.
 func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 	kube, s := p.opts.Kube, p.opts.Settings
@@ -298,6 +300,8 @@ func (p *Provider) Register(ctx context.Context, mgr manager.Manager) error {
 		capacity.NewController(kube, p.types),
 		// Leader only: deletes the cluster's launch templates unused for the TTL.
 		launchtemplate.NewPruner(p.templates, p.opts.LaunchTemplatePruneInterval, p.log.WithName("launchtemplate")),
+		// Leader only: makes NodePools' launch templates before their first launch.
+		launchtemplates.NewController(kube, p.CloudProvider),
 		partition.NewController(kube, p.instances, p.placementGroups),
 	}
 	if !s.IsolatedVPC {

@@ -1,0 +1,162 @@
+package launchtemplates_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/launchtemplates"
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) { os.Exit(controlplane.Main(m, controlplane.Options{}, &cp)) }
+
+// countingWarmer records the NodePools whose templates it was asked for.
+type countingWarmer struct {
+	mu    sync.Mutex
+	pools []string
+}
+
+func (w *countingWarmer) WarmLaunchTemplates(_ context.Context, np *v1.NodePool) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pools = append(w.pools, np.Name)
+	return 1, nil
+}
+
+func (w *countingWarmer) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pools)
+}
+
+// TestTemplatesMadeOncePerContent: a NodePool's templates are made once
+// its class is Ready, not again while nothing a template holds changes
+// (a status update of the class, a NodePool change outside its template),
+// and again when the class resolves a new image or the NodePool's
+// template changes; a NodePool of a class that is not Ready makes none.
+func TestTemplatesMadeOncePerContent(t *testing.T) {
+	ctx := context.Background()
+	kube := cp.Client
+	tag := uuid.NewString()[:8]
+	class := &awsv1.EC2NodeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "class-" + tag},
+		Spec: awsv1.EC2NodeClassSpec{Role: "NodeRole", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
+			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{ID: "subnet-1"}},
+			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{ID: "sg-1"}}},
+	}
+	require.NoError(t, kube.Create(ctx, class))
+	np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "pool-" + tag}}
+	np.Spec.Template.Spec = v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class.Name},
+		Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: "kubernetes.io/arch", Operator: "In", Values: []string{"amd64"}}},
+	}
+	require.NoError(t, kube.Create(ctx, np))
+
+	w := &countingWarmer{}
+	c := launchtemplates.NewController(kube, w)
+	reconcileOnce := func() {
+		t.Helper()
+		_, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: np.Name}})
+		require.NoError(t, err)
+	}
+	setStatus := func(ami string, ready metav1.ConditionStatus) {
+		t.Helper()
+		require.NoError(t, kube.Get(ctx, types.NamespacedName{Name: class.Name}, class))
+		class.Status.AMIs = []awsv1.AMI{{ID: ami, Name: ami, Requirements: []corev1.NodeSelectorRequirement{
+			{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}}
+		class.Status.Conditions = []metav1.Condition{{Type: awsv1.ConditionTypeReady, Status: ready, Reason: "Test", LastTransitionTime: metav1.Now()}}
+		require.NoError(t, kube.Status().Update(ctx, class))
+	}
+	updatePool := func(change func(*v1.NodePool)) {
+		t.Helper()
+		require.NoError(t, kube.Get(ctx, types.NamespacedName{Name: np.Name}, np))
+		change(np)
+		require.NoError(t, kube.Update(ctx, np))
+	}
+
+	steps := []struct {
+		name  string
+		do    func()
+		wantN int // templates made so far
+	}{
+		{"class not Ready: none", func() { setStatus("ami-1", metav1.ConditionFalse) }, 0},
+		{"class Ready: made", func() { setStatus("ami-1", metav1.ConditionTrue) }, 1},
+		{"nothing changed: not again", func() {}, 1},
+		{"class status rewritten alike: not again", func() { setStatus("ami-1", metav1.ConditionTrue) }, 1},
+		{"NodePool limits changed: not again", func() {
+			updatePool(func(np *v1.NodePool) { np.Spec.Weight = ptr(int32(10)) })
+		}, 1},
+		{"class resolved a new image: made again", func() { setStatus("ami-2", metav1.ConditionTrue) }, 2},
+		{"NodePool labels changed: made again", func() {
+			updatePool(func(np *v1.NodePool) { np.Spec.Template.SetLabelMap(map[string]string{"team": "a"}) })
+		}, 3},
+	}
+	for _, s := range steps {
+		s.do()
+		reconcileOnce()
+		require.Equal(t, s.wantN, w.count(), s.name)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestTakingOverMakesNone: a controller that starts with the NodePool
+// there and its class Ready since before (a restart, a switch from
+// upstream) makes no template for them, since its predecessor launched
+// from those; a change after that (a new image) makes them.
+func TestTakingOverMakesNone(t *testing.T) {
+	ctx := context.Background()
+	kube := cp.Client
+	tag := uuid.NewString()[:8]
+	class := &awsv1.EC2NodeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "class-" + tag},
+		Spec: awsv1.EC2NodeClassSpec{Role: "NodeRole", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
+			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{ID: "subnet-1"}},
+			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{ID: "sg-1"}}},
+	}
+	require.NoError(t, kube.Create(ctx, class))
+	setStatus := func(ami string, transition time.Time) {
+		t.Helper()
+		require.NoError(t, kube.Get(ctx, types.NamespacedName{Name: class.Name}, class))
+		class.Status.AMIs = []awsv1.AMI{{ID: ami, Name: ami, Requirements: []corev1.NodeSelectorRequirement{
+			{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}}
+		class.Status.Conditions = []metav1.Condition{{Type: awsv1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.NewTime(transition)}}
+		require.NoError(t, kube.Status().Update(ctx, class))
+	}
+	setStatus("ami-1", time.Now().Add(-time.Hour))
+	np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "pool-" + tag}}
+	np.Spec.Template.Spec = v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class.Name},
+		Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: "kubernetes.io/arch", Operator: "In", Values: []string{"amd64"}}},
+	}
+	require.NoError(t, kube.Create(ctx, np))
+	// Creation times have whole seconds: start in a later one.
+	time.Sleep(1100 * time.Millisecond)
+
+	w := &countingWarmer{}
+	c := launchtemplates.NewController(kube, w)
+	reconcileOnce := func() {
+		t.Helper()
+		_, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: np.Name}})
+		require.NoError(t, err)
+	}
+	reconcileOnce()
+	require.Zero(t, w.count(), "what was Ready before the controller started launched under its predecessor")
+	setStatus("ami-2", time.Now().Add(-time.Hour))
+	reconcileOnce()
+	require.Equal(t, 1, w.count(), "a new image after taking over: made")
+}
