@@ -201,13 +201,16 @@ func New(ctx context.Context, cfg *rest.Config, opts *options.Options) (*Operato
 	if lock != nil {
 		lockEvents.set(mgr.GetEventRecorderFor(lock.Identity())) //nolint:staticcheck // the events controller-runtime's own lock records
 	}
+	// core/v1 events show in kubectl describe as upstream's do; they are
+	// deduplicated as upstream's are.
+	events := newDedupeRecorder(mgr.GetEventRecorderFor(Component), clock.RealClock{}) //nolint:staticcheck // core/v1 events, as upstream shows them
 	return &Operator{
 		gate:          gate,
 		Manager:       mgr,
 		Client:        mgr.GetClient(),
 		KubeClient:    kube,
 		Clock:         clock.RealClock{},
-		EventRecorder: mgr.GetEventRecorderFor(Component), //nolint:staticcheck // core/v1 events show in kubectl describe as upstream's do
+		EventRecorder: events,
 		Options:       opts,
 		Logger:        logger,
 	}, nil

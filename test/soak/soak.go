@@ -301,6 +301,10 @@ type Result struct {
 	ControllerRequests     float64
 	ControllerAudited      map[string]float64
 	ControllerAuditedTotal float64
+	// ControllerEvents are the Events the controller created during the
+	// soak, by reason: one per Event object, that is one CREATE each (a
+	// repeat the recorder folds into an existing Event is a PATCH).
+	ControllerEvents map[string]float64
 	// End state after settling.
 	PendingAtEnd                 int
 	NodesWithoutClaim            []string
@@ -644,6 +648,9 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	for _, v := range res.ControllerAudited {
 		res.ControllerAuditedTotal += v
 	}
+	if res.ControllerEvents, err = controllerEvents(ctx, cp, apiStartAt); err != nil {
+		return nil, fmt.Errorf("listing the controller's events: %w", err)
+	}
 	var nodes corev1.NodeList
 	if cp.Client.List(ctx, &nodes) == nil {
 		res.NodesAtEnd = len(nodes.Items)
@@ -802,6 +809,32 @@ func leaks(ctx context.Context, cp *controlplane.ControlPlane) (nodes, claims []
 		}
 	}
 	return nodes, claims, nil
+}
+
+// EventComponent is the component the controllers under test (ours and
+// upstream's) report their Events as.
+const EventComponent = "karpenter"
+
+// controllerEvents counts the Events of EventComponent created from since
+// on, by reason.
+func controllerEvents(ctx context.Context, cp *controlplane.ControlPlane, since time.Time) (map[string]float64, error) {
+	var events corev1.EventList
+	if err := cp.Client.List(ctx, &events); err != nil {
+		return nil, err
+	}
+	// Creation timestamps have a second's resolution.
+	since = since.Truncate(time.Second)
+	out := map[string]float64{}
+	for _, e := range events.Items {
+		if e.Source.Component != EventComponent && e.ReportingController != EventComponent {
+			continue
+		}
+		if e.CreationTimestamp.Time.Before(since) {
+			continue
+		}
+		out[e.Reason]++
+	}
+	return out, nil
 }
 
 // evictions is the API server's count of pod evictions.

@@ -80,6 +80,21 @@ func Table(results []*Result) string {
 		v := v
 		rows = append(rows, row{"  controller " + v, func(r *Result) float64 { return r.ControllerAudited[v] }, "%.0f"})
 	}
+	reasons := map[string]bool{}
+	for _, r := range results {
+		for reason := range r.ControllerEvents {
+			reasons[reason] = true
+		}
+	}
+	var rs []string
+	for reason := range reasons {
+		rs = append(rs, reason)
+	}
+	sort.Strings(rs)
+	for _, reason := range rs {
+		reason := reason
+		rows = append(rows, row{"  controller events " + reason, func(r *Result) float64 { return r.ControllerEvents[reason] }, "%.0f"})
+	}
 	rows = append(rows,
 		row{"nodes at end", func(r *Result) float64 { return float64(r.NodesAtEnd) }, "%.0f"},
 		row{"pending at end", func(r *Result) float64 { return float64(r.PendingAtEnd) }, "%.0f"},

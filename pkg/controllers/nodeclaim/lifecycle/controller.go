@@ -83,6 +83,8 @@ type Controller struct {
 
 	mu       sync.Mutex
 	launched map[types.UID]launchEntry
+	// written are the versions this controller wrote over.
+	written *superseded
 }
 
 type launchEntry struct {
@@ -113,6 +115,7 @@ func NewController(kube client.Client, cloud cloudprovider.CloudProvider, opts O
 		opts:     opts,
 		managed:  cloudprovider.ManagedBy(kube.Scheme(), cloud),
 		launched: map[types.UID]launchEntry{},
+		written:  newSuperseded(opts.Clock),
 	}
 }
 
@@ -180,6 +183,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !c.managed(nc) {
 		return reconcile.Result{}, nil
 	}
+	if c.written.stale(nc) {
+		return reconcile.Result{}, nil // our own write's event comes next, see superseded
+	}
 	if nc.Status.ProviderID != "" {
 		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("provider-id", nc.Status.ProviderID))
 	}
@@ -198,6 +204,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			}
 			return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("adding termination finalizer: %w", err))
 		}
+		c.written.wrote(nc, stored.ResourceVersion, nc.ResourceVersion)
 	}
 
 	stored := nc.DeepCopy()
@@ -271,6 +278,7 @@ func (c *Controller) commit(ctx context.Context, stored, nc *v1.NodeClaim) error
 		if err := c.kube.Patch(ctx, patched, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("patching nodeclaim: %w", err)
 		}
+		c.written.wrote(nc, stored.ResourceVersion, patched.ResourceVersion)
 		base = patched
 	}
 	if statusChanged {
@@ -279,6 +287,7 @@ func (c *Controller) commit(ctx context.Context, stored, nc *v1.NodeClaim) error
 		if err := c.kube.Status().Patch(ctx, target, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("patching nodeclaim status: %w", err)
 		}
+		c.written.wrote(nc, base.ResourceVersion, target.ResourceVersion)
 	}
 	return nil
 }
