@@ -184,7 +184,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	if c.written.stale(nc) {
-		return reconcile.Result{}, nil // our own write's event comes next, see superseded
+		// Our own write's event comes next (see superseded); the requeue
+		// is only a safety net, answered from the cache.
+		return reconcile.Result{RequeueAfter: staleRecheck}, nil
 	}
 	if nc.Status.ProviderID != "" {
 		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("provider-id", nc.Status.ProviderID))

@@ -13,6 +13,10 @@ import (
 // remembered: far longer than the informer takes to deliver the write.
 const supersededTTL = time.Minute
 
+// staleRecheck is when a reconcile that read a superseded version looks
+// again, should its write's event not have come by then.
+const staleRecheck = 10 * time.Second
+
 // superseded remembers the versions of NodeClaims this controller has
 // itself written over. A reconcile that reads one of them reads a cache
 // that has not caught up with our own write yet (a Node event, or the
