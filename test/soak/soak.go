@@ -7,7 +7,9 @@
 // pending pods and their age, nodes and $/h. Run compares our controller
 // (both consolidation algorithms) with upstream's kwok controller on the
 // same trace; the one-minute test in soak_test.go checks ours for panics,
-// leaked nodes, pods left pending and memory growth.
+// leaked nodes, pods left pending and memory growth. RunTrace plays the
+// consolidation benchmark's offline traces (pkg/disruption/benchmark) end to
+// end the same way, one controller at a time.
 package soak
 
 import (
@@ -171,9 +173,7 @@ func Trace(cfg Config) [][]int {
 // consolidation when empty or underutilized after 30 s, a 10% budget),
 // the Deployments at 0 replicas and the PDB.
 func Manifests() string {
-	docs := []string{`apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata: {name: default}`, `apiVersion: karpenter.sh/v1
+	docs := []string{nodeClass, `apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata: {name: ` + PoolName + `}
 spec:
@@ -408,7 +408,12 @@ func (r *recorder) deleteNode(obj any) {
 
 // nodePrice is a node's $/h from its labels.
 func (r *recorder) nodePrice(n *corev1.Node) float64 {
-	return r.price[n.Labels[corev1.LabelInstanceTypeStable]+"/"+n.Labels[v1.CapacityTypeLabelKey]+"/"+n.Labels[corev1.LabelTopologyZone]]
+	return nodePrice(r.price, n)
+}
+
+// nodePrice is a node's $/h in price from its labels.
+func nodePrice(price map[string]float64, n *corev1.Node) float64 {
+	return price[n.Labels[corev1.LabelInstanceTypeStable]+"/"+n.Labels[v1.CapacityTypeLabelKey]+"/"+n.Labels[corev1.LabelTopologyZone]]
 }
 
 // pendingNow counts pods seen unbound and not yet bound, and the oldest age.
@@ -470,38 +475,17 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{
-		ControllerManager: true, Scheduler: true, Kwok: true, APIQPS: 200, APIBurst: 300,
-		Users: []controlplane.User{{Name: User, Groups: []string{"system:masters"}}}, AuditPolicy: auditPolicy,
+	l, err := launch(ctx, ctrl, []string{PoolName}, func(ctx context.Context, cp *controlplane.ControlPlane) error {
+		return controlplane.Apply(ctx, cp.Client, []byte(Manifests()))
 	})
-	if err != nil {
-		return nil, fmt.Errorf("starting control plane: %w", err)
-	}
-	defer cp.Stop()
-	if err := controlplane.Apply(ctx, cp.Client, []byte(Manifests())); err != nil {
-		return nil, fmt.Errorf("applying manifests: %w", err)
-	}
-	kubeconfig, err := cp.KubeconfigFor(User)
 	if err != nil {
 		return nil, err
 	}
-	pid, port, err := ctrl.Start(cp, kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("starting %s: %w", ctrl.Name, err)
-	}
 	defer func() {
-		raw, _ := os.ReadFile(cp.LogPath(ctrl.Name))
-		res.ControllerLog = string(raw)
+		res.ControllerLog = l.stop()
 		res.Panics = Panics(res.ControllerLog)
 	}()
-	defer cp.Kill(pid)
-
-	// The pool Ready (ours says so; upstream's kwok controller too), or a
-	// minute.
-	waitFor(ctx, time.Minute, func() bool {
-		np := &v1.NodePool{}
-		return cp.Client.Get(ctx, client.ObjectKey{Name: PoolName}, np) == nil && np.IsReady()
-	})
+	cp, pid, port := l.cp, l.pid, l.port
 
 	rec := &recorder{start: time.Now(), pid: pid, port: port, cp: cp, price: price,
 		created: map[types.UID]time.Time{}, bound: map[types.UID]time.Time{}, nodes: map[string]*corev1.Node{}}

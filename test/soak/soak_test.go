@@ -154,7 +154,7 @@ func churnRSS(res *soak.Result) (first, last float64) {
 // pods and an hour of churn a controller; the environment scales it:
 //
 //	SOAK_NODES=100 SOAK_PODS=1000 SOAK_DURATION=10m \
-//	  go test ./test/soak -run '^$' -bench . -benchtime 1x -timeout 3h
+//	  go test ./test/soak -run '^$' -bench Soak -benchtime 1x -timeout 3h
 //
 // SOAK_STEP (2m), SOAK_SEED, SOAK_CONTROLLERS (ours-upstream,ours-planner,
 // upstream-kwok), SOAK_OUT (a folder for each run's samples as CSV and

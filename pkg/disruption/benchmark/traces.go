@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -227,31 +226,16 @@ func (t Trace) cluster() (*Cluster, error) {
 	c := &Cluster{Catalog: cat, noDaemon: !t.Daemon}
 	c.Snap = &disruption.Snapshot{Now: Epoch, NodePools: map[string]*v1.NodePool{}, InstanceTypes: map[string][]*scheduling.InstanceType{}}
 	for _, tp := range t.Pools {
-		budget := tp.Budget
-		if budget == "" {
-			budget = "100%"
-		}
-		np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: tp.Name}, Spec: v1.NodePoolSpec{
-			Disruption: v1.Disruption{ConsolidationPolicy: v1.ConsolidationPolicyWhenEmptyOrUnderutilized, ConsolidateAfter: v1.NewNillableDuration(0), Budgets: []v1.Budget{{Nodes: budget}}},
-			Template:   v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{Requirements: tp.Requirements}},
-		}, Status: readyStatus()}
-		if tp.Weight != 0 {
-			w := tp.Weight
-			np.Spec.Weight = &w
-		}
+		np := tp.NodePool()
+		np.Status = readyStatus()
 		c.Snap.NodePools[tp.Name] = np
 		c.Snap.InstanceTypes[tp.Name] = cat
 		c.pools = append(c.pools, tp.Name)
 	}
 	for _, d := range t.Deps {
-		if d.PDB == 0 {
-			continue
+		if pdb := d.PodDisruptionBudget("default"); pdb != nil {
+			c.Snap.PDBs = append(c.Snap.PDBs, pdb)
 		}
-		mu := intstr.FromString(fmt.Sprintf("%d%%", d.PDB))
-		c.Snap.PDBs = append(c.Snap.PDBs, &policyv1.PodDisruptionBudget{
-			ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: "default"},
-			Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &mu, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": d.Name}}},
-		})
 	}
 	return c, nil
 }
@@ -260,13 +244,7 @@ func (t Trace) cluster() (*Cluster, error) {
 func (t Trace) pod(c *Cluster, d Deployment, i int) *corev1.Pod {
 	p := newPod(c.name(d.Name), d.Pool, shape{d.Name, d.CPU, d.Memory}, "ReplicaSet", d.Name)
 	p.CreationTimestamp = metav1.NewTime(c.Snap.Now)
-	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": d.Name}}
-	if d.ZoneSpread {
-		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel}}
-	}
-	if d.AntiAffinity {
-		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{LabelSelector: sel, TopologyKey: corev1.LabelHostname}}}}
-	}
+	d.constrain(&p.Spec)
 	if d.DoNotDisrupt > 0 && i%d.DoNotDisrupt == 0 {
 		p.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"}
 	}
