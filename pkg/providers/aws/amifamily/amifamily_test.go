@@ -202,8 +202,10 @@ func TestNameAndOwnerKeepsTheNewestPerArchitectureAcrossPages(t *testing.T) {
 		Name: "amazon-eks-node-al2023-*-" + k8sVersion + "-*", Owner: "602401143452",
 	}))
 	require.NoError(t, err)
-	// 5 series x 2 releases = 10 images: two pages of five.
-	assert.Equal(t, 2, local.Calls("ec2", "DescribeImages")-before, "paginated")
+	// 5 series x 2 releases = 10 images: two pages of five. Calls counts
+	// the SDK's retries too (a slow answer on a loaded machine is retried),
+	// so a third call is no failure; a single call would be.
+	assert.GreaterOrEqual(t, local.Calls("ec2", "DescribeImages")-before, 2, "paginated")
 	// Without SSM there are no variant requirements: one image per
 	// architecture, the newest, equal dates broken by the greater name
 	// (standard > nvidia > neuron).
