@@ -66,6 +66,8 @@ func ruleFor(obj runtime.Object, reason string) eventRule {
 type dedupeRecorder struct {
 	sink  record.EventRecorder
 	clock clock.PassiveClock
+	// window, when positive, replaces every rule's window.
+	window time.Duration
 	// nominations rate-limits Nominated events across pods.
 	nominations flowcontrol.RateLimiter
 
@@ -78,9 +80,11 @@ type dedupeRecorder struct {
 
 var _ record.EventRecorder = (*dedupeRecorder)(nil)
 
-func newDedupeRecorder(sink record.EventRecorder, clk clock.Clock) *dedupeRecorder {
+// newDedupeRecorder drops events by upstream's rules; a positive window
+// replaces every rule's window (--event-dedupe-window).
+func newDedupeRecorder(sink record.EventRecorder, clk clock.Clock, window time.Duration) *dedupeRecorder {
 	return &dedupeRecorder{
-		sink: sink, clock: clk, until: map[string]time.Time{},
+		sink: sink, clock: clk, until: map[string]time.Time{}, window: window,
 		nominations: flowcontrol.NewTokenBucketRateLimiterWithClock(5, 10, clk),
 	}
 }
@@ -90,6 +94,9 @@ func newDedupeRecorder(sink record.EventRecorder, clk clock.Clock) *dedupeRecord
 // pod is not nominated again on the next pass.
 func (r *dedupeRecorder) send(obj runtime.Object, reason, message string) bool {
 	rule := ruleFor(obj, reason)
+	if r.window > 0 {
+		rule.window = r.window
+	}
 	key := fmt.Sprintf("%T/", obj)
 	if m, err := meta.Accessor(obj); err == nil {
 		// Objects already deleted (a Finalized event) may carry no UID.

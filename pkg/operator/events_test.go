@@ -71,7 +71,7 @@ func TestDedupeRecorder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Now())
 			sink := record.NewFakeRecorder(100)
-			r := newDedupeRecorder(sink, clk)
+			r := newDedupeRecorder(sink, clk, 0)
 			for _, e := range tc.events {
 				clk.Step(e.after)
 				r.Eventf(e.obj, corev1.EventTypeNormal, e.reason, "%s", e.message)
@@ -81,12 +81,28 @@ func TestDedupeRecorder(t *testing.T) {
 	}
 }
 
+// TestDedupeWindowOverride: --event-dedupe-window replaces every reason's
+// window, FailedScheduling's 5 minutes included.
+func TestDedupeWindowOverride(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	sink := record.NewFakeRecorder(10)
+	r := newDedupeRecorder(sink, clk, 5*time.Second)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "p-uid"}}
+	r.Event(pod, corev1.EventTypeWarning, "FailedScheduling", "x")
+	clk.Step(4 * time.Second)
+	r.Event(pod, corev1.EventTypeWarning, "FailedScheduling", "x")
+	assert.Len(t, sink.Events, 1, "within the window")
+	clk.Step(2 * time.Second)
+	r.Event(pod, corev1.EventTypeWarning, "FailedScheduling", "x")
+	assert.Len(t, sink.Events, 2, "past the window")
+}
+
 // TestNominationRateLimit: nominations of many pods at once go out at
 // upstream's rate, a burst of 10 then 5 per second.
 func TestNominationRateLimit(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	sink := record.NewFakeRecorder(1000)
-	r := newDedupeRecorder(sink, clk)
+	r := newDedupeRecorder(sink, clk, 0)
 	nominate := func(from, to int) {
 		for i := from; i < to; i++ {
 			r.Event(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: types.UID(rune('a' + i))}}, corev1.EventTypeNormal, "Nominated", "Pod should schedule on: nodeclaim/x")

@@ -203,7 +203,7 @@ func New(ctx context.Context, cfg *rest.Config, opts *options.Options) (*Operato
 	}
 	// core/v1 events show in kubectl describe as upstream's do; they are
 	// deduplicated as upstream's are.
-	events := newDedupeRecorder(mgr.GetEventRecorderFor(Component), clock.RealClock{}) //nolint:staticcheck // core/v1 events, as upstream shows them
+	events := newDedupeRecorder(mgr.GetEventRecorderFor(Component), clock.RealClock{}, opts.EventDedupeWindow) //nolint:staticcheck // core/v1 events, as upstream shows them
 	return &Operator{
 		gate:          gate,
 		Manager:       mgr,

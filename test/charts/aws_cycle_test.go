@@ -123,7 +123,7 @@ func TestServiceAccountCycleAWS(t *testing.T) {
 	}
 	// The pod gets its AWS credentials from IRSA or Pod Identity; here
 	// they are the local AWS's, through the SDK's own environment.
-	logPath := startAsServiceAccount(ctx, t, cp, ns, values, local.Env())
+	logPath := startAsServiceAccount(ctx, t, cp, ns, values, append(local.Env(), shortEventDedupe))
 	phase("controller ready and leading")
 
 	// The EC2NodeClass: finalizer and hash annotation (patch), resolved

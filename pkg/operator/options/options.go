@@ -49,6 +49,12 @@ type Options struct {
 	LeaderElectionNamespace          string
 	// MemoryLimit is in bytes; <=0 means unknown (no GOMEMLIMIT).
 	MemoryLimit int64
+	// EventDedupeWindow, when positive, replaces every event's
+	// deduplication window (upstream's: 2 minutes, 5 for FailedScheduling,
+	// 15 for Unconsolidatable); 0 keeps upstream's. Hidden (env
+	// EVENT_DEDUPE_WINDOW): the chart tests' cycles last less than
+	// upstream's windows and must still see an event repeated.
+	EventDedupeWindow time.Duration
 	// CPURequests is in millicores; <=0 is read as 1000.
 	CPURequests         int64
 	LogLevel            string
@@ -257,7 +263,9 @@ func (o *Options) Parse(fs *flag.FlagSet, lookupEnv func(string) (string, bool),
 
 // hiddenDurationEnv are test-only settings with no flag, so --help and the
 // flag set stay upstream's: the leader-election timings, which e2e tests
-// shorten to watch a hand-over in seconds rather than after a 15s lease.
+// shorten to watch a hand-over in seconds rather than after a 15s lease,
+// and the event deduplication window, which the chart tests shorten to see
+// an event repeated (a PATCH of its count) within their cycles.
 var hiddenDurationEnv = []struct {
 	env string
 	dst func(*Options) *time.Duration
@@ -265,6 +273,7 @@ var hiddenDurationEnv = []struct {
 	{"LEADER_ELECTION_LEASE_DURATION", func(o *Options) *time.Duration { return &o.LeaderElectionLeaseDuration }},
 	{"LEADER_ELECTION_RENEW_DEADLINE", func(o *Options) *time.Duration { return &o.LeaderElectionRenewDeadline }},
 	{"LEADER_ELECTION_RETRY_PERIOD", func(o *Options) *time.Duration { return &o.LeaderElectionRetryPeriod }},
+	{"EVENT_DEDUPE_WINDOW", func(o *Options) *time.Duration { return &o.EventDedupeWindow }},
 }
 
 func (o *Options) parseHiddenEnv(lookupEnv func(string) (string, bool)) error {
