@@ -200,6 +200,27 @@ func instanceID(n int) string { return fmt.Sprintf("i-%017x", n) }
 // TestReceiverDrainsMixedQueue puts 1,000 malformed and foreign messages
 // and 10 real ones on a real (local) SQS queue: the handler sees exactly
 // the 10, every message is deleted, and the metrics count each by type.
+// atLeastOnce checks per message type that every message was counted and
+// that few were counted twice: SQS delivers at least once, and on a loaded
+// machine a message can outlive its visibility timeout before its delete
+// and be received (and deleted) again. It returns the total counted.
+func atLeastOnce(t *testing.T, want, got map[string]float64, what string) float64 {
+	t.Helper()
+	total, extra := 0.0, 0.0
+	for kind, n := range want {
+		assert.GreaterOrEqual(t, got[kind], n, "%s: %s", what, kind)
+		extra += got[kind] - n
+	}
+	for kind, n := range got {
+		total += n
+		if _, ok := want[kind]; !ok {
+			t.Errorf("%s: unexpected message type %s (%v)", what, kind, n)
+		}
+	}
+	assert.LessOrEqual(t, extra, 20.0, "%s: redeliveries of 1,010 messages", what)
+	return total
+}
+
 func TestReceiverDrainsMixedQueue(t *testing.T) {
 	// Generous: on a loaded machine moto alone takes over a minute to take
 	// the 101 batches, and the drain's deadline starts after them.
@@ -301,9 +322,9 @@ func TestReceiverDrainsMixedQueue(t *testing.T) {
 		string(messages.KindScheduledChange):                2,
 	}
 	d := snapshot(t).minus(before)
-	assert.Equal(t, want, d.received, "received_messages_total by message_type")
-	assert.Equal(t, want, d.deleted, "deleted_messages_total by message_type")
-	assert.Equal(t, uint64(1010), d.queued, "one queue duration per deleted message")
+	atLeastOnce(t, want, d.received, "received_messages_total by message_type")
+	deleted := atLeastOnce(t, want, d.deleted, "deleted_messages_total by message_type")
+	assert.Equal(t, uint64(deleted), d.queued, "one queue duration per deleted message")
 
 	// Upstream's names, types and labels, as the metrics endpoint serves them.
 	families, err := crmetrics.Registry.Gather()
