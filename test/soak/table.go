@@ -20,17 +20,7 @@ func Summary(r *Result) string {
 // Table prints one column per controller and, for each of ours when
 // upstream-kwok ran too, the ratio ours ÷ upstream.
 func Table(results []*Result) string {
-	var up *Result
-	for _, r := range results {
-		if r.Controller == "upstream-kwok" {
-			up = r
-		}
-	}
-	type row struct {
-		name string
-		get  func(*Result) float64
-		fmt  string
-	}
+	type row = tableRow[*Result]
 	rows := []row{
 		{"build-up to all bound (s)", func(r *Result) float64 { return r.BuildUp.Seconds() }, "%.1f"},
 		{"nodes after build-up", func(r *Result) float64 { return float64(r.BuildUpNodes) }, "%.0f"},
@@ -50,51 +40,9 @@ func Table(results []*Result) string {
 		{"controller API requests (its client-go, -1 none)", func(r *Result) float64 { return r.ControllerRequests }, "%.0f"},
 		{"API server requests (all clients)", func(r *Result) float64 { return r.APIRequestsTotal }, "%.0f"},
 	}
-	verbs := map[string]bool{}
-	for _, r := range results {
-		for v := range r.APIRequests {
-			verbs[v] = true
-		}
-	}
-	var vs []string
-	for v := range verbs {
-		vs = append(vs, v)
-	}
-	sort.Strings(vs)
-	for _, v := range vs {
-		v := v
-		rows = append(rows, row{"  " + v, func(r *Result) float64 { return r.APIRequests[v] }, "%.0f"})
-	}
-	cverbs := map[string]bool{}
-	for _, r := range results {
-		for v := range r.ControllerAudited {
-			cverbs[v] = true
-		}
-	}
-	var cvs []string
-	for v := range cverbs {
-		cvs = append(cvs, v)
-	}
-	sort.Strings(cvs)
-	for _, v := range cvs {
-		v := v
-		rows = append(rows, row{"  controller " + v, func(r *Result) float64 { return r.ControllerAudited[v] }, "%.0f"})
-	}
-	reasons := map[string]bool{}
-	for _, r := range results {
-		for reason := range r.ControllerEvents {
-			reasons[reason] = true
-		}
-	}
-	var rs []string
-	for reason := range reasons {
-		rs = append(rs, reason)
-	}
-	sort.Strings(rs)
-	for _, reason := range rs {
-		reason := reason
-		rows = append(rows, row{"  controller events " + reason, func(r *Result) float64 { return r.ControllerEvents[reason] }, "%.0f"})
-	}
+	rows = append(rows, keyRows(results, "  ", func(r *Result) map[string]float64 { return r.APIRequests })...)
+	rows = append(rows, keyRows(results, "  controller ", func(r *Result) map[string]float64 { return r.ControllerAudited })...)
+	rows = append(rows, keyRows(results, "  controller events ", func(r *Result) map[string]float64 { return r.ControllerEvents })...)
 	rows = append(rows,
 		row{"nodes at end", func(r *Result) float64 { return float64(r.NodesAtEnd) }, "%.0f"},
 		row{"pending at end", func(r *Result) float64 { return float64(r.PendingAtEnd) }, "%.0f"},
@@ -102,15 +50,62 @@ func Table(results []*Result) string {
 		row{"panics", func(r *Result) float64 { return float64(len(r.Panics)) }, "%.0f"},
 	)
 	var sb strings.Builder
-	w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+	writeTable(&sb, results, func(r *Result) string { return r.Controller }, rows)
+	if len(results) > 0 {
+		c := results[0].Config
+		fmt.Fprintf(&sb, "scale: %d pods built up (aiming at %d nodes), %s of churn moving every %s, seed %d\n", c.Pods, c.Nodes, c.Duration, c.Step, c.Seed)
+	}
+	return sb.String()
+}
+
+// keyRows are one row per key that any result's counts (by verb, by
+// reason...) hold, in key order, labelled prefix+key.
+func keyRows(results []*Result, prefix string, counts func(*Result) map[string]float64) []tableRow[*Result] {
+	seen := map[string]bool{}
+	var keys []string
+	for _, r := range results {
+		for k := range counts(r) {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	rows := make([]tableRow[*Result], 0, len(keys))
+	for _, k := range keys {
+		rows = append(rows, tableRow[*Result]{prefix + k, func(r *Result) float64 { return counts(r)[k] }, "%.0f"})
+	}
+	return rows
+}
+
+// tableRow is one figure of a table: its label, how to read it from a
+// result and how to print it.
+type tableRow[R any] struct {
+	name string
+	get  func(R) float64
+	fmt  string
+}
+
+// writeTable writes one column per controller and, for each other
+// controller when upstream-kwok is among them, the ratio to it.
+func writeTable[R comparable](sb *strings.Builder, results []R, controller func(R) string, rows []tableRow[R]) {
+	var up R
+	found := false
+	for _, r := range results {
+		if controller(r) == "upstream-kwok" {
+			up, found = r, true
+		}
+	}
+	w := tabwriter.NewWriter(sb, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(w, "\t")
 	for _, r := range results {
-		fmt.Fprintf(w, "%s\t", r.Controller)
+		fmt.Fprintf(w, "%s\t", controller(r))
 	}
-	if up != nil {
+	if found {
 		for _, r := range results {
 			if r != up {
-				fmt.Fprintf(w, "%s÷up\t", r.Controller)
+				fmt.Fprintf(w, "%s÷up\t", controller(r))
 			}
 		}
 	}
@@ -120,7 +115,7 @@ func Table(results []*Result) string {
 		for _, r := range results {
 			fmt.Fprintf(w, rw.fmt+"\t", rw.get(r))
 		}
-		if up != nil {
+		if found {
 			for _, r := range results {
 				if r == up {
 					continue
@@ -135,9 +130,4 @@ func Table(results []*Result) string {
 		fmt.Fprintln(w)
 	}
 	w.Flush()
-	if len(results) > 0 {
-		c := results[0].Config
-		fmt.Fprintf(&sb, "scale: %d pods built up (aiming at %d nodes), %s of churn moving every %s, seed %d\n", c.Pods, c.Nodes, c.Duration, c.Step, c.Seed)
-	}
-	return sb.String()
 }

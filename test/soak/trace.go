@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -298,12 +297,7 @@ func TraceTable(results []*TraceResult) string {
 		}
 		byTrace[r.Trace] = append(byTrace[r.Trace], r)
 	}
-	type row struct {
-		name string
-		get  func(*TraceResult) float64
-		fmt  string
-	}
-	rows := []row{
+	rows := []tableRow[*TraceResult]{
 		{"scale-up to all bound (s)", func(r *TraceResult) float64 { return r.BuildUp.Seconds() }, "%.0f"},
 		{"nodes after scale-up", func(r *TraceResult) float64 { return float64(r.BuildUpNodes) }, "%.0f"},
 		{"$/h after scale-up", func(r *TraceResult) float64 { return r.BuildUpCost }, "%.2f"},
@@ -320,47 +314,8 @@ func TraceTable(results []*TraceResult) string {
 	}
 	var sb strings.Builder
 	for _, name := range order {
-		rs := byTrace[name]
-		var up *TraceResult
-		for _, r := range rs {
-			if r.Controller == "upstream-kwok" {
-				up = r
-			}
-		}
 		fmt.Fprintf(&sb, "trace %s\n", name)
-		w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprint(w, "\t")
-		for _, r := range rs {
-			fmt.Fprintf(w, "%s\t", r.Controller)
-		}
-		if up != nil {
-			for _, r := range rs {
-				if r != up {
-					fmt.Fprintf(w, "%s÷up\t", r.Controller)
-				}
-			}
-		}
-		fmt.Fprintln(w)
-		for _, rw := range rows {
-			fmt.Fprintf(w, "%s\t", rw.name)
-			for _, r := range rs {
-				fmt.Fprintf(w, rw.fmt+"\t", rw.get(r))
-			}
-			if up != nil {
-				for _, r := range rs {
-					if r == up {
-						continue
-					}
-					if d := rw.get(up); d != 0 {
-						fmt.Fprintf(w, "%.2f\t", rw.get(r)/d)
-					} else {
-						fmt.Fprint(w, "-\t")
-					}
-				}
-			}
-			fmt.Fprintln(w)
-		}
-		w.Flush()
+		writeTable(&sb, byTrace[name], func(r *TraceResult) string { return r.Controller }, rows)
 	}
 	return sb.String()
 }
