@@ -52,19 +52,8 @@ func TestTemplatesMadeOncePerContent(t *testing.T) {
 	ctx := context.Background()
 	kube := cp.Client
 	tag := uuid.NewString()[:8]
-	class := &awsv1.EC2NodeClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "class-" + tag},
-		Spec: awsv1.EC2NodeClassSpec{Role: "NodeRole", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
-			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{ID: "subnet-1"}},
-			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{ID: "sg-1"}}},
-	}
-	require.NoError(t, kube.Create(ctx, class))
-	np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "pool-" + tag}}
-	np.Spec.Template.Spec = v1.NodeClaimTemplateSpec{
-		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class.Name},
-		Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: "kubernetes.io/arch", Operator: "In", Values: []string{"amd64"}}},
-	}
-	require.NoError(t, kube.Create(ctx, np))
+	class := newClass(ctx, t, tag)
+	np := newPool(ctx, t, tag, class)
 
 	w := &countingWarmer{}
 	c := launchtemplates.NewController(kube, w)
@@ -75,11 +64,7 @@ func TestTemplatesMadeOncePerContent(t *testing.T) {
 	}
 	setStatus := func(ami string, ready metav1.ConditionStatus) {
 		t.Helper()
-		require.NoError(t, kube.Get(ctx, types.NamespacedName{Name: class.Name}, class))
-		class.Status.AMIs = []awsv1.AMI{{ID: ami, Name: ami, Requirements: []corev1.NodeSelectorRequirement{
-			{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}}
-		class.Status.Conditions = []metav1.Condition{{Type: awsv1.ConditionTypeReady, Status: ready, Reason: "Test", LastTransitionTime: metav1.Now()}}
-		require.NoError(t, kube.Status().Update(ctx, class))
+		setClassStatus(ctx, t, class, ami, ready, time.Now())
 	}
 	updatePool := func(change func(*v1.NodePool)) {
 		t.Helper()
@@ -114,6 +99,41 @@ func TestTemplatesMadeOncePerContent(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+func newClass(ctx context.Context, t *testing.T, tag string) *awsv1.EC2NodeClass {
+	t.Helper()
+	class := &awsv1.EC2NodeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "class-" + tag},
+		Spec: awsv1.EC2NodeClassSpec{Role: "NodeRole", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
+			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{ID: "subnet-1"}},
+			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{ID: "sg-1"}}},
+	}
+	require.NoError(t, cp.Client.Create(ctx, class))
+	return class
+}
+
+func newPool(ctx context.Context, t *testing.T, tag string, class *awsv1.EC2NodeClass) *v1.NodePool {
+	t.Helper()
+	np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "pool-" + tag}}
+	np.Spec.Template.Spec = v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class.Name},
+		Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: "kubernetes.io/arch", Operator: "In", Values: []string{"amd64"}}},
+	}
+	require.NoError(t, cp.Client.Create(ctx, np))
+	return np
+}
+
+// setClassStatus gives class one amd64 image and a Ready condition that
+// last changed at transition.
+func setClassStatus(ctx context.Context, t *testing.T, class *awsv1.EC2NodeClass, ami string, ready metav1.ConditionStatus, transition time.Time) {
+	t.Helper()
+	kube := cp.Client
+	require.NoError(t, kube.Get(ctx, types.NamespacedName{Name: class.Name}, class))
+	class.Status.AMIs = []awsv1.AMI{{ID: ami, Name: ami, Requirements: []corev1.NodeSelectorRequirement{
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}}
+	class.Status.Conditions = []metav1.Condition{{Type: awsv1.ConditionTypeReady, Status: ready, Reason: "Test", LastTransitionTime: metav1.NewTime(transition)}}
+	require.NoError(t, kube.Status().Update(ctx, class))
+}
+
 // TestTakingOverMakesNone: a controller that starts with the NodePool
 // there and its class Ready since before (a restart, a switch from
 // upstream) makes no template for them, since its predecessor launched
@@ -122,28 +142,13 @@ func TestTakingOverMakesNone(t *testing.T) {
 	ctx := context.Background()
 	kube := cp.Client
 	tag := uuid.NewString()[:8]
-	class := &awsv1.EC2NodeClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "class-" + tag},
-		Spec: awsv1.EC2NodeClassSpec{Role: "NodeRole", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
-			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{ID: "subnet-1"}},
-			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{ID: "sg-1"}}},
-	}
-	require.NoError(t, kube.Create(ctx, class))
+	class := newClass(ctx, t, tag)
 	setStatus := func(ami string, transition time.Time) {
 		t.Helper()
-		require.NoError(t, kube.Get(ctx, types.NamespacedName{Name: class.Name}, class))
-		class.Status.AMIs = []awsv1.AMI{{ID: ami, Name: ami, Requirements: []corev1.NodeSelectorRequirement{
-			{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}}
-		class.Status.Conditions = []metav1.Condition{{Type: awsv1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.NewTime(transition)}}
-		require.NoError(t, kube.Status().Update(ctx, class))
+		setClassStatus(ctx, t, class, ami, metav1.ConditionTrue, transition)
 	}
 	setStatus("ami-1", time.Now().Add(-time.Hour))
-	np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "pool-" + tag}}
-	np.Spec.Template.Spec = v1.NodeClaimTemplateSpec{
-		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class.Name},
-		Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: "kubernetes.io/arch", Operator: "In", Values: []string{"amd64"}}},
-	}
-	require.NoError(t, kube.Create(ctx, np))
+	np := newPool(ctx, t, tag, class)
 	// Creation times have whole seconds: start in a later one.
 	time.Sleep(1100 * time.Millisecond)
 
