@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -728,10 +729,16 @@ func TestAWSDrift(t *testing.T) {
 		for _, nc := range before {
 			old[nc.Name] = true
 		}
-		class := &awsv1.EC2NodeClass{}
-		require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: "default"}, class))
-		edit(class)
-		require.NoError(t, cp.Client.Update(ctx, class))
+		// The controller writes the class too (its status, its hash
+		// annotation): an update from a stale read is retried.
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			class := &awsv1.EC2NodeClass{}
+			if err := cp.Client.Get(ctx, client.ObjectKey{Name: "default"}, class); err != nil {
+				return err
+			}
+			edit(class)
+			return cp.Client.Update(ctx, class)
+		}))
 		drifted := map[string]bool{}
 		maxDisrupted := 0
 		deadline := time.Now().Add(5 * time.Minute)
