@@ -198,7 +198,11 @@ func (w *worker) tryDelete(m *machine, anywhere bool) bool {
 	if !ok {
 		return false
 	}
-	if !w.spreadFits(pods, m) {
+	// The kube-scheduler's spreading must place the pods too. Its room is
+	// kept for the pass's next checks only if the delete is taken: a
+	// delete the solver then refuses evicts nothing.
+	free, ok := w.spread(pods, map[*machine]bool{m: true}, nil)
+	if !ok {
 		return false
 	}
 	in, _ := w.input(pods, dests, map[*machine]bool{m: true}, nil)
@@ -208,6 +212,7 @@ func (w *worker) tryDelete(m *machine, anywhere bool) bool {
 			return false
 		}
 	}
+	w.spreadRoom = free
 	w.apply(&move{cands: []*machine{m}, payback: pb}, res)
 	return true
 }

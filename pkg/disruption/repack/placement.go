@@ -71,17 +71,6 @@ func (w *worker) fit(pods []*corev1.Pod, exclude map[*machine]bool, all, spread,
 	return out, ok
 }
 
-// spreadFits reports whether pods, evicted by a delete of leaving, find
-// room when the kube-scheduler places them its own way (spread), and if
-// so keeps the placement for the next check.
-func (w *worker) spreadFits(pods []*corev1.Pod, leaving *machine) bool {
-	free, ok := w.spread(pods, map[*machine]bool{leaving: true}, nil)
-	if ok {
-		w.spreadRoom = free
-	}
-	return ok
-}
-
 // moveSpreads reports whether the pods a move evicts find room when the
 // kube-scheduler places them its own way over the free room and the
 // move's new NodeClaims (the cheapest type of each, less DaemonSet

@@ -466,6 +466,25 @@ func TestPlanner(t *testing.T) {
 			commands: []string{"[a]->[x8 x4]"},
 		},
 		{
+			// c's pod fits k's room by size but not by its anti-affinity to
+			// k's pod, so c's delete is refused by the solver. The room the
+			// kube-scheduler's spreading would have given c's pod stays
+			// free for a's replacement.
+			name: "a refused delete takes no room from the next move's spreading check",
+			snap: func() *disruption.Snapshot {
+				x2, x4, x8 := itype("x2", 2, 0.10), itype("x4", 4, 0.20), itype("x8", 8, 0.40)
+				k1 := pod("k1", 6500)
+				k1.Labels = map[string]string{"app": "z"}
+				c1 := pod("c1", 1500)
+				c1.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "z"}}, TopologyKey: corev1.LabelHostname}}}}
+				return snapshot([]*scheduling.InstanceType{x2, x4, x8}, "100%",
+					node("a", x4, pod("a1", 1500), pod("a2", 1500)), node("c", x2, c1), node("k", x8, k1))
+			},
+			opts:     repack.Options{GroupSize: 1},
+			commands: []string{"[a]->[x2]"},
+		},
+		{
 			name: "a node that receives moved pods keeps its own",
 			snap: func() *disruption.Snapshot {
 				return snapshot([]*scheduling.InstanceType{cheapBig}, "100%",
