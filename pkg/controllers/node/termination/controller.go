@@ -33,6 +33,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/events"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodewrite"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -348,7 +349,8 @@ func (c *Controller) taint(ctx context.Context, node *corev1.Node) error {
 	if equality.Semantic.DeepEqual(stored, node) {
 		return nil
 	}
-	if err := c.kube.Patch(ctx, node, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+	// Refused only when the taints changed since the read (see nodewrite).
+	if err := nodewrite.Patch(ctx, c.kube, stored, node); err != nil {
 		return fmt.Errorf("tainting node %s: %w", node.Name, err)
 	}
 	if !found {

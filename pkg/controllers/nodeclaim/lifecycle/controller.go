@@ -30,6 +30,7 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/events"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodewrite"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/state/nodepoolhealth"
 )
@@ -409,7 +410,7 @@ func (c *Controller) ensureTerminationFinalizer(ctx context.Context, node *corev
 	}
 	stored := node.DeepCopy()
 	controllerutil.AddFinalizer(node, v1.TerminationFinalizer)
-	if err := c.kube.Patch(ctx, node, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := nodewrite.Patch(ctx, c.kube, stored, node); err != nil {
 		return fmt.Errorf("adding termination finalizer to node %s: %w", node.Name, err)
 	}
 	return nil
