@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodewrite"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 )
 
@@ -88,7 +88,7 @@ func setTaint(ctx context.Context, kube client.Client, name string, taint corev1
 			}
 			node.Spec.Taints = kept
 		}
-		return nodewrite.Patch(ctx, kube, stored, node)
+		return guardedpatch.Patch(ctx, kube, stored, node)
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		verb := "removing"

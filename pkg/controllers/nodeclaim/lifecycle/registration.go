@@ -13,7 +13,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodewrite"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 )
 
@@ -110,7 +110,7 @@ func (c *Controller) syncNode(ctx context.Context, nc *v1.NodeClaim, node *corev
 	// Taints, finalizers and owners are lists the patch replaces whole:
 	// it is refused if another writer changed one since our read (a taint
 	// lost would be wrong), not for the kubelet's heartbeats.
-	if err := nodewrite.Patch(ctx, c.kube, stored, node); err != nil {
+	if err := guardedpatch.Patch(ctx, c.kube, stored, node); err != nil {
 		return fmt.Errorf("syncing node %s: %w", node.Name, err)
 	}
 	return nil

@@ -1,9 +1,11 @@
-package nodewrite_test
+package guardedpatch_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,14 +14,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/karpenter-go/karpenter/pkg/controllers/internal/nodewrite"
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
 
 var cp *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	os.Exit(controlplane.Main(m, controlplane.Options{SkipCRDs: true}, &cp))
+	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
 }
 
 var (
@@ -41,7 +44,10 @@ func TestPatch(t *testing.T) {
 		change    func(*corev1.Node)
 		conflict  bool
 		untainted bool
-		check     func(*testing.T, *corev1.Node)
+		// bare Nodes have no annotations: a first one adds the map whole,
+		// under the resourceVersion lock.
+		bare  bool
+		check func(*testing.T, *corev1.Node)
 	}{
 		{
 			name: "a heartbeat, then a taint removed and a label added", taints: []corev1.Taint{startup},
@@ -63,7 +69,7 @@ func TestPatch(t *testing.T) {
 				n.Finalizers = append(n.Finalizers, "example.com/ours")
 				n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "uid-owner"}}
 				n.Spec.Unschedulable = true
-				n.Annotations = map[string]string{"example.com/note": "d"}
+				n.Annotations["example.com/note"] = "d"
 			},
 			check: func(t *testing.T, n *corev1.Node) {
 				assert.Equal(t, "yes", n.Labels["theirs"])
@@ -91,6 +97,15 @@ func TestPatch(t *testing.T) {
 			check:     func(t *testing.T, n *corev1.Node) { assert.Equal(t, []corev1.Taint{other}, n.Spec.Taints) },
 		},
 		{
+			name: "a heartbeat, then a first annotation", bare: true, status: true,
+			meanwhile: func(n *corev1.Node) {
+				n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+			},
+			change:   func(n *corev1.Node) { n.Annotations = map[string]string{"example.com/note": "d"} },
+			conflict: true,
+			check:    func(t *testing.T, n *corev1.Node) { assert.Empty(t, n.Annotations) },
+		},
+		{
 			name:      "a finalizer, then a finalizer added",
 			meanwhile: func(n *corev1.Node) { n.Finalizers = []string{"example.com/theirs"} },
 			change:    func(n *corev1.Node) { n.Finalizers = []string{"example.com/ours"} },
@@ -103,8 +118,11 @@ func TestPatch(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nodewrite-" + string(rune('a'+i)), Labels: map[string]string{"kept": "yes"}},
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "guardedpatch-" + string(rune('a'+i)), Labels: map[string]string{"kept": "yes"}},
 				Spec: corev1.NodeSpec{Taints: tc.taints}}
+			if !tc.bare {
+				node.Annotations = map[string]string{"kept": "yes"}
+			}
 			require.NoError(t, cp.Client.Create(ctx, node))
 			defer func() { _ = cp.Client.Delete(ctx, node) }()
 			if tc.untainted {
@@ -123,7 +141,7 @@ func TestPatch(t *testing.T) {
 
 			ours := stored.DeepCopy()
 			tc.change(ours)
-			err := nodewrite.Patch(ctx, cp.Client, stored, ours)
+			err := guardedpatch.Patch(ctx, cp.Client, stored, ours)
 			if tc.conflict {
 				require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
 			} else {
@@ -137,11 +155,55 @@ func TestPatch(t *testing.T) {
 	}
 }
 
-// TestPatchRefusesOtherFields: a change Patch does not write is an error,
-// not a silent loss.
-func TestPatchRefusesOtherFields(t *testing.T) {
-	stored := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nodewrite-other"}}
-	node := stored.DeepCopy()
-	node.Spec.ProviderID = "kwok://x"
-	require.Error(t, nodewrite.Patch(context.Background(), cp.Client, stored, node))
+// TestPatchStatus writes a NodeClaim's status as the lifecycle does
+// while pod events write lastPodEventTime and other controllers their
+// conditions: a write beside ours lands with it; a change to the
+// conditions list ours replaces refuses ours as a Conflict.
+func TestPatchStatus(t *testing.T) {
+	ctx := context.Background()
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	for i, tc := range []struct {
+		name      string
+		meanwhile func(*v1.NodeClaim)
+		conflict  bool
+	}{
+		{name: "lastPodEventTime", meanwhile: func(nc *v1.NodeClaim) { nc.Status.LastPodEventTime = now }},
+		{name: "a condition", conflict: true, meanwhile: func(nc *v1.NodeClaim) {
+			nc.Status.Conditions = append(nc.Status.Conditions, v1.Condition{Type: "Drifted", Status: metav1.ConditionTrue, Reason: "Drifted", LastTransitionTime: now})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("guardedpatch-%d", i)}, Spec: v1.NodeClaimSpec{
+				NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
+				Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: "kubernetes.io/os", Operator: "In", Values: []string{"linux"}}},
+			}}
+			require.NoError(t, cp.Client.Create(ctx, nc))
+			defer func() { _ = cp.Client.Delete(ctx, nc) }()
+			nc.Status.Conditions = []v1.Condition{{Type: "Launched", Status: metav1.ConditionUnknown, Reason: "Unknown", LastTransitionTime: now}}
+			require.NoError(t, cp.Client.Status().Update(ctx, nc))
+			stored := nc.DeepCopy()
+
+			theirs := nc.DeepCopy()
+			tc.meanwhile(theirs)
+			require.NoError(t, cp.Client.Status().Update(ctx, theirs))
+
+			ours := stored.DeepCopy()
+			ours.Status.ProviderID = "kwok://guarded"
+			ours.Status.Conditions[0].Status, ours.Status.Conditions[0].Reason = metav1.ConditionTrue, "Launched"
+			err := guardedpatch.PatchStatus(ctx, cp.Client, stored, ours)
+			got := &v1.NodeClaim{}
+			require.NoError(t, cp.Client.Get(ctx, client.ObjectKeyFromObject(nc), got))
+			if tc.conflict {
+				require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
+				assert.Empty(t, got.Status.ProviderID)
+				assert.Len(t, got.Status.Conditions, 2, "the other writer's condition stays")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, "kwok://guarded", got.Status.ProviderID)
+			assert.Equal(t, now.Unix(), got.Status.LastPodEventTime.Unix(), "the other writer's field stays")
+			require.Len(t, got.Status.Conditions, 1)
+			assert.Equal(t, metav1.ConditionTrue, got.Status.Conditions[0].Status)
+		})
+	}
 }
