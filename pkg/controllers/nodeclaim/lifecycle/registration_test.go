@@ -101,3 +101,66 @@ func (c *nodeWriterRace) Patch(ctx context.Context, obj client.Object, patch cli
 	}
 	return err
 }
+
+// TestRegistrationBesidePodEvents: pod events write the NodeClaim's
+// lastPodEventTime between registration's read and its status write. The
+// write leaves the conditions alone, so it does not refuse registration's:
+// the NodeClaim registers at once and keeps lastPodEventTime.
+func TestRegistrationBesidePodEvents(t *testing.T) {
+	e := newEnv(t)
+	nc := e.nodeClaim()
+	e.reconcile(nc.Name) // launch
+	e.kubeletNode(e.get(nc.Name))
+	race := &podEventsRace{Client: cp.Client}
+	e.withClient(race)
+
+	e.reconcile(nc.Name)
+	require.True(t, race.raced)
+	require.Zero(t, race.refusals, "refused status writes")
+	got := e.get(nc.Name)
+	requireCondition(t, got, v1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered")
+	require.False(t, got.Status.LastPodEventTime.IsZero(), "the other writer's field stays")
+}
+
+// podEventsRace writes lastPodEventTime just before the controller's first
+// NodeClaim status patch, and counts the status patches the API server
+// refuses.
+type podEventsRace struct {
+	client.Client
+	mu       sync.Mutex
+	raced    bool
+	refusals int
+}
+
+func (c *podEventsRace) Status() client.SubResourceWriter {
+	return &podEventsWriter{SubResourceWriter: c.Client.Status(), parent: c}
+}
+
+type podEventsWriter struct {
+	client.SubResourceWriter
+	parent *podEventsRace
+}
+
+func (w *podEventsWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	if _, ok := obj.(*v1.NodeClaim); !ok {
+		return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+	}
+	w.parent.mu.Lock()
+	defer w.parent.mu.Unlock()
+	if !w.parent.raced {
+		w.parent.raced = true
+		current := &v1.NodeClaim{}
+		if err := w.parent.Client.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
+			return err
+		}
+		current.Status.LastPodEventTime = metav1.Now()
+		if err := w.parent.Client.Status().Update(ctx, current); err != nil {
+			return err
+		}
+	}
+	err := w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+	if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
+		w.parent.refusals++
+	}
+	return err
+}
