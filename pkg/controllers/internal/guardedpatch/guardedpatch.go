@@ -1,7 +1,7 @@
 // Package guardedpatch owns how the controllers write objects that other
 // writers write too: Nodes (the kubelet's status heartbeats, the node
-// lifecycle controller's taints, ours) and NodeClaim status (the
-// lifecycle, pod events, the disruption conditions, termination). Each
+// lifecycle controller's taints, ours) and NodeClaims (the lifecycle, pod
+// events, the disruption conditions, termination, on the status). Each
 // write moves the object's resourceVersion, so a patch locked on the
 // resourceVersion loses to writes it has no quarrel with (a heartbeat, a
 // lastPodEventTime). A guarded patch is a JSON patch (RFC 6902) that sets
