@@ -70,16 +70,18 @@ func NewNodeGauges(wellKnown []string) *NodeGauges {
 	return g
 }
 
-// Collectors lists the gauges.
-func (g *NodeGauges) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{g.Allocatable, g.TotalPodRequests, g.TotalPodLimits, g.TotalDaemonRequests, g.TotalDaemonLimits, g.SystemOverhead, g.Lifetime}
+// Vecs lists the gauges.
+func (g *NodeGauges) Vecs() []*prometheus.GaugeVec {
+	return []*prometheus.GaugeVec{g.Allocatable, g.TotalPodRequests, g.TotalPodLimits, g.TotalDaemonRequests, g.TotalDaemonLimits, g.SystemOverhead, g.Lifetime}
 }
 
-// Reset drops every series.
-func (g *NodeGauges) Reset() {
-	for _, c := range []*prometheus.GaugeVec{g.Allocatable, g.TotalPodRequests, g.TotalPodLimits, g.TotalDaemonRequests, g.TotalDaemonLimits, g.SystemOverhead, g.Lifetime} {
-		c.Reset()
+// Collectors lists the gauges as collectors (for their descriptions).
+func (g *NodeGauges) Collectors() []prometheus.Collector {
+	var out []prometheus.Collector
+	for _, v := range g.Vecs() {
+		out = append(out, v)
 	}
+	return out
 }
 
 // nodeLifetimeBuckets span 15 minutes to 30 days, as upstream's.

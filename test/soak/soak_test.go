@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/karpenter-go/karpenter/test/anchors"
@@ -57,7 +58,7 @@ func oursWith(algorithm string) soak.Controller {
 			"--kubeconfig="+kubeconfig,
 			"--metrics-port="+strconv.Itoa(ports.Metrics),
 			"--health-probe-port="+strconv.Itoa(ports.Health),
-			"--leader-election-namespace=kube-system",
+			"--leader-election-namespace="+leaseNamespace,
 			"--enable-profiling",
 			"--kwok-catalog=upstream-kwok",
 			"--consolidation-algorithm="+algorithm)
@@ -65,16 +66,70 @@ func oursWith(algorithm string) soak.Controller {
 	}}
 }
 
-// upstreamKWOK is upstream's kwok controller (`make tools`).
+// leaseNamespace is where both controllers keep their leader-election
+// Lease in the soak.
+const leaseNamespace = "kube-system"
+
+// upstreamKWOK is upstream's kwok controller (`make tools`), with leader
+// election on as ours runs (and as users run both): its renewals are part
+// of what the soak compares. Off a cluster it has no namespace of its own
+// to put the Lease in, so it is given ours.
 func upstreamKWOK(b anchors.Binaries) soak.Controller {
 	return soak.Controller{Name: "upstream-kwok", Start: func(cp *controlplane.ControlPlane, kubeconfig string) (int, int, error) {
 		ports, err := anchors.FreePorts()
 		if err != nil {
 			return 0, 0, err
 		}
-		pid, err := anchors.StartKWOK(cp, b, "upstream-kwok", ports, "LOG_LEVEL=info", "KUBECONFIG="+kubeconfig)
+		pid, err := anchors.StartKWOK(cp, b, "upstream-kwok", ports, "LOG_LEVEL=info", "KUBECONFIG="+kubeconfig,
+			"DISABLE_LEADER_ELECTION=false", "LEADER_ELECTION_NAMESPACE="+leaseNamespace)
 		return pid, ports.Metrics, err
 	}}
+}
+
+// TestControllersLeadAlike starts each controller the soak compares as the
+// soak starts it and waits for it to hold the leader-election Lease: the
+// comparison counts each one's renewals, so both must run with leader
+// election on.
+func TestControllersLeadAlike(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	up, err := anchors.Find("")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, ctrl := range []soak.Controller{oursWith("upstream"), upstreamKWOK(up)} {
+		t.Run(ctrl.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cp, err := controlplane.Start(ctx, controlplane.Options{Users: []controlplane.User{{Name: soak.User, Groups: []string{"system:masters"}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cp.Stop()
+			kubeconfig, err := cp.KubeconfigFor(soak.User)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, _, err := ctrl.Start(cp, kubeconfig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cp.Kill(pid)
+			var holder string
+			for ctx.Err() == nil && holder == "" {
+				lease, err := cp.Kubernetes.CoordinationV1().Leases(leaseNamespace).Get(ctx, "karpenter-leader-election", metav1.GetOptions{})
+				if err == nil && lease.Spec.HolderIdentity != nil {
+					holder = *lease.Spec.HolderIdentity
+				}
+				time.Sleep(time.Second)
+			}
+			if holder == "" {
+				raw, _ := os.ReadFile(cp.LogPath(ctrl.Name))
+				t.Fatalf("%s held no Lease %s/karpenter-leader-election in 2 minutes; log:\n%s", ctrl.Name, leaseNamespace, tail(string(raw), 3000))
+			}
+		})
+	}
 }
 
 // TestSoakMinute is the soak in a minute: 200 pods, a minute of churn

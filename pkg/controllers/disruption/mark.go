@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 )
 
@@ -63,8 +64,9 @@ func setDisruptedTaint(ctx context.Context, kube client.Client, name string, on 
 	return setTaint(ctx, kube, name, v1.DisruptedNoScheduleTaint, on)
 }
 
-// setTaint adds or removes taint on a Node, with optimistic locking so a
-// concurrent write is not lost. A Node that is gone needs nothing.
+// setTaint adds or removes taint on a Node, retrying when another writer
+// changed the taints since the read, so no taint is lost. A Node that is
+// gone needs nothing.
 func setTaint(ctx context.Context, kube client.Client, name string, taint corev1.Taint, on bool) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node := &corev1.Node{}
@@ -74,7 +76,7 @@ func setTaint(ctx context.Context, kube client.Client, name string, taint corev1
 		if hasTaint(node, taint) == on {
 			return nil
 		}
-		patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		stored := node.DeepCopy()
 		if on {
 			node.Spec.Taints = append(node.Spec.Taints, taint)
 		} else {
@@ -86,7 +88,7 @@ func setTaint(ctx context.Context, kube client.Client, name string, taint corev1
 			}
 			node.Spec.Taints = kept
 		}
-		return kube.Patch(ctx, node, patch)
+		return guardedpatch.Patch(ctx, kube, stored, node)
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		verb := "removing"

@@ -3,8 +3,8 @@
 // provider's NodeClass, CapacityBuffer): a gauge per condition with its
 // status and reason and how long it has held it, a count and a duration
 // per transition, and how long a deleting object has been terminating and
-// took to go. It also records upstream's condition-transition and
-// Finalized events for the kinds whose own controllers do not.
+// took to go. It also records upstream's condition-transition events for
+// the kinds whose own controllers do not, and its Finalized events.
 package status
 
 import (
@@ -128,7 +128,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	obj := c.opts.Object()
 	if err := c.kube.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			c.gone(req, obj)
+			c.gone(req)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("getting %s %s: %w", c.gvk.Kind, req.NamespacedName, err)
@@ -212,7 +212,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // gone ends a deleted object's series: its gauges go, and its termination
 // is observed if it was seen terminating.
-func (c *Controller) gone(req reconcile.Request, obj client.Object) {
+func (c *Controller) gone(req reconcile.Request) {
 	c.mu.Lock()
 	prev, seen := c.observed[req]
 	term, terminating := c.terminating[req]
@@ -237,11 +237,16 @@ func (c *Controller) gone(req reconcile.Request, obj client.Object) {
 			metrics.GenericStatus.TerminationDurationSeconds.WithLabelValues(c.gvk.Group, c.gvk.Kind).Observe(took)
 		}
 	}
-	if seen && len(prev.finalizers) > 0 && c.opts.Recorder != nil {
-		obj.SetName(req.Name)
-		obj.SetNamespace(req.Namespace)
+	if seen && len(prev.finalizers) > 0 {
+		// Upstream records a gone object's Finalized events against the
+		// empty object its Get failed to fill: an Event of the kind with
+		// no name, in the default namespace, that every later deletion
+		// folds into. Ours names no object either, so deleting a hundred
+		// NodeClaims is one Event, not a hundred (and none on the object,
+		// which is gone with its Events' use).
+		empty := c.opts.Object()
 		for _, f := range prev.finalizers {
-			c.event(obj, "Finalized", "Finalized "+f)
+			c.event(empty, "Finalized", "Finalized "+f)
 		}
 	}
 }

@@ -11,8 +11,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -106,4 +108,63 @@ func histogram(t *testing.T, h *prometheus.HistogramVec, labels ...string) *dto.
 	m := &dto.Metric{}
 	require.NoError(t, h.WithLabelValues(labels...).(prometheus.Metric).Write(m))
 	return m.GetHistogram()
+}
+
+// TestFinalizedEvents removes a NodePool's finalizers one by one through
+// client-go's recorder to the API server: a finalizer removed from an
+// object still there is reported on the object; the last one, with the
+// object gone, on a nameless object of the kind (an Event in the default
+// namespace),
+// as upstream's status controller reports it, so that every deletion folds
+// into one Event of the kind instead of one Event each.
+func TestFinalizedEvents(t *testing.T) {
+	ctx := context.Background()
+	broadcaster := record.NewBroadcaster()
+	defer broadcaster.Shutdown()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cp.Kubernetes.CoreV1().Events("")})
+	rec := broadcaster.NewRecorder(cp.Client.Scheme(), corev1.EventSource{Component: "status-finalized-test"})
+	c, err := status.New(cp.Client, cp.Client.Scheme(), status.Options{
+		Object: func() client.Object { return &v1.NodePool{} }, Metrics: metrics.NewStatusMetrics("finalizedpool", nil, metrics.StatusBuckets()), Recorder: rec,
+	})
+	require.NoError(t, err)
+	np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "finalized-test", Finalizers: []string{"test/first", "test/last"}}, Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{
+		Spec: v1.NodeClaimTemplateSpec{NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
+			Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: "kubernetes.io/os", Operator: "In", Values: []string{"linux"}}}},
+	}}}
+	require.NoError(t, cp.Client.Create(ctx, np))
+	require.NoError(t, cp.Client.Delete(ctx, np))
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: np.Name}}
+	_, err = c.Reconcile(ctx, req)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		keep     []string
+		wantName string
+		message  string
+	}{
+		{keep: []string{"test/last"}, wantName: np.Name, message: "Finalized test/first"},
+		{keep: nil, wantName: "", message: "Finalized test/last"},
+	} {
+		require.NoError(t, cp.Client.Get(ctx, req.NamespacedName, np))
+		np.Finalizers = tc.keep
+		require.NoError(t, cp.Client.Update(ctx, np))
+		_, err = c.Reconcile(ctx, req)
+		require.NoError(t, err)
+		var got []corev1.Event
+		require.Eventually(t, func() bool {
+			list, err := cp.Kubernetes.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "source=status-finalized-test"})
+			require.NoError(t, err)
+			got = got[:0]
+			for _, e := range list.Items {
+				if e.Message == tc.message {
+					got = append(got, e)
+				}
+			}
+			return len(got) > 0
+		}, 10*time.Second, 100*time.Millisecond, "no event %q", tc.message)
+		require.Len(t, got, 1)
+		assert.Equal(t, "Finalized", got[0].Reason)
+		assert.Equal(t, "NodePool", got[0].InvolvedObject.Kind)
+		assert.Equal(t, tc.wantName, got[0].InvolvedObject.Name, tc.message)
+	}
 }

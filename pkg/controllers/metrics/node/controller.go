@@ -1,14 +1,14 @@
 // Package node publishes upstream's per-node resource gauges
 // (karpenter_nodes_allocatable, _total_pod_requests, _total_pod_limits,
 // _total_daemon_requests, _total_daemon_limits, _system_overhead,
-// _current_lifetime_seconds) and karpenter_cluster_utilization_percent from
-// the cluster state, every 5 seconds.
+// _current_lifetime_seconds), computed from the cluster state at each
+// scrape, and karpenter_cluster_utilization_percent, every 5 seconds.
 package node
 
 import (
 	"context"
 	"strconv"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,42 +34,57 @@ type Cluster interface {
 	Nodes() []*state.StateNode
 }
 
-// Controller keeps the gauges.
+// Controller publishes the gauges. It keeps no series: a scrape computes
+// them from the cluster state (a Collector), so the label pairs of every
+// node's two dozen series are garbage after the scrape instead of held
+// for the process's life, and nothing is computed between scrapes.
 type Controller struct {
 	cluster Cluster
 	clock   clock.Clock
 	gauges  *metrics.NodeGauges
-	// last holds, per gauge, the label values set in the previous pass
-	// (joined), so that series of nodes that are gone are deleted without
-	// a gap for the others.
-	last map[*prometheus.GaugeVec]map[string][]string
+	descs   map[*prometheus.GaugeVec]*prometheus.Desc
+	// leading is set while Start runs: only the leader publishes, as
+	// upstream's node metrics controller runs on the leader alone.
+	leading atomic.Bool
 }
 
+var _ prometheus.Collector = (*Controller)(nil)
+
 // NewController builds the gauges for the given well-known node label keys
-// (the core's and the provider's) and registers them.
+// (the core's and the provider's) and registers the controller as their
+// collector.
 func NewController(cluster Cluster, clk clock.Clock, wellKnown []string) (*Controller, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	g := metrics.NewNodeGauges(wellKnown)
-	if err := metrics.Register(g.Collectors()...); err != nil {
+	c := &Controller{cluster: cluster, clock: clk, gauges: metrics.NewNodeGauges(wellKnown), descs: map[*prometheus.GaugeVec]*prometheus.Desc{}}
+	for _, vec := range c.gauges.Vecs() {
+		ch := make(chan *prometheus.Desc, 1)
+		vec.Describe(ch)
+		c.descs[vec] = <-ch
+	}
+	if err := metrics.Register(c); err != nil {
 		return nil, err
 	}
-	return &Controller{cluster: cluster, clock: clk, gauges: g, last: map[*prometheus.GaugeVec]map[string][]string{}}, nil
+	return c, nil
 }
 
-// Gauges are the gauges the controller publishes.
+// Gauges are the gauges the controller publishes (their names, help and
+// labels; the controller sets no value on them).
 func (c *Controller) Gauges() *metrics.NodeGauges { return c.gauges }
 
-// Register runs the refresh loop under the manager (leader only).
+// Register runs the controller under the manager (leader only).
 func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 	return mgr.Add(manager.RunnableFunc(c.Start))
 }
 
-// Start refreshes the gauges every Interval until ctx ends; a pass that
-// panics is logged with its stack and the next one comes as usual.
+// Start publishes the node gauges and refreshes the cluster utilization
+// every Interval until ctx ends; a pass that panics is logged with its
+// stack and the next one comes as usual.
 func (c *Controller) Start(ctx context.Context) error {
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("controller", Name))
+	c.leading.Store(true)
+	defer c.leading.Store(false)
 	for {
 		_ = recovery.Do(ctx, Name, c.Reconcile)
 		select {
@@ -80,51 +95,61 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 }
 
-// Reconcile sets every gauge from the current state and deletes the series
-// of nodes no longer there.
+// Reconcile sets the cluster utilization from the current state.
 func (c *Controller) Reconcile() {
-	g := c.gauges
-	current := map[*prometheus.GaugeVec]map[string][]string{}
-	set := func(vec *prometheus.GaugeVec, values []string, v float64) {
-		vec.WithLabelValues(values...).Set(v)
-		if current[vec] == nil {
-			current[vec] = map[string][]string{}
-		}
-		current[vec][strings.Join(values, "\x00")] = values
-	}
 	allocatable, requested := corev1.ResourceList{}, corev1.ResourceList{}
+	for _, n := range c.cluster.Nodes() {
+		if n.Node == nil {
+			continue
+		}
+		addInto(allocatable, n.Allocatable())
+		addInto(requested, sum(n.PodRequests(), n.DaemonSetRequests()))
+	}
+	setUtilization(allocatable, requested)
+}
+
+// Describe implements prometheus.Collector.
+func (c *Controller) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: every node's series, from the
+// cluster state as it is now.
+func (c *Controller) Collect(ch chan<- prometheus.Metric) {
+	if !c.leading.Load() {
+		return
+	}
+	emit := func(vec *prometheus.GaugeVec, values []string, v float64) {
+		// Label values are node labels and names the API server
+		// validated; a metric that still fails is left out, not a
+		// panic in the scrape.
+		if m, err := prometheus.NewConstMetric(c.descs[vec], prometheus.GaugeValue, v, values...); err == nil {
+			ch <- m
+		}
+	}
+	g := c.gauges
 	for _, n := range c.cluster.Nodes() {
 		if n.Node == nil {
 			continue
 		}
 		base := c.labelValues(n)
 		daemonRequests, daemonLimits := n.DaemonSetRequests(), n.DaemonSetLimits()
-		totalRequests, totalLimits := sum(n.PodRequests(), daemonRequests), sum(n.PodLimits(), daemonLimits)
 		for vec, list := range map[*prometheus.GaugeVec]corev1.ResourceList{
 			g.Allocatable:         n.Node.Status.Allocatable,
-			g.TotalPodRequests:    totalRequests,
-			g.TotalPodLimits:      totalLimits,
+			g.TotalPodRequests:    sum(n.PodRequests(), daemonRequests),
+			g.TotalPodLimits:      sum(n.PodLimits(), daemonLimits),
 			g.TotalDaemonRequests: daemonRequests,
 			g.TotalDaemonLimits:   daemonLimits,
 			g.SystemOverhead:      subtract(n.Node.Status.Capacity, n.Node.Status.Allocatable),
 		} {
 			for name, q := range list {
-				set(vec, append(append([]string{}, base...), metrics.LabelName(string(name))), value(name, q))
+				emit(vec, append(append([]string{}, base...), metrics.LabelName(string(name))), value(name, q))
 			}
 		}
-		set(g.Lifetime, base, c.clock.Since(n.Node.CreationTimestamp.Time).Seconds())
-		addInto(allocatable, n.Allocatable())
-		addInto(requested, totalRequests)
+		emit(g.Lifetime, base, c.clock.Since(n.Node.CreationTimestamp.Time).Seconds())
 	}
-	for vec, series := range c.last {
-		for key, values := range series {
-			if _, ok := current[vec][key]; !ok {
-				vec.DeleteLabelValues(values...)
-			}
-		}
-	}
-	c.last = current
-	setUtilization(allocatable, requested)
 }
 
 // labelValues are a node's values for the gauges' labels: the well-known

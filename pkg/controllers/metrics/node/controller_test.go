@@ -1,6 +1,8 @@
 package node_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +25,8 @@ import (
 // DaemonSet pod: allocatable, requests and limits (pods' including the
 // DaemonSet's), overhead, lifetime and cluster utilization have the
 // expected values and labels; once the node is gone its series are too.
+// Only a started (leading) controller publishes, and it keeps no series
+// between scrapes.
 func TestGauges(t *testing.T) {
 	now := time.Now()
 	clk := clocktesting.NewFakeClock(now)
@@ -43,38 +47,61 @@ func TestGauges(t *testing.T) {
 	cluster.UpdateNode(n)
 	cluster.UpdatePod(pod("app", "n1", "500m", "1", nil))
 	cluster.UpdatePod(pod("agent", "n1", "100m", "200m", []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", Controller: ptr(true)}}))
-	c.Reconcile()
+	assert.Zero(t, testutil.CollectAndCount(c), "a controller not started (not leading) publishes nothing")
 
-	labels := func(resourceType string) []string {
-		out := []string{"m5.large", "default", "zone-a", "n1", "Running", "true"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Start(ctx); close(done) }()
+	defer func() { cancel(); clk.Step(node.Interval); <-done }()
+	require.Eventually(t, func() bool { return testutil.CollectAndCount(c) > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	labels := func(resourceType string) string {
+		out := "instance_type=m5.large,managed=true,node_name=n1,nodepool=default,phase=Running"
 		if resourceType != "" {
-			out = append(out, resourceType)
+			out += ",resource_type=" + resourceType
 		}
-		return out
+		return out + ",zone=zone-a"
 	}
-	g := gauges(t, c)
-	assert.InDelta(t, 1.9, testutil.ToFloat64(g.Allocatable.WithLabelValues(labels("cpu")...)), 1e-9)
-	assert.InDelta(t, 7*1024*1024*1024, testutil.ToFloat64(g.Allocatable.WithLabelValues(labels("memory")...)), 1)
-	assert.InDelta(t, 0.6, testutil.ToFloat64(g.TotalPodRequests.WithLabelValues(labels("cpu")...)), 1e-9)
-	assert.InDelta(t, 1.2, testutil.ToFloat64(g.TotalPodLimits.WithLabelValues(labels("cpu")...)), 1e-9)
-	assert.InDelta(t, 0.1, testutil.ToFloat64(g.TotalDaemonRequests.WithLabelValues(labels("cpu")...)), 1e-9)
-	assert.InDelta(t, 0.2, testutil.ToFloat64(g.TotalDaemonLimits.WithLabelValues(labels("cpu")...)), 1e-9)
-	assert.InDelta(t, 0.1, testutil.ToFloat64(g.SystemOverhead.WithLabelValues(labels("cpu")...)), 1e-9)
-	assert.InDelta(t, 90, testutil.ToFloat64(g.Lifetime.WithLabelValues(labels("")...)), 1e-9)
+	got := collect(t, c)
+	assert.InDelta(t, 1.9, got["karpenter_nodes_allocatable{"+labels("cpu")+"}"], 1e-9)
+	assert.InDelta(t, 7*1024*1024*1024, got["karpenter_nodes_allocatable{"+labels("memory")+"}"], 1)
+	assert.InDelta(t, 0.6, got["karpenter_nodes_total_pod_requests{"+labels("cpu")+"}"], 1e-9)
+	assert.InDelta(t, 1.2, got["karpenter_nodes_total_pod_limits{"+labels("cpu")+"}"], 1e-9)
+	assert.InDelta(t, 0.1, got["karpenter_nodes_total_daemon_requests{"+labels("cpu")+"}"], 1e-9)
+	assert.InDelta(t, 0.2, got["karpenter_nodes_total_daemon_limits{"+labels("cpu")+"}"], 1e-9)
+	assert.InDelta(t, 0.1, got["karpenter_nodes_system_overhead{"+labels("cpu")+"}"], 1e-9)
+	assert.InDelta(t, 90, got["karpenter_nodes_current_lifetime_seconds{"+labels("")+"}"], 1e-9)
+	assert.Len(t, got, 9, "every series: %v", got)
 	assert.InDelta(t, 100*0.6/1.9, testutil.ToFloat64(metrics.ClusterUtilizationPercent.WithLabelValues("cpu")), 1e-9)
-	assert.Equal(t, []string{"instance_type", "nodepool", "zone"}, g.LabelNames)
+	assert.Equal(t, []string{"instance_type", "nodepool", "zone"}, c.Gauges().LabelNames)
+	for _, vec := range c.Gauges().Vecs() {
+		assert.Zero(t, testutil.CollectAndCount(vec), "the controller holds no series")
+	}
 
 	cluster.DeleteNode("n1")
-	c.Reconcile()
-	for _, vec := range []*prometheus.GaugeVec{g.Allocatable, g.TotalPodRequests, g.TotalPodLimits, g.TotalDaemonRequests, g.TotalDaemonLimits, g.SystemOverhead, g.Lifetime} {
-		assert.Zero(t, testutil.CollectAndCount(vec), "series of a deleted node")
-	}
-	assert.Zero(t, testutil.CollectAndCount(metrics.ClusterUtilizationPercent))
+	assert.Zero(t, testutil.CollectAndCount(c), "series of a deleted node")
+	clk.Step(node.Interval)
+	require.Eventually(t, func() bool { return testutil.CollectAndCount(metrics.ClusterUtilizationPercent) == 0 }, 5*time.Second, 10*time.Millisecond)
 }
 
-func gauges(t *testing.T, c *node.Controller) *metrics.NodeGauges {
+// collect scrapes c: each series' value by its name and sorted labels.
+func collect(t *testing.T, c prometheus.Collector) map[string]float64 {
 	t.Helper()
-	return c.Gauges()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var pairs []string
+			for _, l := range m.GetLabel() {
+				pairs = append(pairs, l.GetName()+"="+l.GetValue())
+			}
+			out[f.GetName()+"{"+strings.Join(pairs, ",")+"}"] = m.GetGauge().GetValue()
+		}
+	}
+	return out
 }
 
 func pod(name, nodeName, cpu, cpuLimit string, owners []metav1.OwnerReference) *corev1.Pod {

@@ -32,6 +32,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/events"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
@@ -348,7 +349,8 @@ func (c *Controller) taint(ctx context.Context, node *corev1.Node) error {
 	if equality.Semantic.DeepEqual(stored, node) {
 		return nil
 	}
-	if err := c.kube.Patch(ctx, node, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+	// Refused only when the taints changed since the read (see guardedpatch).
+	if err := guardedpatch.Patch(ctx, c.kube, stored, node); err != nil {
 		return fmt.Errorf("tainting node %s: %w", node.Name, err)
 	}
 	if !found {
@@ -414,7 +416,7 @@ func (c *Controller) setCondition(ctx context.Context, nc *v1.NodeClaim, conditi
 	if !nc.SetCondition(c.clock.Now(), conditionType, status, reason, message) {
 		return nil
 	}
-	if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := guardedpatch.PatchStatus(ctx, c.kube, stored, nc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

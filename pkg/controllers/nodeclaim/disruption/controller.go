@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 )
 
 // Name is the controller name, as upstream's.
@@ -151,9 +152,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		removeCondition(nc, v1.ConditionTypeConsolidatable)
 	}
 	if !equality.Semantic.DeepEqual(stored, nc) {
-		// The optimistic lock matters: a merge patch replaces the whole
-		// conditions list, which would undo a concurrent lifecycle write.
-		if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+		// The guard matters: the patch replaces the whole conditions
+		// list, which would undo a concurrent lifecycle write.
+		if err := guardedpatch.PatchStatus(ctx, c.kube, stored, nc); err != nil {
 			if apierrors.IsConflict(err) {
 				return reconcile.Result{Requeue: true}, nil
 			}

@@ -29,6 +29,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/events"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/state/nodepoolhealth"
@@ -200,7 +201,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !controllerutil.ContainsFinalizer(nc, v1.TerminationFinalizer) {
 		stored := nc.DeepCopy()
 		controllerutil.AddFinalizer(nc, v1.TerminationFinalizer)
-		if err := c.kube.Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := guardedpatch.Patch(ctx, c.kube, stored, nc); err != nil {
 			if apierrors.IsConflict(err) {
 				return reconcile.Result{Requeue: true}, nil
 			}
@@ -264,9 +265,11 @@ func allConflicts(errs []error) bool {
 	return true
 }
 
-// commit stores metadata and status changes, each under optimistic
-// locking: labels and conditions are replaced wholesale by a merge patch, so
-// a write based on a stale read must fail rather than undo someone else's.
+// commit stores metadata and status changes, each as a guarded patch: the
+// lists it replaces (finalizers, conditions) must still be what it read,
+// so a write based on a stale read fails rather than undo someone else's,
+// while a write beside it (pod events' lastPodEventTime) does not refuse
+// it.
 func (c *Controller) commit(ctx context.Context, stored, nc *v1.NodeClaim) error {
 	metaChanged := !equality.Semantic.DeepEqual(stored.ObjectMeta, nc.ObjectMeta)
 	statusChanged := !equality.Semantic.DeepEqual(stored.Status, nc.Status)
@@ -277,7 +280,7 @@ func (c *Controller) commit(ctx context.Context, stored, nc *v1.NodeClaim) error
 	base := stored
 	if metaChanged {
 		patched := nc.DeepCopy()
-		if err := c.kube.Patch(ctx, patched, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := guardedpatch.Patch(ctx, c.kube, stored, patched); err != nil {
 			return fmt.Errorf("patching nodeclaim: %w", err)
 		}
 		c.written.wrote(nc, stored.ResourceVersion, patched.ResourceVersion)
@@ -286,7 +289,7 @@ func (c *Controller) commit(ctx context.Context, stored, nc *v1.NodeClaim) error
 	if statusChanged {
 		target := base.DeepCopy()
 		target.Status = *status
-		if err := c.kube.Status().Patch(ctx, target, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := guardedpatch.PatchStatus(ctx, c.kube, base, target); err != nil {
 			return fmt.Errorf("patching nodeclaim status: %w", err)
 		}
 		c.written.wrote(nc, base.ResourceVersion, target.ResourceVersion)
@@ -368,7 +371,7 @@ func (c *Controller) finalize(ctx context.Context, nc *v1.NodeClaim) (reconcile.
 		if err == nil {
 			stored := nc.DeepCopy()
 			if nc.SetCondition(c.opts.Clock.Now(), v1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, v1.ConditionTypeInstanceTerminating, "") {
-				if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+				if err := guardedpatch.PatchStatus(ctx, c.kube, stored, nc); err != nil {
 					if apierrors.IsConflict(err) {
 						return reconcile.Result{Requeue: true}, nil
 					}
@@ -409,7 +412,7 @@ func (c *Controller) ensureTerminationFinalizer(ctx context.Context, node *corev
 	}
 	stored := node.DeepCopy()
 	controllerutil.AddFinalizer(node, v1.TerminationFinalizer)
-	if err := c.kube.Patch(ctx, node, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := guardedpatch.Patch(ctx, c.kube, stored, node); err != nil {
 		return fmt.Errorf("adding termination finalizer to node %s: %w", node.Name, err)
 	}
 	return nil

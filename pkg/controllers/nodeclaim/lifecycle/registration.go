@@ -7,12 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 )
@@ -107,9 +107,10 @@ func (c *Controller) syncNode(ctx context.Context, nc *v1.NodeClaim, node *corev
 	if equality.Semantic.DeepEqual(stored, node) {
 		return nil
 	}
-	// Taints and finalizers are lists a merge patch replaces wholesale:
-	// only write over the version we read.
-	if err := c.kube.Patch(ctx, node, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
+	// Taints, finalizers and owners are lists the patch replaces whole:
+	// it is refused if another writer changed one since our read (a taint
+	// lost would be wrong), not for the kubelet's heartbeats.
+	if err := guardedpatch.Patch(ctx, c.kube, stored, node); err != nil {
 		return fmt.Errorf("syncing node %s: %w", node.Name, err)
 	}
 	return nil

@@ -1,0 +1,209 @@
+package guardedpatch_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
+	"github.com/karpenter-go/karpenter/test/controlplane"
+)
+
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
+}
+
+var (
+	startup = corev1.Taint{Key: "example.com/startup", Effect: corev1.TaintEffectNoSchedule}
+	other   = corev1.Taint{Key: "example.com/other", Effect: corev1.TaintEffectNoExecute}
+)
+
+// TestPatch reads a Node, lets another writer change it, then patches
+// what it read: a write to what the patch does not replace (the status, a
+// label) lands beside it; a change to a list it replaces (taints,
+// finalizers) refuses it as a Conflict and the other writer's entry stays.
+func TestPatch(t *testing.T) {
+	ctx := context.Background()
+	for i, tc := range []struct {
+		name      string
+		taints    []corev1.Taint
+		meanwhile func(*corev1.Node)
+		status    bool
+		change    func(*corev1.Node)
+		conflict  bool
+		untainted bool
+		// bare Nodes have no annotations: a first one adds the map whole,
+		// under the resourceVersion lock.
+		bare  bool
+		check func(*testing.T, *corev1.Node)
+	}{
+		{
+			name: "a heartbeat, then a taint removed and a label added", taints: []corev1.Taint{startup},
+			meanwhile: func(n *corev1.Node) {
+				n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+			},
+			status: true,
+			change: func(n *corev1.Node) { n.Spec.Taints = nil; n.Labels["ours"] = "yes" },
+			check: func(t *testing.T, n *corev1.Node) {
+				assert.Empty(t, n.Spec.Taints)
+				assert.Equal(t, "yes", n.Labels["ours"])
+				assert.Len(t, n.Status.Conditions, 1, "the heartbeat stays")
+			},
+		},
+		{
+			name: "a label, then a finalizer, an owner and unschedulable", taints: []corev1.Taint{startup},
+			meanwhile: func(n *corev1.Node) { n.Labels["theirs"] = "yes" },
+			change: func(n *corev1.Node) {
+				n.Finalizers = append(n.Finalizers, "example.com/ours")
+				n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "uid-owner"}}
+				n.Spec.Unschedulable = true
+				n.Annotations["example.com/note"] = "d"
+			},
+			check: func(t *testing.T, n *corev1.Node) {
+				assert.Equal(t, "yes", n.Labels["theirs"])
+				assert.Equal(t, []string{"example.com/ours"}, n.Finalizers)
+				assert.Len(t, n.OwnerReferences, 1)
+				assert.True(t, n.Spec.Unschedulable)
+				assert.Equal(t, "d", n.Annotations["example.com/note"])
+			},
+		},
+		{
+			name: "a taint, then a taint removed", taints: []corev1.Taint{startup},
+			meanwhile: func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, other) },
+			change:    func(n *corev1.Node) { n.Spec.Taints = nil },
+			conflict:  true,
+			check:     func(t *testing.T, n *corev1.Node) { assert.Contains(t, n.Spec.Taints, other) },
+		},
+		{
+			name:      "a first taint, then a taint added to none",
+			meanwhile: func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{other} },
+			// The API server's admission taints a new Node not-ready; the
+			// patch reads it without.
+			untainted: true,
+			change:    func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{startup} },
+			conflict:  true,
+			check:     func(t *testing.T, n *corev1.Node) { assert.Equal(t, []corev1.Taint{other}, n.Spec.Taints) },
+		},
+		{
+			name: "a heartbeat, then a first annotation", bare: true, status: true,
+			meanwhile: func(n *corev1.Node) {
+				n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+			},
+			change:   func(n *corev1.Node) { n.Annotations = map[string]string{"example.com/note": "d"} },
+			conflict: true,
+			check:    func(t *testing.T, n *corev1.Node) { assert.Empty(t, n.Annotations) },
+		},
+		{
+			name:      "a finalizer, then a finalizer added",
+			meanwhile: func(n *corev1.Node) { n.Finalizers = []string{"example.com/theirs"} },
+			change:    func(n *corev1.Node) { n.Finalizers = []string{"example.com/ours"} },
+			conflict:  true,
+			check: func(t *testing.T, n *corev1.Node) {
+				assert.Equal(t, []string{"example.com/theirs"}, n.Finalizers)
+				n.Finalizers = nil
+				require.NoError(t, cp.Client.Update(ctx, n))
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "guardedpatch-" + string(rune('a'+i)), Labels: map[string]string{"kept": "yes"}},
+				Spec: corev1.NodeSpec{Taints: tc.taints}}
+			if !tc.bare {
+				node.Annotations = map[string]string{"kept": "yes"}
+			}
+			require.NoError(t, cp.Client.Create(ctx, node))
+			defer func() { _ = cp.Client.Delete(ctx, node) }()
+			if tc.untainted {
+				node.Spec.Taints = nil
+				require.NoError(t, cp.Client.Update(ctx, node))
+			}
+			stored := node.DeepCopy()
+
+			theirs := node.DeepCopy()
+			tc.meanwhile(theirs)
+			if tc.status {
+				require.NoError(t, cp.Client.Status().Update(ctx, theirs))
+			} else {
+				require.NoError(t, cp.Client.Update(ctx, theirs))
+			}
+
+			ours := stored.DeepCopy()
+			tc.change(ours)
+			err := guardedpatch.Patch(ctx, cp.Client, stored, ours)
+			if tc.conflict {
+				require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
+			} else {
+				require.NoError(t, err)
+			}
+			got := &corev1.Node{}
+			require.NoError(t, cp.Client.Get(ctx, client.ObjectKeyFromObject(node), got))
+			assert.Equal(t, "yes", got.Labels["kept"])
+			tc.check(t, got)
+		})
+	}
+}
+
+// TestPatchStatus writes a NodeClaim's status as the lifecycle does
+// while pod events write lastPodEventTime and other controllers their
+// conditions: a write beside ours lands with it; a change to the
+// conditions list ours replaces refuses ours as a Conflict.
+func TestPatchStatus(t *testing.T) {
+	ctx := context.Background()
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	for i, tc := range []struct {
+		name      string
+		meanwhile func(*v1.NodeClaim)
+		conflict  bool
+	}{
+		{name: "lastPodEventTime", meanwhile: func(nc *v1.NodeClaim) { nc.Status.LastPodEventTime = now }},
+		{name: "a condition", conflict: true, meanwhile: func(nc *v1.NodeClaim) {
+			nc.Status.Conditions = append(nc.Status.Conditions, v1.Condition{Type: "Drifted", Status: metav1.ConditionTrue, Reason: "Drifted", LastTransitionTime: now})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("guardedpatch-%d", i)}, Spec: v1.NodeClaimSpec{
+				NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
+				Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: "kubernetes.io/os", Operator: "In", Values: []string{"linux"}}},
+			}}
+			require.NoError(t, cp.Client.Create(ctx, nc))
+			defer func() { _ = cp.Client.Delete(ctx, nc) }()
+			nc.Status.Conditions = []v1.Condition{{Type: "Launched", Status: metav1.ConditionUnknown, Reason: "Unknown", LastTransitionTime: now}}
+			require.NoError(t, cp.Client.Status().Update(ctx, nc))
+			stored := nc.DeepCopy()
+
+			theirs := nc.DeepCopy()
+			tc.meanwhile(theirs)
+			require.NoError(t, cp.Client.Status().Update(ctx, theirs))
+
+			ours := stored.DeepCopy()
+			ours.Status.ProviderID = "kwok://guarded"
+			ours.Status.Conditions[0].Status, ours.Status.Conditions[0].Reason = metav1.ConditionTrue, "Launched"
+			err := guardedpatch.PatchStatus(ctx, cp.Client, stored, ours)
+			got := &v1.NodeClaim{}
+			require.NoError(t, cp.Client.Get(ctx, client.ObjectKeyFromObject(nc), got))
+			if tc.conflict {
+				require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
+				assert.Empty(t, got.Status.ProviderID)
+				assert.Len(t, got.Status.Conditions, 2, "the other writer's condition stays")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, "kwok://guarded", got.Status.ProviderID)
+			assert.Equal(t, now.Unix(), got.Status.LastPodEventTime.Unix(), "the other writer's field stays")
+			require.Len(t, got.Status.Conditions, 1)
+			assert.Equal(t, metav1.ConditionTrue, got.Status.Conditions[0].Status)
+		})
+	}
+}
