@@ -215,15 +215,6 @@ func TestMultiNodeConsolidation(t *testing.T) {
 		assert.Equal(t, "delete", d.Commands[0].Decision())
 		assert.Len(t, d.Commands[0].Candidates, MaxMultiNodeCandidates)
 	})
-	t.Run("sorted by price over disruption cost", func(t *testing.T) {
-		cs := []*Candidate{
-			{Node: cNode("cheap", "p", m2, od), NodePool: cPool("p"), DisruptionCost: 1},
-			{Node: cNode("dear-busy", "p", m8, od), NodePool: cPool("p"), DisruptionCost: 8},
-			{Node: cNode("dear", "p", m8, od), NodePool: cPool("p"), DisruptionCost: 1},
-		}
-		sortByValue(cSnap(its, []*v1.NodePool{cPool("p")}, nil), cs)
-		assert.Equal(t, []string{"dear", "cheap", "dear-busy"}, names(cs))
-	})
 	t.Run("a timeout returns what it has and is counted", func(t *testing.T) {
 		clock := now
 		var timeouts []string

@@ -1,7 +1,6 @@
 package disruption
 
 import (
-	"sort"
 	"time"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -56,8 +55,9 @@ func consolidateBase(c *Candidate) time.Time {
 }
 
 // ComputeCommands implements Method.
-func (e Emptiness) ComputeCommands(_ *Env, budgets map[string]*BudgetStatus, cs []*Candidate) ([]*Command, []Verdict, error) {
-	sortByCost(cs)
+func (e Emptiness) ComputeCommands(env *Env, budgets map[string]*BudgetStatus, cs []*Candidate) ([]*Command, []Verdict, error) {
+	// Budget-limited, the priciest empty nodes go first.
+	sortBySavingsRatio(env.Snapshot, cs)
 	var picked []*Candidate
 	var verdicts []Verdict
 	for _, c := range cs {
@@ -73,14 +73,4 @@ func (e Emptiness) ComputeCommands(_ *Env, budgets map[string]*BudgetStatus, cs 
 		return nil, verdicts, nil
 	}
 	return []*Command{{Method: e, Candidates: picked}}, verdicts, nil
-}
-
-// sortByCost orders candidates cheapest to disrupt first, then by name.
-func sortByCost(cs []*Candidate) {
-	sort.SliceStable(cs, func(i, j int) bool {
-		if cs[i].DisruptionCost != cs[j].DisruptionCost {
-			return cs[i].DisruptionCost < cs[j].DisruptionCost
-		}
-		return cs[i].Name() < cs[j].Name()
-	})
 }

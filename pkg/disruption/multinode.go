@@ -2,7 +2,6 @@ package disruption
 
 import (
 	"math"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -12,9 +11,9 @@ import (
 
 // MultiNodeConsolidation removes several underutilized nodes at once,
 // launching at most one cheaper NodeClaim for their pods (reason
-// Underutilized): the candidates sorted by price over disruption cost,
-// the first 100 the budgets allow, and a binary search for the longest
-// prefix of at least two that can go.
+// Underutilized): the candidates sorted by price over reschedule
+// disruption cost (sortBySavingsRatio), the first 100 the budgets allow,
+// and a binary search for the longest prefix of at least two that can go.
 type MultiNodeConsolidation struct {
 	Options ConsolidationOptions
 }
@@ -31,7 +30,7 @@ func (MultiNodeConsolidation) ShouldDisrupt(snap *Snapshot, c *Candidate) (bool,
 // ComputeCommands implements Method. When it finds nothing it explains
 // nothing: single-node consolidation runs next and explains each node.
 func (m MultiNodeConsolidation) ComputeCommands(env *Env, budgets map[string]*BudgetStatus, cs []*Candidate) ([]*Command, []Verdict, error) {
-	sortByValue(env.Snapshot, cs)
+	sortBySavingsRatio(env.Snapshot, cs)
 	kept, budgetVerdicts, _ := consolidationBudget(budgets, cs, true)
 	if len(kept) > MaxMultiNodeCandidates {
 		kept = kept[:MaxMultiNodeCandidates]
@@ -85,22 +84,6 @@ func (m MultiNodeConsolidation) ComputeCommands(env *Env, budgets map[string]*Bu
 		}
 	}
 	return []*Command{last}, verdicts, nil
-}
-
-// sortByValue orders candidates by price over disruption cost, highest
-// first: expensive nodes that are cheap to disrupt go first.
-func sortByValue(snap *Snapshot, cs []*Candidate) {
-	value := make(map[*Candidate]float64, len(cs))
-	for _, c := range cs {
-		price, _ := nodePrice(snap, c.Node)
-		value[c] = price / math.Max(c.DisruptionCost, 1e-9)
-	}
-	sort.SliceStable(cs, func(i, j int) bool {
-		if value[cs[i]] != value[cs[j]] {
-			return value[cs[i]] > value[cs[j]]
-		}
-		return cs[i].Name() < cs[j].Name()
-	})
 }
 
 // filterOutSameInstanceType drops, when the replacement may be one of the

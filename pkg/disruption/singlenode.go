@@ -11,7 +11,7 @@ import (
 // SingleNodeConsolidation removes one underutilized node at a time
 // (reason Underutilized): delete it when its pods fit elsewhere, else
 // replace it with exactly one strictly cheaper NodeClaim. Candidates are
-// taken cheapest to disrupt first, interleaved across NodePools; pools a
+// taken by savings ratio, interleaved across NodePools; pools a
 // timed-out pass did not reach go first in the next one.
 type SingleNodeConsolidation struct {
 	Options ConsolidationOptions
@@ -41,7 +41,7 @@ func (SingleNodeConsolidation) ShouldDisrupt(snap *Snapshot, c *Candidate) (bool
 
 // ComputeCommands implements Method.
 func (s SingleNodeConsolidation) ComputeCommands(env *Env, budgets map[string]*BudgetStatus, cs []*Candidate) ([]*Command, []Verdict, error) {
-	cs = s.interleave(cs)
+	cs = s.interleave(env.Snapshot, cs)
 	k := newConsolidation(env, s.Options, ConsolidationTypeSingle)
 	expired := s.Options.deadline(orDefault(s.Options.SingleNodeTimeout, DefaultSingleNodeTimeout))
 	var verdicts []Verdict
@@ -106,11 +106,12 @@ func (s SingleNodeConsolidation) ComputeCommands(env *Env, budgets map[string]*B
 	return nil, verdicts, nil
 }
 
-// interleave sorts candidates cheapest to disrupt first and then takes
-// one from each pool in turn, so one large pool does not starve the rest
-// within the timeout; pools a timed-out pass missed come first.
-func (s SingleNodeConsolidation) interleave(cs []*Candidate) []*Candidate {
-	sortByCost(cs)
+// interleave sorts candidates by savings ratio (sortBySavingsRatio) and
+// then takes one from each pool in turn, so one large pool does not
+// starve the rest within the timeout; pools a timed-out pass missed come
+// first.
+func (s SingleNodeConsolidation) interleave(snap *Snapshot, cs []*Candidate) []*Candidate {
+	sortBySavingsRatio(snap, cs)
 	byPool := map[string][]*Candidate{}
 	var order []string
 	for _, c := range cs {

@@ -3,6 +3,7 @@ package soak_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,10 @@ import (
 //
 //	TRACES=mixed4 TRACE_CONTROLLERS=upstream-kwok,ours-upstream,ours-planner \
 //	  go test ./test/soak -run '^$' -bench ScaleInTraces -benchtime 1x -timeout 2h -v
+//
+// TRACE_OUT, when set, is a folder that receives each run's controller
+// log as TRACE-CONTROLLER.log, to line the controllers' disruption commands
+// up against each other.
 //
 // Only the traces on the upstream-kwok catalog (mixed4, mixed4-spot,
 // two-scaleins) compare like with like: upstream's kwok controller offers
@@ -57,6 +62,9 @@ func BenchmarkScaleInTraces(b *testing.B) {
 				ctx, cancel := context.WithTimeout(context.Background(), full.BuildTimeout+full.Timeout+10*time.Minute)
 				res, err := soak.RunTrace(ctx, tr, cfg, ctrl)
 				cancel()
+				if dir := os.Getenv("TRACE_OUT"); dir != "" && res != nil {
+					keepLog(b, dir, tr.Name+"-"+name+".log", res.ControllerLog)
+				}
 				if err != nil {
 					b.Fatalf("%s/%s: %v", tr.Name, name, err)
 				}
@@ -85,4 +93,16 @@ func envList(key, def string) []string {
 		v = def
 	}
 	return strings.Split(v, ",")
+}
+
+// keepLog writes a controller's log into dir; a failure to keep it does
+// not fail the benchmark, whose figures stand without it.
+func keepLog(b *testing.B, dir, name, log string) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Logf("keeping log: %v", err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(log), 0o644); err != nil {
+		b.Logf("keeping log: %v", err)
+	}
 }
