@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -436,15 +437,35 @@ func retryPortClash(start func() error) error {
 	return err
 }
 
+// handedOut holds every port FreePort has returned in this process. The
+// kernel may give the same ephemeral port to two listens in a row once the
+// first is closed, so two FreePort calls for one controller (its metrics and
+// its probe port) could otherwise name the same port, and the second server
+// would fail to bind.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 // FreePort returns a loopback port that was free a moment ago, for a process
-// the caller is about to start (a controller's metrics or probe port).
+// the caller is about to start (a controller's metrics or probe port), and
+// never one it returned before in this process.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for attempt := 0; attempt < 100; attempt++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("finding a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("finding a free port: every port offered was handed out before")
 }
 
 func waitTCP(p *process, port int, timeout time.Duration) error {

@@ -146,3 +146,21 @@ rules:
 	require.Contains(t, string(b), `"username":"`+user+`"`)
 	require.NotContains(t, string(b), "unaudited")
 }
+
+// TestFreePortNeverRepeats asks for many ports, as the e2e suites do for
+// every controller they start: the kernel offers recently closed ephemeral
+// ports again, and a port handed out twice makes a controller's second
+// server fail to bind.
+func TestFreePortNeverRepeats(t *testing.T) {
+	seen := map[int]bool{}
+	for i := 0; i < 2000; i++ {
+		port, err := controlplane.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[port] {
+			t.Fatalf("port %d handed out twice (call %d)", port, i)
+		}
+		seen[port] = true
+	}
+}
