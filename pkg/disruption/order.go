@@ -1,9 +1,6 @@
 package disruption
 
-import (
-	"math"
-	"sort"
-)
+import "sort"
 
 // sortBySavingsRatio orders candidates as upstream's Emptiness, multi-node
 // and single-node consolidation all do: by price over reschedule
@@ -21,11 +18,7 @@ func sortBySavingsRatio(snap *Snapshot, cs []*Candidate) {
 		if err != nil {
 			price = 0
 		}
-		cost := 1.0
-		for _, p := range c.Reschedulable {
-			cost += math.Max(0, EvictionCost(p))
-		}
-		ratio[c] = price / cost
+		ratio[c] = price / NodeDisruption(c.Node)
 	}
 	sort.SliceStable(cs, func(i, j int) bool {
 		if ratio[cs[i]] != ratio[cs[j]] {
