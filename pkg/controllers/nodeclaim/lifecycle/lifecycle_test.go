@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -133,8 +134,7 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 // successful launch: the retry must reuse the launch, not buy another.
 func TestCreateOnceAcrossStatusConflicts(t *testing.T) {
 	e := newEnv(t)
-	flaky := &conflictingStatus{Client: cp.Client, failures: 1}
-	e.withClient(flaky)
+	conflictStatusWrites(e, 1)
 	nc := e.nodeClaim()
 
 	_, err := e.ctrl.Reconcile(e.ctx, req(nc.Name))
@@ -294,34 +294,22 @@ func TestInitializationWaitsForExtendedResources(t *testing.T) {
 	requireCondition(t, e.get(nc.Name), v1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized")
 }
 
-// conflictingStatus fails the first status patches with a conflict, as a
-// write based on a stale cache would.
-type conflictingStatus struct {
-	client.Client
-	mu       sync.Mutex
-	failures int
-}
-
-func (c *conflictingStatus) Status() client.SubResourceWriter {
-	return &conflictingWriter{SubResourceWriter: c.Client.Status(), parent: c}
-}
-
-type conflictingWriter struct {
-	client.SubResourceWriter
-	parent *conflictingStatus
-}
-
-func (w *conflictingWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	w.parent.mu.Lock()
-	fail := w.parent.failures > 0
-	if fail {
-		w.parent.failures--
-	}
-	w.parent.mu.Unlock()
-	if fail {
-		return apierrors.NewConflict(schema.GroupResource{Group: v1.Group, Resource: "nodeclaims"}, obj.GetName(), errors.New("injected"))
-	}
-	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+// conflictStatusWrites refuses the controller's first n status patches
+// with a conflict, as a write based on a stale cache would be.
+func conflictStatusWrites(e *env, n int) {
+	var mu sync.Mutex
+	e.intercept(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+		mu.Lock()
+		fail := n > 0
+		if fail {
+			n--
+		}
+		mu.Unlock()
+		if fail {
+			return apierrors.NewConflict(schema.GroupResource{Group: v1.Group, Resource: "nodeclaims"}, obj.GetName(), errors.New("injected"))
+		}
+		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+	}})
 }
 
 // TestFailedTerminationKeepsTheNodeClaim: a deleted NodeClaim whose

@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 )
@@ -39,14 +39,14 @@ func TestRegistrationBesideAnotherWriter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			race := &nodeWriterRace{Client: cp.Client, meanwhile: tc.meanwhile}
-			e.withClient(race)
+			nodes := raceNodeWrites(e, tc.meanwhile)
 			nc := e.nodeClaim()
 			e.reconcile(nc.Name) // launch
 			node := e.kubeletNode(e.get(nc.Name))
 
 			e.reconcile(nc.Name)
-			require.Equal(t, tc.refusals, race.refusals, "refused writes")
+			_, _, refusals := nodes.counts()
+			require.Equal(t, tc.refusals, refusals, "refused writes")
 			if tc.refusals > 0 {
 				e.reconcile(nc.Name) // the requeue
 			}
@@ -66,40 +66,32 @@ func TestRegistrationBesideAnotherWriter(t *testing.T) {
 // meanwhile is the taint the other writer adds.
 var meanwhile = corev1.Taint{Key: "example.com/meanwhile", Effect: corev1.TaintEffectNoSchedule}
 
-// nodeWriterRace has another writer write the Node just before the
-// controller's first patch of it, and counts the patches the API server
-// refuses (a conflict, or a JSON patch whose test failed).
-type nodeWriterRace struct {
-	client.Client
-	meanwhile func(context.Context, client.Client, *corev1.Node) error
-	mu        sync.Mutex
-	raced     bool
-	refusals  int
-}
-
-func (c *nodeWriterRace) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if _, ok := obj.(*corev1.Node); !ok {
-		return c.Client.Patch(ctx, obj, patch, opts...)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.raced {
-		c.raced = true
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			current := &corev1.Node{}
-			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
-				return err
-			}
-			return c.meanwhile(ctx, c.Client, current)
-		}); err != nil {
-			return err
+// raceNodeWrites has another writer write the Node (meanwhile) just before
+// the controller's first patch of it, and tallies the controller's Node
+// patches.
+func raceNodeWrites(e *env, meanwhile func(context.Context, client.Client, *corev1.Node) error) *tally {
+	var once sync.Once
+	nodes := &tally{}
+	e.intercept(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if _, ok := obj.(*corev1.Node); !ok {
+			return c.Patch(ctx, obj, patch, opts...)
 		}
-	}
-	err := c.Client.Patch(ctx, obj, patch, opts...)
-	if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
-		c.refusals++
-	}
-	return err
+		var raceErr error
+		once.Do(func() {
+			raceErr = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				current := &corev1.Node{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
+					return err
+				}
+				return meanwhile(ctx, c, current)
+			})
+		})
+		if raceErr != nil {
+			return raceErr
+		}
+		return nodes.add(c.Patch(ctx, obj, patch, opts...))
+	}})
+	return nodes
 }
 
 // TestRegistrationBesidePodEvents: pod events write the NodeClaim's
@@ -111,56 +103,40 @@ func TestRegistrationBesidePodEvents(t *testing.T) {
 	nc := e.nodeClaim()
 	e.reconcile(nc.Name) // launch
 	e.kubeletNode(e.get(nc.Name))
-	race := &podEventsRace{Client: cp.Client}
-	e.withClient(race)
+	statuses := racePodEvents(e)
 
 	e.reconcile(nc.Name)
-	require.True(t, race.raced)
-	require.Zero(t, race.refusals, "refused status writes")
+	writes, _, refusals := statuses.counts()
+	require.NotZero(t, writes, "the controller wrote the status after the race")
+	require.Zero(t, refusals, "refused status writes")
 	got := e.get(nc.Name)
 	requireCondition(t, got, v1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered")
 	require.False(t, got.Status.LastPodEventTime.IsZero(), "the other writer's field stays")
 }
 
-// podEventsRace writes lastPodEventTime just before the controller's first
-// NodeClaim status patch, and counts the status patches the API server
-// refuses.
-type podEventsRace struct {
-	client.Client
-	mu       sync.Mutex
-	raced    bool
-	refusals int
-}
-
-func (c *podEventsRace) Status() client.SubResourceWriter {
-	return &podEventsWriter{SubResourceWriter: c.Client.Status(), parent: c}
-}
-
-type podEventsWriter struct {
-	client.SubResourceWriter
-	parent *podEventsRace
-}
-
-func (w *podEventsWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if _, ok := obj.(*v1.NodeClaim); !ok {
-		return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
-	}
-	w.parent.mu.Lock()
-	defer w.parent.mu.Unlock()
-	if !w.parent.raced {
-		w.parent.raced = true
-		current := &v1.NodeClaim{}
-		if err := w.parent.Client.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
-			return err
+// racePodEvents writes lastPodEventTime, as pod events do, just before the
+// controller's first NodeClaim status patch, and tallies the controller's
+// NodeClaim status patches.
+func racePodEvents(e *env) *tally {
+	var once sync.Once
+	statuses := &tally{}
+	e.intercept(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+		if _, ok := obj.(*v1.NodeClaim); !ok || sub != "status" {
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		}
-		current.Status.LastPodEventTime = metav1.Now()
-		if err := w.parent.Client.Status().Update(ctx, current); err != nil {
-			return err
+		var raceErr error
+		once.Do(func() {
+			current := &v1.NodeClaim{}
+			if raceErr = c.Get(ctx, client.ObjectKeyFromObject(obj), current); raceErr != nil {
+				return
+			}
+			current.Status.LastPodEventTime = metav1.Now()
+			raceErr = c.Status().Update(ctx, current)
+		})
+		if raceErr != nil {
+			return raceErr
 		}
-	}
-	err := w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
-	if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
-		w.parent.refusals++
-	}
-	return err
+		return statuses.add(c.SubResource(sub).Patch(ctx, obj, patch, opts...))
+	}})
+	return statuses
 }

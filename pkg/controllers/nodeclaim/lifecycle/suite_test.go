@@ -3,17 +3,20 @@ package lifecycle_test
 import (
 	"context"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -54,6 +57,43 @@ func newEnv(t *testing.T) *env {
 func (e *env) withClient(kube client.Client) {
 	e.kube = kube
 	e.ctrl = lifecycle.NewController(kube, e.cloud, lifecycle.Options{Clock: e.clock, Recorder: e.events})
+}
+
+// intercept gives the controller a client of its own whose calls go through
+// funcs first (controller-runtime's interceptor): the tests inject stale
+// reads, racing writers and refusals there.
+func (e *env) intercept(funcs interceptor.Funcs) {
+	e.t.Helper()
+	base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
+	require.NoError(e.t, err)
+	e.withClient(interceptor.NewClient(base, funcs))
+}
+
+// tally counts writes and how many of them the API server refused: a
+// conflict on a stale resourceVersion, or a JSON patch whose test failed
+// (Invalid).
+type tally struct {
+	mu                          sync.Mutex
+	writes, conflicts, refusals int
+}
+
+func (t *tally) add(err error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.writes++
+	if apierrors.IsConflict(err) {
+		t.conflicts++
+	}
+	if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
+		t.refusals++
+	}
+	return err
+}
+
+func (t *tally) counts() (writes, conflicts, refusals int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.writes, t.conflicts, t.refusals
 }
 
 func (e *env) nodeClaim(mutate ...func(*v1.NodeClaim)) *v1.NodeClaim {

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 )
@@ -34,8 +34,7 @@ func TestStaleReadDoesNotRewrite(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			lagging := &laggingCache{Client: cp.Client}
-			e.withClient(lagging)
+			lagging := lagCache(e)
 			nc := e.nodeClaim()
 			tc.setup(e, nc)
 			stale := e.get(nc.Name)
@@ -44,72 +43,63 @@ func TestStaleReadDoesNotRewrite(t *testing.T) {
 			require.NotEqual(t, stale.ResourceVersion, current.ResourceVersion, "the step wrote")
 
 			lagging.serve(stale)
-			writes := lagging.writes
+			before, _, _ := lagging.writes.counts()
 			e.reconcile(nc.Name)
-			require.Equal(t, writes, lagging.writes, "no write from a version the controller wrote over")
-			require.Zero(t, lagging.conflicts)
+			writes, conflicts, _ := lagging.writes.counts()
+			require.Equal(t, before, writes, "no write from a version the controller wrote over")
+			require.Zero(t, conflicts)
 			require.Equal(t, current.ResourceVersion, e.get(nc.Name).ResourceVersion)
 
 			lagging.serve(nil)
 			e.reconcile(nc.Name)
-			require.Zero(t, lagging.conflicts)
+			_, conflicts, _ = lagging.writes.counts()
+			require.Zero(t, conflicts)
 			requireCondition(t, e.get(nc.Name), v1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched")
 		})
 	}
 }
 
 // laggingCache serves a stale copy of one NodeClaim while told to, as an
-// informer that has not delivered the latest event yet, and counts the
-// NodeClaim writes and their conflicts.
+// informer that has not delivered the latest event yet, and tallies the
+// NodeClaim writes (metadata and status patches).
 type laggingCache struct {
-	client.Client
-	mu                sync.Mutex
-	stale             *v1.NodeClaim
-	writes, conflicts int
+	mu     sync.Mutex
+	stale  *v1.NodeClaim
+	writes tally
 }
 
-func (c *laggingCache) serve(nc *v1.NodeClaim) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stale = nc
+func lagCache(e *env) *laggingCache {
+	l := &laggingCache{}
+	e.intercept(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			l.mu.Lock()
+			stale := l.stale
+			l.mu.Unlock()
+			if nc, ok := obj.(*v1.NodeClaim); ok && stale != nil && key.Name == stale.Name {
+				stale.DeepCopyInto(nc)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			return l.count(obj, c.Patch(ctx, obj, patch, opts...))
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			return l.count(obj, c.SubResource(sub).Patch(ctx, obj, patch, opts...))
+		},
+	})
+	return l
 }
 
-func (c *laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	c.mu.Lock()
-	stale := c.stale
-	c.mu.Unlock()
-	if nc, ok := obj.(*v1.NodeClaim); ok && stale != nil && key.Name == stale.Name {
-		stale.DeepCopyInto(nc)
-		return nil
-	}
-	return c.Client.Get(ctx, key, obj, opts...)
+func (l *laggingCache) serve(nc *v1.NodeClaim) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stale = nc
 }
 
-func (c *laggingCache) count(obj client.Object, err error) error {
+func (l *laggingCache) count(obj client.Object, err error) error {
 	if _, ok := obj.(*v1.NodeClaim); ok {
-		c.mu.Lock()
-		c.writes++
-		if apierrors.IsConflict(err) {
-			c.conflicts++
-		}
-		c.mu.Unlock()
+		return l.writes.add(err)
 	}
 	return err
-}
-
-func (c *laggingCache) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	return c.count(obj, c.Client.Patch(ctx, obj, patch, opts...))
-}
-
-func (c *laggingCache) Status() client.SubResourceWriter {
-	return &laggingStatus{SubResourceWriter: c.Client.Status(), parent: c}
-}
-
-type laggingStatus struct {
-	client.SubResourceWriter
-	parent *laggingCache
-}
-
-func (w *laggingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	return w.parent.count(obj, w.SubResourceWriter.Patch(ctx, obj, patch, opts...))
 }
