@@ -197,7 +197,8 @@ func RunTrace(ctx context.Context, tr benchmark.Trace, cfg TraceConfig, ctrl Con
 		if err := scaleAll(ctx, cp, tr.ReplicasAt(s)); err != nil {
 			return nil, err
 		}
-		logf("%s/%s: step %d at %s", tr.Name, ctrl.Name, s, time.Since(scaleIn).Round(time.Second))
+		// The wall clock lines the step up with the controller's log.
+		logf("%s/%s: step %d at %s (%s)", tr.Name, ctrl.Name, s, time.Since(scaleIn).Round(time.Second), time.Now().UTC().Format("15:04:05.000"))
 	}
 	lastStep := time.Now()
 	deadline := scaleIn.Add(cfg.Timeout)

@@ -459,13 +459,7 @@ func (p *Provisioner) record(ctx context.Context, res *scheduling.Result) {
 		ps.MarkPodSchedulingDecisions(decided)
 	}
 	metrics.UnschedulablePodsCount.WithLabelValues(controllerName).Set(float64(unschedulable))
-	newPods := 0
-	for _, nc := range res.NewNodeClaims {
-		newPods += len(nc.Pods)
-	}
-	if newPods > 0 {
-		logger.WithValues("nodeclaims", len(res.NewNodeClaims), "pods", newPods).Info("computed new nodeclaim(s) to fit pod(s)")
-	}
+	logNewNodeClaims(logger, res.NewNodeClaims)
 	if existing > 0 {
 		logger.Info(fmt.Sprintf("computed %d unready node(s) will fit %d pod(s)", len(nominated), existing))
 	}
