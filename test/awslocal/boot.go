@@ -3,6 +3,7 @@ package awslocal
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log"
 	"math"
@@ -35,9 +36,13 @@ type BootOptions struct {
 	ClusterName string
 	// Interval between scans of moto's instances; zero means 250ms.
 	Interval time.Duration
-	// Delay is how long an instance runs before its kubelet registers;
-	// zero means one Interval (moto shows an instance a moment before its
-	// volumes are attached, and a real boot takes longer still).
+	// Delay is how long an instance runs before its kubelet registers.
+	// Zero registers an instance CreateFleet launched as soon as the
+	// launch returns, as the kwok provider's Node appears with its launch
+	// (a benchmark comparing the two then measures the controllers, not
+	// a boot time only one of them has), and any other instance (moto's
+	// RunInstances) one Interval after it was first seen running: moto
+	// lists such an instance a moment before its volumes are attached.
 	Delay time.Duration
 	// VMMemoryOverheadPercent is the share of the instance type's memory
 	// the kubelet does not see (the hypervisor's and the kernel's); zero
@@ -83,9 +88,6 @@ func (l *Local) Boot(ctx context.Context, kube client.Client, opts BootOptions) 
 	if opts.Interval == 0 {
 		opts.Interval = 250 * time.Millisecond
 	}
-	if opts.Delay == 0 {
-		opts.Delay = opts.Interval
-	}
 	if opts.VMMemoryOverheadPercent == 0 {
 		opts.VMMemoryOverheadPercent = 0.075
 	}
@@ -117,11 +119,14 @@ func (b *Booter) run(ctx context.Context) {
 	t := time.NewTicker(b.opts.Interval)
 	defer t.Stop()
 	for {
+		// Taken before the pass, so a launch during it is not missed.
+		launched := b.front.ec2.nextLaunch()
 		b.pass(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-launched:
 		}
 	}
 }
@@ -181,6 +186,7 @@ func (b *Booter) scan(ctx context.Context) error {
 		r.Gone = true
 		b.mu.Unlock()
 	}
+	var due []bootInstance
 	for id, inst := range seen {
 		b.mu.Lock()
 		_, done := b.results[id]
@@ -190,21 +196,71 @@ func (b *Booter) scan(ctx context.Context) error {
 		}
 		first, ok := b.running[id]
 		if !ok {
-			b.running[id] = time.Now()
+			first = time.Now()
+			b.running[id] = first
+		}
+		if time.Since(first) < b.delay(id) {
 			continue
 		}
-		if time.Since(first) < b.opts.Delay {
-			continue
-		}
-		res, err := b.boot(ctx, inst)
-		if err != nil {
-			return err // transient (moto or the API server): retried next pass
-		}
-		b.mu.Lock()
-		b.results[id] = res
-		b.mu.Unlock()
+		due = append(due, inst)
 	}
-	return nil
+	return b.bootAll(ctx, due)
+}
+
+// delay is how long the instance must have been seen running before it
+// registers (BootOptions.Delay).
+func (b *Booter) delay(id string) time.Duration {
+	switch {
+	case b.opts.Delay > 0:
+		return b.opts.Delay
+	case b.front.ec2.fleetLaunched(id):
+		return 0
+	}
+	return b.opts.Interval
+}
+
+// bootConcurrency bounds the boots of one pass in flight: each is a few
+// calls to moto and the API server, and one after the other a fleet's
+// last instance would register a second or more after its first, where
+// every kubelet of the fleet boots at the same time.
+const bootConcurrency = 16
+
+// bootAll boots the instances concurrently and records their results; an
+// instance whose boot failed transiently (moto or the API server) has no
+// result and is booted again next pass.
+func (b *Booter) bootAll(ctx context.Context, insts []bootInstance) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	sem := make(chan struct{}, bootConcurrency)
+	for _, inst := range insts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() {
+				// As in pass: a panic is logged, and the instance booted again.
+				if p := recover(); p != nil {
+					log.Printf("awslocal: booting %s panicked: %v", inst.ID, p)
+				}
+				<-sem
+				wg.Done()
+			}()
+			res, err := b.boot(ctx, inst)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			b.mu.Lock()
+			b.results[inst.ID] = res
+			b.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // boot registers the instance's Node, or returns a result with the reason

@@ -239,6 +239,46 @@ func TestBootRegistersNodesFromUserData(t *testing.T) {
 	})
 }
 
+// TestBootRegistersFleetInstancesAtOnce: the instances CreateFleet launches
+// register as soon as the launch returns, not at the booter's next scan
+// nor a scan later, as the kwok provider's Nodes appear with their launch.
+func TestBootRegistersFleetInstancesAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{SkipCRDs: true, Kwok: true})
+	require.NoError(t, err)
+	t.Cleanup(cp.Stop)
+	// A scan a minute: only the launch itself can make the booter look
+	// within the test's wait.
+	booter := local.Boot(ctx, cp.Client, awslocal.BootOptions{ClusterName: "test-cluster", Interval: time.Minute})
+	t.Cleanup(booter.Stop)
+	al2023 := image(t, awslocal.Series{Family: awslocal.FamilyAL2023, KubernetesVersion: "1.33", Arch: "x86_64", Variant: "standard"})
+
+	for _, tc := range []struct {
+		name  string
+		count int32
+	}{
+		{"one instance", 1},
+		{"a fleet of four", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newFleetEnv(t, withUserData(al2023, al2023UserData))
+			out, err := e.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, e.overrides("m5.large"), func(in *ec2.CreateFleetInput) {
+				in.TargetCapacitySpecification.TotalTargetCapacity = aws.Int32(tc.count)
+			})
+			require.NoError(t, err)
+			ids := instanceIDs(out)
+			require.Len(t, ids, int(tc.count), "%v", out.Errors)
+			for _, id := range ids {
+				require.Eventually(t, func() bool {
+					r, ok := booter.Result(id)
+					return ok && r.Node != "" && cp.Client.Get(ctx, client.ObjectKey{Name: r.Node}, &corev1.Node{}) == nil
+				}, 20*time.Second, 50*time.Millisecond, "no node for %s: %+v", id, result(booter, id))
+			}
+		})
+	}
+}
+
 // userTaints are the node's taints less node.kubernetes.io/not-ready,
 // which the API server's TaintNodesByCondition admission adds to every
 // Node a kubelet creates.

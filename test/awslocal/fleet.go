@@ -38,8 +38,12 @@ type ec2State struct {
 	reservations map[string]*reservation
 	resOrder     []string
 	instances    map[string]*launched
-	health       map[string]*health
-	nextEvent    int
+	// launchedCh is closed, and replaced, each time CreateFleet launches
+	// instances, so a booter registers them at once rather than at its
+	// next scan.
+	launchedCh chan struct{}
+	health     map[string]*health
+	nextEvent  int
 	// pgs are the placement groups (placementgroups.go).
 	pgs placementGroups
 }
@@ -68,7 +72,32 @@ type launched struct {
 }
 
 func newEC2State() *ec2State {
-	return &ec2State{capacity: map[capKey]int{}, reservations: map[string]*reservation{}, instances: map[string]*launched{}, health: map[string]*health{}}
+	return &ec2State{capacity: map[capKey]int{}, reservations: map[string]*reservation{}, instances: map[string]*launched{},
+		launchedCh: make(chan struct{}), health: map[string]*health{}}
+}
+
+// nextLaunch is closed when CreateFleet next launches instances.
+func (s *ec2State) nextLaunch() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.launchedCh
+}
+
+// announceLaunch wakes whoever waits on nextLaunch.
+func (s *ec2State) announceLaunch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.launchedCh)
+	s.launchedCh = make(chan struct{})
+}
+
+// fleetLaunched is whether CreateFleet launched the instance: its
+// RunInstances has returned, so moto has attached its volumes.
+func (s *ec2State) fleetLaunched(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.instances[id]
+	return ok
 }
 
 func (f *front) addEC2Handlers() {
@@ -558,6 +587,11 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 		}
 	}
 	launchedAny := first != nil
+	if launchedAny {
+		// Runs before launchMu is released: the woken booter lists the
+		// instances once this call is done with moto.
+		defer s.announceLaunch()
+	}
 	shortfall := 0
 	for _, g := range groups {
 		shortfall += len(g.ids)

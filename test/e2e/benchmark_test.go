@@ -212,15 +212,19 @@ type provisioningResult struct {
 type claimProgress struct {
 	start time.Time
 
-	mu         sync.Mutex
-	seen       map[string]time.Duration
-	launched   map[string]time.Duration
-	firstAt    time.Duration
-	preexisted map[string]bool
+	mu       sync.Mutex
+	seen     map[string]time.Duration
+	launched map[string]time.Duration
+	// registered and initialized are when each NodeClaim was first seen
+	// Registered and Initialized: the phases after the launch.
+	registered, initialized map[string]time.Duration
+	firstAt                 time.Duration
+	preexisted              map[string]bool
 }
 
 func newClaimProgress(existing []string) *claimProgress {
-	c := &claimProgress{seen: map[string]time.Duration{}, launched: map[string]time.Duration{}, preexisted: map[string]bool{}}
+	c := &claimProgress{seen: map[string]time.Duration{}, launched: map[string]time.Duration{},
+		registered: map[string]time.Duration{}, initialized: map[string]time.Duration{}, preexisted: map[string]bool{}}
 	for _, n := range existing {
 		c.preexisted[n] = true
 	}
@@ -244,9 +248,42 @@ func (c *claimProgress) observe(obj interface{}) {
 			c.firstAt = at
 		}
 	}
-	if _, ok := c.launched[nc.Name]; !ok && nc.IsTrue(v1.ConditionTypeLaunched) {
-		c.launched[nc.Name] = at
+	for cond, when := range map[string]map[string]time.Duration{
+		v1.ConditionTypeLaunched: c.launched, v1.ConditionTypeRegistered: c.registered, v1.ConditionTypeInitialized: c.initialized,
+	} {
+		if _, ok := when[nc.Name]; !ok && nc.IsTrue(cond) {
+			when[nc.Name] = at
+		}
 	}
+}
+
+// phases is, per NodeClaim in the order they launched, when it appeared,
+// was Launched, Registered and Initialized (from start, 0.1s; "-" not
+// seen): where a launch's seconds go.
+func (c *claimProgress) phases() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := make([]string, 0, len(c.seen))
+	for name := range c.seen {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		li, iok := c.launched[names[i]]
+		lj, jok := c.launched[names[j]]
+		return iok && (!jok || li < lj || li == lj && names[i] < names[j])
+	})
+	at := func(m map[string]time.Duration, name string) string {
+		d, ok := m[name]
+		if !ok {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", d.Seconds())
+	}
+	out := make([]string, len(names))
+	for i, name := range names {
+		out[i] = at(c.seen, name) + "/" + at(c.launched, name) + "/" + at(c.registered, name) + "/" + at(c.initialized, name)
+	}
+	return out
 }
 
 // result is the first NodeClaim's time and the sorted launch delays.
@@ -339,13 +376,18 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	// or NoExecute taint left. The gap between that and the first binding
 	// is the kube-scheduler's own delay.
 	var nodesMu sync.Mutex
-	schedulableAt := map[string]time.Duration{}
+	schedulableAt, registeredAt := map[string]time.Duration{}, map[string]time.Duration{}
 	nodeFactory := informers.NewSharedInformerFactory(cp.Kubernetes, 0)
 	observeNode := func(obj interface{}) {
 		n, ok := obj.(*corev1.Node)
 		if !ok || progress.start.IsZero() {
 			return
 		}
+		nodesMu.Lock()
+		if _, seen := registeredAt[n.Name]; !seen {
+			registeredAt[n.Name] = time.Since(progress.start)
+		}
+		nodesMu.Unlock()
 		for _, t := range n.Spec.Taints {
 			if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
 				return
@@ -461,13 +503,19 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	}
 	b.Logf("%sall %d pods existed at %.1fs; first NodeClaim at %.1fs (%.1fs after); NodeClaim creation to Launched: %v", labelPrefix(pb.label), progress.want,
 		res.podsAt.Seconds(), res.firstClaimAt.Seconds(), (res.firstClaimAt - res.podsAt).Seconds(), roundDurations(res.launchDelays))
+	b.Logf("%sNodeClaims created/Launched/Registered/Initialized at (s): %v", labelPrefix(pb.label), launches.phases())
 	nodesMu.Lock()
-	var ready []float64
+	var ready, registered []float64
 	for _, d := range schedulableAt {
 		ready = append(ready, d.Seconds())
 	}
+	for _, d := range registeredAt {
+		registered = append(registered, d.Seconds())
+	}
 	nodesMu.Unlock()
 	sort.Float64s(ready)
+	sort.Float64s(registered)
+	b.Logf("nodes registered at %.1f s", registered)
 	b.Logf("nodes schedulable at %.1f s", ready)
 	b.Logf("first pod bound at %.1fs, half at %.1fs; bound per second: %v", res.firstBoundAt.Seconds(), res.halfBoundAt.Seconds(), perSecond)
 	b.Logf("controller CPU since start (incl. start-up): %.1fs", res.cpuSeconds)

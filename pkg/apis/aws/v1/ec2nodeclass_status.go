@@ -19,6 +19,18 @@ const (
 	ConditionTypeValidationSucceeded       = "ValidationSucceeded"
 )
 
+// Condition reasons the provider reads back.
+const (
+	// ReasonInstanceProfilePropagating (ours) keeps InstanceProfileReady
+	// False while IAM propagates a profile the controller has just given
+	// its role: EC2 would refuse a launch naming it.
+	ReasonInstanceProfilePropagating = "InstanceProfilePropagating"
+	// ReasonDependenciesNotReady (upstream's) is ValidationSucceeded's
+	// reason while it waits for the images, subnets, security groups and
+	// instance profile.
+	ReasonDependenciesNotReady = "DependenciesNotReady"
+)
+
 // EC2NodeClassStatus is what the selectors resolved to. Launches read these
 // ids rather than re-querying EC2, and drift compares against them.
 type EC2NodeClassStatus struct {
@@ -137,6 +149,33 @@ type AMI struct {
 	// Requirements an instance type must meet to run this image.
 	// +required
 	Requirements []corev1.NodeSelectorRequirement `json:"requirements"`
+}
+
+// ResolvedButProfilePropagating is whether all that keeps the class from
+// Ready is IAM propagating its instance profile (and validation waiting
+// for that): its images, subnets, security groups and profile name are
+// resolved, so what a launch template holds is known, though no launch
+// may use the profile yet.
+func (in *EC2NodeClass) ResolvedButProfilePropagating() bool {
+	if !in.DeletionTimestamp.IsZero() || in.Status.InstanceProfile == "" || len(in.Status.AMIs) == 0 ||
+		len(in.Status.Subnets) == 0 || len(in.Status.SecurityGroups) == 0 {
+		return false
+	}
+	propagating := false
+	for _, c := range in.Status.Conditions {
+		switch {
+		case c.Type == ConditionTypeReady:
+		case c.Type == ConditionTypeInstanceProfileReady:
+			if c.Status != metav1.ConditionFalse || c.Reason != ReasonInstanceProfilePropagating {
+				return false
+			}
+			propagating = true
+		case c.Type == ConditionTypeValidationSucceeded && c.Reason == ReasonDependenciesNotReady:
+		case c.Status != metav1.ConditionTrue:
+			return false
+		}
+	}
+	return propagating
 }
 
 // GetConditions returns the status conditions.

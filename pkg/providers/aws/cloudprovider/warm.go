@@ -3,8 +3,10 @@ package cloudprovider
 // Launch templates made ahead of the first NodeClaim: EC2 refuses a
 // template in CreateFleet for a moment after creating it
 // (launchtemplate.PropagationDelay), which a NodeClaim whose launch
-// creates its templates waits out. Made when the NodePool and its class
-// are ready, they have propagated by the time the pods arrive.
+// creates its templates waits out. Made as soon as the class has resolved
+// what they hold, while IAM still propagates a new instance profile (the
+// several seconds before the class is Ready), they have propagated by the
+// time the class is Ready and the pods arrive.
 
 import (
 	"context"
@@ -26,11 +28,19 @@ import (
 // templates made. A template no launch then uses is pruned after the
 // launch template TTL like any other. It returns how many templates it
 // ensured; a class that is not Ready (or gone) is not an error: it
-// returns 0, and the class's next change is the time to try again.
+// returns 0, and the class's next change is the time to try again. A
+// class not Ready only while its instance profile propagates
+// (EC2NodeClass.ResolvedButProfilePropagating) counts as Ready here:
+// CreateLaunchTemplate does not check the profile, only a launch does.
 func (c *CloudProvider) WarmLaunchTemplates(ctx context.Context, np *v1.NodePool) (int, error) {
 	nc := np.NodeClaimFromTemplate(nil)
 	nc.Name = np.Name
 	nodeClass, err := c.resolveNodeClass(ctx, nc)
+	if cloudprovider.IsNodeClassNotReadyError(err) && nc.Spec.NodeClassRef != nil {
+		if class, gerr := c.nodeClass(ctx, nc.Spec.NodeClassRef); gerr == nil && class.ResolvedButProfilePropagating() {
+			nodeClass, err = class, nil
+		}
+	}
 	if cloudprovider.IsNodeClassNotReadyError(err) || cloudprovider.IsInsufficientCapacityError(err) {
 		return 0, nil
 	}

@@ -2,9 +2,10 @@
 // first NodeClaim needs them. EC2 refuses a launch template in CreateFleet
 // for a moment after creating it, so a launch that creates its templates
 // waits that moment out (launchtemplate.PropagationDelay); made when the
-// NodePool and its EC2NodeClass are ready, or when either changes in a way
-// that changes the templates, they have propagated by the time pods
-// arrive. Which templates are made is the cloud provider's business
+// NodePool's EC2NodeClass is ready, or only waits for IAM to propagate its
+// new instance profile (several seconds, in which the templates propagate
+// too), or when either changes in a way that changes the templates, they
+// have propagated by the time pods arrive. Which templates are made is the cloud provider's business
 // (WarmLaunchTemplates); this controller decides when, once per content of
 // the NodePool's template and of its class, so a status update that
 // changes nothing a template holds makes no call. It runs on the leader
@@ -109,8 +110,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := c.kube.Get(ctx, client.ObjectKey{Name: ref.Name}, class); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !ready(class) {
-		// Its status change to Ready brings the NodePool back.
+	propagating := class.ResolvedButProfilePropagating()
+	if !ready(class) && !propagating {
+		// Its status change brings the NodePool back.
 		return reconcile.Result{}, nil
 	}
 	key, err := contentKey(np, class)
@@ -120,7 +122,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if c.done(np.Name, key) {
 		return reconcile.Result{}, nil
 	}
-	if !c.seen(np.Name) && !c.newSinceStart(np, class) {
+	// A profile propagates only after this controller's process gave it
+	// its role: no predecessor launched from these templates.
+	if !c.seen(np.Name) && !propagating && !c.newSinceStart(np, class) {
 		// What a controller finds on taking over is what its predecessor
 		// (ours, or upstream's) launched from: those templates exist, or
 		// the first launch that needs one makes it. Making them all again

@@ -165,3 +165,88 @@ func TestTakingOverMakesNone(t *testing.T) {
 	reconcileOnce()
 	require.Equal(t, 1, w.count(), "a new image after taking over: made")
 }
+
+// TestTemplatesMadeWhileTheProfilePropagates: a class kept from Ready only
+// by IAM propagating its new instance profile has resolved all a template
+// holds, so its NodePool's templates are made then (and not again when it
+// turns Ready); a class missing anything else makes none.
+func TestTemplatesMadeWhileTheProfilePropagates(t *testing.T) {
+	propagating := metav1.Condition{Type: awsv1.ConditionTypeInstanceProfileReady, Status: metav1.ConditionFalse, Reason: awsv1.ReasonInstanceProfilePropagating}
+	cases := []struct {
+		name string
+		// profile and subnets are the class's InstanceProfileReady and
+		// SubnetsReady conditions.
+		profile, subnets metav1.Condition
+		wantN            int
+	}{
+		{"only the profile propagating: made", propagating, trueCondition(awsv1.ConditionTypeSubnetsReady), 1},
+		{"the profile propagating, no subnet found: none", propagating,
+			metav1.Condition{Type: awsv1.ConditionTypeSubnetsReady, Status: metav1.ConditionFalse, Reason: "SubnetsNotFound"}, 0},
+		{"the profile refused for another reason: none",
+			metav1.Condition{Type: awsv1.ConditionTypeInstanceProfileReady, Status: metav1.ConditionFalse, Reason: "InstanceProfileNotFound"},
+			trueCondition(awsv1.ConditionTypeSubnetsReady), 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			tag := uuid.NewString()[:8]
+			class := newClass(ctx, t, tag)
+			np := newPool(ctx, t, tag, class)
+			w := &countingWarmer{}
+			c := launchtemplates.NewController(cp.Client, w)
+			reconcileOnce := func() {
+				t.Helper()
+				_, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: np.Name}})
+				require.NoError(t, err)
+			}
+			setResolvedStatus(ctx, t, class, metav1.ConditionFalse, tc.profile, tc.subnets,
+				metav1.Condition{Type: awsv1.ConditionTypeValidationSucceeded, Status: metav1.ConditionFalse, Reason: awsv1.ReasonDependenciesNotReady})
+			reconcileOnce()
+			require.Equal(t, tc.wantN, w.count())
+			if tc.wantN == 0 {
+				return
+			}
+			// The profile propagated: the class is Ready, its templates
+			// hold the same, so none is made again.
+			setResolvedStatus(ctx, t, class, metav1.ConditionTrue, trueCondition(awsv1.ConditionTypeInstanceProfileReady),
+				tc.subnets, trueCondition(awsv1.ConditionTypeValidationSucceeded))
+			reconcileOnce()
+			require.Equal(t, tc.wantN, w.count(), "made again when the class turned Ready")
+		})
+	}
+}
+
+func trueCondition(condType string) metav1.Condition {
+	return metav1.Condition{Type: condType, Status: metav1.ConditionTrue, Reason: condType}
+}
+
+// setResolvedStatus gives class an image, a subnet, a security group and
+// an instance profile, with the given Ready status and conditions; the
+// conditions not given are True.
+func setResolvedStatus(ctx context.Context, t *testing.T, class *awsv1.EC2NodeClass, ready metav1.ConditionStatus, conds ...metav1.Condition) {
+	t.Helper()
+	kube := cp.Client
+	require.NoError(t, kube.Get(ctx, types.NamespacedName{Name: class.Name}, class))
+	class.Status.AMIs = []awsv1.AMI{{ID: "ami-1", Name: "ami-1", Requirements: []corev1.NodeSelectorRequirement{
+		{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}}
+	class.Status.Subnets = []awsv1.Subnet{{ID: "subnet-1", Zone: "us-east-1a", ZoneID: "use1-az1"}}
+	class.Status.SecurityGroups = []awsv1.SecurityGroup{{ID: "sg-1", Name: "nodes"}}
+	class.Status.InstanceProfile = "profile-" + class.Name
+	now := metav1.Now()
+	class.Status.Conditions = []metav1.Condition{{Type: awsv1.ConditionTypeReady, Status: ready, Reason: "Test", LastTransitionTime: now}}
+	given := map[string]bool{}
+	for _, c := range conds {
+		c.LastTransitionTime = now
+		class.Status.Conditions = append(class.Status.Conditions, c)
+		given[c.Type] = true
+	}
+	for _, ct := range []string{awsv1.ConditionTypeAMIsReady, awsv1.ConditionTypeSubnetsReady, awsv1.ConditionTypeSecurityGroupsReady,
+		awsv1.ConditionTypeInstanceProfileReady, awsv1.ConditionTypePlacementGroupReady, awsv1.ConditionTypeValidationSucceeded} {
+		if !given[ct] {
+			c := trueCondition(ct)
+			c.LastTransitionTime = now
+			class.Status.Conditions = append(class.Status.Conditions, c)
+		}
+	}
+	require.NoError(t, kube.Status().Update(ctx, class))
+}

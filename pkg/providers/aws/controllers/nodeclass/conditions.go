@@ -17,7 +17,7 @@ const (
 	ReasonUnsupportedAlias       = "UnsupportedAlias"
 	ReasonPlacementGroupNotFound = "PlacementGroupNotFound"
 	ReasonResolutionFailed       = "ResolutionFailed"
-	ReasonDependenciesNotReady   = "DependenciesNotReady"
+	ReasonDependenciesNotReady   = awsv1.ReasonDependenciesNotReady
 	ReasonTagValidationFailed    = "TagValidationFailed"
 	ReasonDryRunDisabled         = "DryRunDisabled"
 	ReasonUnhealthyDependents    = "UnhealthyDependents"
@@ -28,7 +28,7 @@ const (
 // False for instanceprofile.PropagationDelay after the controller set the
 // profile's role (upstream goes True at once and lets launches be refused
 // until IAM has propagated it).
-const ReasonInstanceProfilePropagating = "InstanceProfilePropagating"
+const ReasonInstanceProfilePropagating = awsv1.ReasonInstanceProfilePropagating
 
 // readyDependents are the conditions Ready is the conjunction of without
 // the ReservedCapacity gate; dependents adds CapacityReservationsReady when
