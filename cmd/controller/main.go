@@ -2,6 +2,12 @@
 // environment, builds the operator and the cloud provider the
 // --cloud-provider flag (CLOUD_PROVIDER) names, aws or the simulated kwok,
 // registers the controllers and runs until SIGINT/SIGTERM.
+//
+// Built with the tag kwokonly it links the simulated provider alone, as
+// upstream's kwok controller is a binary of its own: no AWS SDK (its
+// service descriptions are built at init, megabytes of heap for nothing
+// in a simulated cluster) and no AWS flags. The image is the default
+// build.
 package main
 
 import (
@@ -20,9 +26,6 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/controllers"
 	"github.com/karpenter-go/karpenter/pkg/operator"
 	"github.com/karpenter-go/karpenter/pkg/operator/options"
-	awsoperator "github.com/karpenter-go/karpenter/pkg/providers/aws/operator"
-	awsoptions "github.com/karpenter-go/karpenter/pkg/providers/aws/options"
-	"github.com/karpenter-go/karpenter/pkg/providers/aws/sdk"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 )
 
@@ -51,8 +54,7 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err := kwokOpts.AddFlags(fs); err != nil {
 		return fmt.Errorf("kwok options: %w", err)
 	}
-	awsOpts := awsoptions.New()
-	awsOpts.AddFlags(fs)
+	aws := addAWSFlags(fs)
 	if v, ok := lookupEnv("CLOUD_PROVIDER"); ok {
 		*provider = v
 	}
@@ -64,8 +66,8 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	case ProviderAWS:
 		// The AWS settings' environment and validation (CLUSTER_NAME is
 		// required) apply only when they are used.
-		if err := awsOpts.Parse(fs, lookupEnv, args...); err != nil {
-			return fmt.Errorf("aws settings: %w", err)
+		if err := aws.parse(fs, lookupEnv, args...); err != nil {
+			return err
 		}
 	default:
 		return fmt.Errorf("unknown --cloud-provider %q (known: %s, %s)", *provider, ProviderAWS, ProviderKWOK)
@@ -87,26 +89,9 @@ func Run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	reservationKey := ""
 	switch *provider {
 	case ProviderAWS:
-		awsCfg, err := sdk.Load(ctx, sdk.Settings{})
-		if err != nil {
+		if cloud, wellKnown, reservationKey, err = aws.start(ctx, op, cfg, opts, unavailable); err != nil {
 			return err
 		}
-		p, err := awsoperator.New(ctx, awsoperator.Options{
-			Kube: op.Client, RestConfig: cfg, AWS: awsCfg, Settings: awsOpts,
-			Unavailable: unavailable, Clock: op.Clock, Logger: op.Logger.WithName("aws"),
-			ReservedCapacity: opts.FeatureGates.ReservedCapacity,
-		})
-		if err != nil {
-			return fmt.Errorf("building aws cloud provider: %w", err)
-		}
-		if err := p.Register(ctx, op.Manager); err != nil {
-			return err
-		}
-		// Lead only with instance types loaded: the first round after a
-		// start or a leader change does not wait for EC2.
-		op.HoldLeadership(p.Warm())
-		op.Logger.Info("discovered cluster", "cluster", p.Cluster.Name, "endpoint", p.Cluster.Endpoint, "service-cidr", p.Cluster.CIDR, "region", awsCfg.Region)
-		cloud, wellKnown, reservationKey = p.CloudProvider, awsoperator.WellKnownLabels(), awsoperator.ReservationIDLabel()
 	default:
 		kwokOpts.Unavailable = unavailable.IsUnavailable
 		p, err := kwok.New(ctx, op.Client, kwokOpts)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -109,26 +110,55 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, strings.Join(messages, "\n"), "starting controller")
 }
 
+// rejection is options Run refuses, with what its error says.
+type rejection struct {
+	name string
+	args []string
+	env  map[string]string
+	want string
+}
+
 func TestRunRejectsBadOptions(t *testing.T) {
-	tests := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want string
-	}{
+	tests := []rejection{
 		{"bad flag", []string{"--log-level=loud"}, nil, "log-level"},
 		{"bad env", nil, map[string]string{"BATCH_IDLE_DURATION": "soon"}, "BATCH_IDLE_DURATION"},
 		{"unknown flag", []string{"--no-such-flag"}, nil, "parsing flags"},
 		{"unknown provider", []string{"--cloud-provider=gcp"}, nil, `unknown --cloud-provider "gcp"`},
 		{"unknown provider from env", nil, map[string]string{"CLOUD_PROVIDER": "gcp"}, `unknown --cloud-provider "gcp"`},
-		{"aws without a cluster name", []string{"--cloud-provider=aws"}, nil, "missing field, cluster-name"},
-		{"aws settings from env", nil, map[string]string{"CLOUD_PROVIDER": "aws", "CLUSTER_NAME": "c", "RESERVED_ENIS": "-1"}, "reserved-enis cannot be negative"},
 	}
+	tests = append(tests, awsRejections...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := Run(context.Background(), tt.args, func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// TestKWOKOnlyBuildLinksNoAWS: the kwokonly build (the soak's, beside
+// upstream's kwok controller) links neither the AWS provider nor the AWS
+// SDK, whose init builds its service descriptions on the heap; the default
+// build (the image) links both.
+func TestKWOKOnlyBuildLinksNoAWS(t *testing.T) {
+	for _, tc := range []struct {
+		tags     []string
+		linksAWS bool
+	}{
+		{tags: nil, linksAWS: true},
+		{tags: []string{"-tags", "kwokonly"}, linksAWS: false},
+	} {
+		t.Run(strings.Join(append([]string{"build"}, tc.tags...), " "), func(t *testing.T) {
+			args := append(append([]string{"list", "-deps"}, tc.tags...), ".")
+			out, err := exec.Command("go", args...).Output()
+			require.NoError(t, err)
+			var aws []string
+			for _, pkg := range strings.Fields(string(out)) {
+				if strings.HasPrefix(pkg, "github.com/aws/aws-sdk-go-v2") || strings.HasPrefix(pkg, "github.com/karpenter-go/karpenter/pkg/providers/aws") {
+					aws = append(aws, pkg)
+				}
+			}
+			assert.Equal(t, tc.linksAWS, len(aws) > 0, "AWS packages linked: %v", aws)
 		})
 	}
 }

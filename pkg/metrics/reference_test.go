@@ -89,7 +89,7 @@ func describe(t *testing.T) []described {
 
 func typeOf(c prometheus.Collector) string {
 	switch c.(type) {
-	case *prometheus.GaugeVec:
+	case *prometheus.GaugeVec, *ScrapedGaugeVec:
 		return "gauge"
 	case *prometheus.CounterVec:
 		return "counter"

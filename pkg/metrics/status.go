@@ -32,11 +32,13 @@ type StatusMetrics struct {
 	// kind's series carry (see PromLabel).
 	ExtraLabels []string
 
-	ConditionCount                *prometheus.GaugeVec
-	ConditionCurrentStatusSeconds *prometheus.GaugeVec
+	// The gauges are computed at each scrape from what the status
+	// controllers remember of their objects (AddSource).
+	ConditionCount                *ScrapedGaugeVec
+	ConditionCurrentStatusSeconds *ScrapedGaugeVec
 	ConditionTransitionsTotal     *prometheus.CounterVec
 	ConditionTransitionSeconds    *prometheus.HistogramVec
-	TerminationCurrentTimeSeconds *prometheus.GaugeVec
+	TerminationCurrentTimeSeconds *ScrapedGaugeVec
 	TerminationDurationSeconds    *prometheus.HistogramVec
 }
 
@@ -67,13 +69,13 @@ func NewStatusMetrics(kind string, labelKeys []string, buckets []float64) *Statu
 	if kind != "" {
 		what = "a " + kind
 	}
-	m.ConditionCount = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m.ConditionCount = NewScrapedGaugeVec(prometheus.GaugeOpts{
 		Namespace: OperatorNamespace, Subsystem: conditionSubsystem, Name: "count",
 		Help: "1 for each status condition of " + what + ", by its type, status and reason.",
 	}, append([]string{PodNamespaceLabel, NameLabel, TypeLabel, StatusLabel, ReasonLabel}, extra...))
-	m.ConditionCurrentStatusSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m.ConditionCurrentStatusSeconds = NewScrapedGaugeVec(prometheus.GaugeOpts{
 		Namespace: OperatorNamespace, Subsystem: conditionSubsystem, Name: "current_status_seconds",
-		Help: "Seconds each status condition of " + what + " has held its current status (refreshed every 10s).",
+		Help: "Seconds each status condition of " + what + " has held its current status.",
 	}, append([]string{PodNamespaceLabel, NameLabel, TypeLabel, StatusLabel, ReasonLabel}, extra...))
 	m.ConditionTransitionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: OperatorNamespace, Subsystem: conditionSubsystem, Name: "transitions_total",
@@ -84,7 +86,7 @@ func NewStatusMetrics(kind string, labelKeys []string, buckets []float64) *Statu
 		Help:    "Seconds a status condition of " + what + " held a status before it changed, by type and the status it left.",
 		Buckets: buckets,
 	}, append([]string{TypeLabel, StatusLabel}, extra...))
-	m.TerminationCurrentTimeSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m.TerminationCurrentTimeSeconds = NewScrapedGaugeVec(prometheus.GaugeOpts{
 		Namespace: OperatorNamespace, Subsystem: terminationSubsystem, Name: "current_time_seconds",
 		Help: "Seconds since " + what + " started terminating, while it still exists.",
 	}, append([]string{PodNamespaceLabel, NameLabel}, extra...))

@@ -3,6 +3,8 @@ package disruption
 import (
 	"context"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // PassResult is passResult for the external tests.
@@ -17,4 +19,9 @@ func ReconcilePass(ctx context.Context, c *Controller) (PassResult, error) {
 // NextPass is how long c's loop waits after a pass that did r.
 func NextPass(c *Controller, r PassResult, err error) time.Duration {
 	return c.nextPass(passResult{started: r.Started, abandoned: r.Abandoned}, err)
+}
+
+// SetDisruptionReason is setDisruptionReason for the external tests.
+func SetDisruptionReason(ctx context.Context, kube client.Client, name, reason string) error {
+	return setDisruptionReason(ctx, kube, name, reason)
 }

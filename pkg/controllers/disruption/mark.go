@@ -182,13 +182,17 @@ func patchAnnotations(ctx context.Context, kube client.Client, p *corev1.Pod, pa
 }
 
 // setDisruptionReason sets the NodeClaim's DisruptionReason condition
-// (True, with the reason) or, for an empty reason, removes it.
+// (True, with the reason) or, for an empty reason, removes it. The write
+// is a guarded patch of the conditions: a lastPodEventTime or another
+// status field written since the read does not refuse it (an update would
+// lose to them and read again), a changed conditions list does.
 func setDisruptionReason(ctx context.Context, kube client.Client, name, reason string) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		nc := &v1.NodeClaim{}
 		if err := kube.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
 			return err
 		}
+		stored := nc.DeepCopy()
 		conds := nc.GetConditions()
 		if reason == "" {
 			if !meta.RemoveStatusCondition(&conds, v1.ConditionTypeDisruptionReason) {
@@ -201,10 +205,10 @@ func setDisruptionReason(ctx context.Context, kube client.Client, name, reason s
 			return nil
 		}
 		nc.SetConditions(conds)
-		return kube.Status().Update(ctx, nc)
+		return guardedpatch.PatchStatus(ctx, kube, stored, nc)
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("updating the %s condition of nodeclaim %s: %w", v1.ConditionTypeDisruptionReason, name, err)
+		return fmt.Errorf("setting the %s condition of nodeclaim %s: %w", v1.ConditionTypeDisruptionReason, name, err)
 	}
 	return nil
 }

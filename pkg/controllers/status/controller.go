@@ -3,8 +3,12 @@
 // provider's NodeClass, CapacityBuffer): a gauge per condition with its
 // status and reason and how long it has held it, a count and a duration
 // per transition, and how long a deleting object has been terminating and
-// took to go. It also records upstream's condition-transition events for
-// the kinds whose own controllers do not, and its Finalized events.
+// took to go. The gauges are computed at each scrape from what the
+// controller remembers of each object (it needs that memory to see
+// transitions anyway), so they hold no series of their own and need no
+// periodic pass to keep their "seconds so far" current. It also records
+// upstream's condition-transition events for the kinds whose own
+// controllers do not, and its Finalized events.
 package status
 
 import (
@@ -31,9 +35,6 @@ import (
 
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 )
-
-// Refresh is how often an object's "seconds so far" gauges are refreshed.
-const Refresh = 10 * time.Second
 
 // Options describe one kind.
 type Options struct {
@@ -102,10 +103,51 @@ func New(kube client.Client, scheme *runtime.Scheme, opts Options) (*Controller,
 	if err := metrics.Register(opts.Metrics.Collectors()...); err != nil {
 		return nil, fmt.Errorf("registering %s status metrics: %w", gvk.Kind, err)
 	}
-	return &Controller{
+	c := &Controller{
 		opts: opts, kube: kube, gvk: gvk, name: "status." + strings.ToLower(gvk.Kind),
 		observed: map[types]observedObject{}, terminating: map[types]terminatingObject{},
-	}, nil
+	}
+	c.addSources(opts.Metrics, nil)
+	if opts.Generic {
+		c.addSources(metrics.GenericStatus, []string{gvk.Group, gvk.Kind})
+	}
+	return c, nil
+}
+
+// addSources makes m's gauges read the objects c remembers, each series
+// labelled with the object's label values or, when given, with fixed
+// ones (the kind-less series' group and kind).
+func (c *Controller) addSources(m *metrics.StatusMetrics, fixed []string) {
+	extra := func(labels []string) []string {
+		if fixed != nil {
+			return fixed
+		}
+		return labels
+	}
+	conditions := func(value func(now time.Time, cond condition) float64) func(func(float64, ...string)) {
+		return func(emit func(float64, ...string)) {
+			now := c.opts.Clock.Now()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			for req, o := range c.observed {
+				for _, cond := range o.conditions {
+					emit(value(now, cond), append([]string{req.Namespace, req.Name, cond.Type, cond.Status, cond.Reason}, extra(o.labels)...)...)
+				}
+			}
+		}
+	}
+	m.ConditionCount.AddSource(conditions(func(time.Time, condition) float64 { return 1 }))
+	m.ConditionCurrentStatusSeconds.AddSource(conditions(func(now time.Time, cond condition) float64 {
+		return now.Sub(cond.LastTransitionTime).Seconds()
+	}))
+	m.TerminationCurrentTimeSeconds.AddSource(func(emit func(float64, ...string)) {
+		now := c.opts.Clock.Now()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for req, t := range c.terminating {
+			emit(now.Sub(t.deleted).Seconds(), append([]string{req.Namespace, req.Name}, extra(t.labels)...)...)
+		}
+	})
 }
 
 // Name is the controller's name.
@@ -138,7 +180,6 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("reading conditions of %s %s: %w", c.gvk.Kind, req.NamespacedName, err)
 	}
 	labels := c.labelValues(obj)
-	now := c.opts.Clock.Now()
 	m := c.opts.Metrics
 
 	c.mu.Lock()
@@ -154,34 +195,12 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	if !obj.GetDeletionTimestamp().IsZero() {
-		deleted := obj.GetDeletionTimestamp().Time
-		m.TerminationCurrentTimeSeconds.WithLabelValues(append([]string{req.Namespace, req.Name}, labels...)...).Set(now.Sub(deleted).Seconds())
-		if c.opts.Generic {
-			metrics.GenericStatus.TerminationCurrentTimeSeconds.WithLabelValues(req.Namespace, req.Name, c.gvk.Group, c.gvk.Kind).Set(now.Sub(deleted).Seconds())
-		}
 		c.mu.Lock()
-		c.terminating[req] = terminatingObject{deleted: deleted, labels: labels}
+		c.terminating[req] = terminatingObject{deleted: obj.GetDeletionTimestamp().Time, labels: labels}
 		c.mu.Unlock()
 	}
 
-	// Series of conditions that changed (or whose object labels did) go
-	// before the current ones are set.
-	if seen {
-		for t, old := range prev.conditions {
-			if cur, ok := conds[t]; !ok || cur.Status != old.Status || cur.Reason != old.Reason || !equal(labels, prev.labels) {
-				c.deleteGauges(req, old, prev.labels)
-			}
-		}
-	}
 	for _, cond := range conds {
-		gaugeLabels := append([]string{req.Namespace, req.Name, cond.Type, cond.Status, cond.Reason}, labels...)
-		m.ConditionCount.WithLabelValues(gaugeLabels...).Set(1)
-		m.ConditionCurrentStatusSeconds.WithLabelValues(gaugeLabels...).Set(now.Sub(cond.LastTransitionTime).Seconds())
-		if c.opts.Generic {
-			generic := []string{req.Namespace, req.Name, cond.Type, cond.Status, cond.Reason, c.gvk.Group, c.gvk.Kind}
-			metrics.GenericStatus.ConditionCount.WithLabelValues(generic...).Set(1)
-			metrics.GenericStatus.ConditionCurrentStatusSeconds.WithLabelValues(generic...).Set(now.Sub(cond.LastTransitionTime).Seconds())
-		}
 		old, had := prev.conditions[cond.Type]
 		if seen && had && old.Status == cond.Status {
 			continue
@@ -207,7 +226,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			c.event(obj, cond.Type, msg)
 		}
 	}
-	return reconcile.Result{RequeueAfter: Refresh}, nil
+	return reconcile.Result{}, nil
 }
 
 // gone ends a deleted object's series: its gauges go, and its termination
@@ -220,16 +239,6 @@ func (c *Controller) gone(req reconcile.Request) {
 	delete(c.terminating, req)
 	c.mu.Unlock()
 	m := c.opts.Metrics
-	match := map[string]string{metrics.PodNamespaceLabel: req.Namespace, metrics.NameLabel: req.Name}
-	m.ConditionCount.DeletePartialMatch(match)
-	m.ConditionCurrentStatusSeconds.DeletePartialMatch(match)
-	m.TerminationCurrentTimeSeconds.DeletePartialMatch(match)
-	if c.opts.Generic {
-		generic := map[string]string{metrics.PodNamespaceLabel: req.Namespace, metrics.NameLabel: req.Name, metrics.GroupLabel: c.gvk.Group, metrics.KindLabel: c.gvk.Kind}
-		metrics.GenericStatus.ConditionCount.DeletePartialMatch(generic)
-		metrics.GenericStatus.ConditionCurrentStatusSeconds.DeletePartialMatch(generic)
-		metrics.GenericStatus.TerminationCurrentTimeSeconds.DeletePartialMatch(generic)
-	}
 	if terminating {
 		took := c.opts.Clock.Since(term.deleted).Seconds()
 		m.TerminationDurationSeconds.WithLabelValues(term.labels...).Observe(took)
@@ -248,17 +257,6 @@ func (c *Controller) gone(req reconcile.Request) {
 		for _, f := range prev.finalizers {
 			c.event(empty, "Finalized", "Finalized "+f)
 		}
-	}
-}
-
-func (c *Controller) deleteGauges(req reconcile.Request, old condition, labels []string) {
-	gaugeLabels := append([]string{req.Namespace, req.Name, old.Type, old.Status, old.Reason}, labels...)
-	c.opts.Metrics.ConditionCount.DeleteLabelValues(gaugeLabels...)
-	c.opts.Metrics.ConditionCurrentStatusSeconds.DeleteLabelValues(gaugeLabels...)
-	if c.opts.Generic {
-		generic := []string{req.Namespace, req.Name, old.Type, old.Status, old.Reason, c.gvk.Group, c.gvk.Kind}
-		metrics.GenericStatus.ConditionCount.DeleteLabelValues(generic...)
-		metrics.GenericStatus.ConditionCurrentStatusSeconds.DeleteLabelValues(generic...)
 	}
 }
 
@@ -320,16 +318,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -3,6 +3,8 @@ package status_test
 import (
 	"context"
 	"os"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,9 +36,10 @@ func TestMain(m *testing.M) {
 
 // TestConditionSeries follows a NodePool through a condition transition
 // and its deletion: the per-kind and kind-less gauges follow the current
-// status and reason, a transition is counted with the time the old status
-// was held, an event says what changed, and once the pool is gone its
-// gauges are deleted and its termination observed.
+// status and reason, their "seconds so far" follow the clock between
+// reconciles (no periodic pass refreshes them), a transition is counted
+// with the time the old status was held, an event says what changed, and
+// once the pool is gone its gauges are gone and its termination observed.
 func TestConditionSeries(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now().Truncate(time.Second)
@@ -55,13 +58,18 @@ func TestConditionSeries(t *testing.T) {
 	require.NoError(t, cp.Client.Create(ctx, np))
 	setReady(t, ctx, np, metav1.ConditionFalse, "NotYet", start)
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: np.Name}}
-	_, err = c.Reconcile(ctx, req)
+	res, err := c.Reconcile(ctx, req)
 	require.NoError(t, err)
+	assert.Zero(t, res, "no periodic pass")
 
 	group, kind := v1.Group, "NodePool"
-	assert.Equal(t, 1.0, testutil.ToFloat64(m.ConditionCount.WithLabelValues("", np.Name, "Ready", "False", "NotYet")))
-	assert.Equal(t, 30.0, testutil.ToFloat64(m.ConditionCurrentStatusSeconds.WithLabelValues("", np.Name, "Ready", "False", "NotYet")))
-	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.GenericStatus.ConditionCount.WithLabelValues("", np.Name, "Ready", "False", "NotYet", group, kind)))
+	notYet := key("", np.Name, "Ready", "False", "NotYet")
+	assert.Equal(t, map[string]float64{notYet: 1}, gauges(t, m.ConditionCount))
+	assert.Equal(t, map[string]float64{notYet: 30}, gauges(t, m.ConditionCurrentStatusSeconds))
+	assert.Equal(t, 1.0, gauges(t, metrics.GenericStatus.ConditionCount)[key("", np.Name, "Ready", "False", "NotYet", group, kind)])
+	clk.Step(5 * time.Second)
+	assert.Equal(t, map[string]float64{notYet: 35}, gauges(t, m.ConditionCurrentStatusSeconds), "seconds so far at the scrape")
+	assert.Equal(t, 35.0, gauges(t, metrics.GenericStatus.ConditionCurrentStatusSeconds)[key("", np.Name, "Ready", "False", "NotYet", group, kind)])
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.ConditionTransitionsTotal.WithLabelValues("Ready", "False", "NotYet")), "a condition first seen counts as a transition")
 
 	// Ready turns True 100s after it turned False.
@@ -69,9 +77,9 @@ func TestConditionSeries(t *testing.T) {
 	clk.SetTime(start.Add(110 * time.Second))
 	_, err = c.Reconcile(ctx, req)
 	require.NoError(t, err)
-	assert.Equal(t, 1.0, testutil.ToFloat64(m.ConditionCount.WithLabelValues("", np.Name, "Ready", "True", "Ready")))
-	assert.Equal(t, 1, testutil.CollectAndCount(m.ConditionCount))
-	assert.Equal(t, 10.0, testutil.ToFloat64(m.ConditionCurrentStatusSeconds.WithLabelValues("", np.Name, "Ready", "True", "Ready")))
+	ready := key("", np.Name, "Ready", "True", "Ready")
+	assert.Equal(t, map[string]float64{ready: 1}, gauges(t, m.ConditionCount), "the False series is gone")
+	assert.Equal(t, map[string]float64{ready: 10}, gauges(t, m.ConditionCurrentStatusSeconds))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.ConditionTransitionsTotal.WithLabelValues("Ready", "True", "Ready")))
 	held := histogram(t, m.ConditionTransitionSeconds, "Ready", "False")
 	assert.Equal(t, uint64(1), held.GetSampleCount())
@@ -82,8 +90,11 @@ func TestConditionSeries(t *testing.T) {
 	require.NoError(t, cp.Client.Delete(ctx, np))
 	_, err = c.Reconcile(ctx, req)
 	require.NoError(t, err)
-	assert.Equal(t, 1, testutil.CollectAndCount(m.TerminationCurrentTimeSeconds))
+	clk.Step(7 * time.Second)
+	terminating := gauges(t, m.TerminationCurrentTimeSeconds)
+	require.Len(t, terminating, 1)
 	require.NoError(t, cp.Client.Get(ctx, req.NamespacedName, np))
+	assert.Equal(t, clk.Since(np.DeletionTimestamp.Time).Seconds(), terminating[key("", np.Name)])
 	np.Finalizers = nil
 	require.NoError(t, cp.Client.Update(ctx, np))
 	_, err = c.Reconcile(ctx, req)
@@ -94,6 +105,42 @@ func TestConditionSeries(t *testing.T) {
 	assert.Equal(t, uint64(1), histogram(t, m.TerminationDurationSeconds).GetSampleCount())
 	assert.Equal(t, uint64(1), histogram(t, metrics.GenericStatus.TerminationDurationSeconds, group, kind).GetSampleCount())
 	assert.Equal(t, "Normal Finalized Finalized test/hold", <-rec.Events)
+}
+
+// key names a series by its label values, in the order of the status
+// gauges' labels: namespace, name, then type, status and reason, then the
+// extra labels.
+func key(values ...string) string {
+	names := []string{metrics.PodNamespaceLabel, metrics.NameLabel}
+	if len(values) > 2 {
+		names = append(names, metrics.TypeLabel, metrics.StatusLabel, metrics.ReasonLabel, metrics.GroupLabel, metrics.KindLabel)
+	}
+	pairs := make([]string, len(values))
+	for i, v := range values {
+		pairs[i] = names[i] + "=" + v
+	}
+	sort.Strings(pairs)
+	return strings.Join(pairs, ",")
+}
+
+// gauges scrapes a gauge family: each series' value by its label values
+// (key).
+func gauges(t *testing.T, c prometheus.Collector) map[string]float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	out := map[string]float64{}
+	for m := range ch {
+		pb := &dto.Metric{}
+		require.NoError(t, m.Write(pb))
+		var pairs []string
+		for _, l := range pb.GetLabel() {
+			pairs = append(pairs, l.GetName()+"="+l.GetValue())
+		}
+		sort.Strings(pairs)
+		out[strings.Join(pairs, ",")] = pb.GetGauge().GetValue()
+	}
+	return out
 }
 
 func setReady(t *testing.T, ctx context.Context, np *v1.NodePool, s metav1.ConditionStatus, reason string, at time.Time) {
