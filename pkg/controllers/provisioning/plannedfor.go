@@ -52,28 +52,24 @@ func whyPlanned(pod *corev1.Pod) plannedFor {
 	return forUntried
 }
 
-// plannedOnNew counts the pods planned onto new NodeClaims by why they
-// were planned for, and names them.
-func plannedOnNew(claims []*scheduling.NewNodeClaim) (map[plannedFor]int, map[plannedFor][]string) {
+// logNewNodeClaims announces a round's new NodeClaims with their pods
+// counted by why they were planned for, and at debug level names them. The
+// names are built only when debug logging is on: a burst plans thousands of
+// pods a round.
+func logNewNodeClaims(logger logr.Logger, claims []*scheduling.NewNodeClaim) {
+	debug := logger.V(1).Enabled()
 	counts := map[plannedFor]int{}
 	names := map[plannedFor][]string{}
+	pods := 0
 	for _, nc := range claims {
 		for _, pod := range nc.Pods {
 			w := whyPlanned(pod)
 			counts[w]++
-			names[w] = append(names[w], pod.Namespace+"/"+pod.Name)
+			pods++
+			if debug {
+				names[w] = append(names[w], pod.Namespace+"/"+pod.Name)
+			}
 		}
-	}
-	return counts, names
-}
-
-// logNewNodeClaims announces a round's new NodeClaims with their pods
-// counted by why they were planned for, and at debug level names them.
-func logNewNodeClaims(logger logr.Logger, claims []*scheduling.NewNodeClaim) {
-	counts, names := plannedOnNew(claims)
-	pods := 0
-	for _, n := range counts {
-		pods += n
 	}
 	if pods == 0 {
 		return
