@@ -150,9 +150,9 @@ type bootInstance struct {
 
 func (b *Booter) scan(ctx context.Context) error {
 	// Not while CreateFleet is launching: moto builds an instance in steps.
-	b.front.ec2.launchMu.Lock()
+	b.front.ec2.motoMu.Lock()
 	doc, err := b.front.motoXML(ctx, b.opts.Region, ec2Form("DescribeInstances"))
-	b.front.ec2.launchMu.Unlock()
+	b.front.ec2.motoMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("listing instances: %w", err)
 	}

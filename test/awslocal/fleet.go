@@ -29,9 +29,26 @@ type capKey struct{ Type, Zone, CapacityType string }
 // table, capacity reservations, the attributes of instances it launched
 // that moto drops, and instance health.
 type ec2State struct {
-	// launchMu serialises CreateFleet so capacity counts stay exact when
-	// the provider sends fleets concurrently.
-	launchMu sync.Mutex
+	// launchMu orders CreateFleet calls as EC2 would answer them: fleets
+	// that launch only from unlimited pools share it and are served
+	// concurrently; a fleet that may meet a count (a capacity limit, a
+	// reservation, a placement group, a subnet near its last addresses)
+	// holds it alone, so the counts it reads stay exact until it is done.
+	launchMu sync.RWMutex
+	// admitMu makes a shared fleet's reading of its subnets' free
+	// addresses and its claim on them (sharedInFlight, the instances
+	// shared fleets may still launch) one step, so two fleets never
+	// count the same addresses.
+	admitMu        sync.Mutex
+	sharedInFlight int
+	// motoMu runs moto's RunInstances alone, with the front's record of
+	// the instances it made, and keeps the booter's listing out meanwhile:
+	// moto builds an instance in steps and allocates addresses from a
+	// per-subnet generator that concurrent calls would share.
+	motoMu sync.Mutex
+	// admitted, when set (tests), is called by each fleet once it holds its
+	// slot, before it launches.
+	admitted func()
 
 	mu           sync.Mutex
 	capacity     map[capKey]int
@@ -119,6 +136,10 @@ func (l *Local) SetCapacity(instanceType, zone, capacityType string, n int) erro
 		return fmt.Errorf("capacity type %q: want on-demand or spot", capacityType)
 	}
 	s := l.front.ec2
+	// Not under a shared fleet, which launched on finding the pool
+	// unlimited.
+	s.launchMu.Lock()
+	defer s.launchMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := capKey{instanceType, zone, capacityType}
@@ -492,17 +513,14 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 	}
 
 	s := f.ec2
-	s.launchMu.Lock()
-	defer s.launchMu.Unlock()
-	cands, err := f.evaluate(ctx, c.Region, req, types)
+	cands, free, release, err := f.admitFleet(ctx, c.Region, req, types)
 	if err != nil {
 		writeError(w, c, http.StatusInternalServerError, "InternalError", err.Error())
 		return true
 	}
-	free, err := f.freeAddresses(ctx, c.Region, cands)
-	if err != nil {
-		writeError(w, c, http.StatusInternalServerError, "InternalError", err.Error())
-		return true
+	defer release()
+	if s.admitted != nil {
+		s.admitted()
 	}
 	fleetID := "fleet-" + uuid.NewString()
 	type group struct {
@@ -588,8 +606,8 @@ func (f *front) createFleet(ctx context.Context, w http.ResponseWriter, c *call)
 	}
 	launchedAny := first != nil
 	if launchedAny {
-		// Runs before launchMu is released: the woken booter lists the
-		// instances once this call is done with moto.
+		// Wakes the booter, which lists the instances with their records
+		// (runInstances stores those before moto serves another call).
 		defer s.announceLaunch()
 	}
 	shortfall := 0
@@ -670,6 +688,76 @@ func (req *fleetRequest) ltAndOverrides(cd *candidate) string {
 	}
 	b.WriteString("</overrides></launchTemplateAndOverrides>")
 	return b.String()
+}
+
+// admitFleet evaluates the request's overrides and takes the fleet's
+// slot in launchMu, returning the candidates, the free addresses of their
+// subnets and the slot's release. EC2 serves concurrent fleets
+// concurrently, so a fleet that launches only from unlimited pools and
+// whose subnets have room for it beside the shared fleets in flight
+// shares the slot; any other is evaluated again holding it alone.
+func (f *front) admitFleet(ctx context.Context, region string, req *fleetRequest, types map[string]typeInfo) ([]*candidate, map[string]int, func(), error) {
+	s := f.ec2
+	s.launchMu.RLock()
+	cands, err := f.evaluate(ctx, region, req, types)
+	if err == nil && f.unlimited(cands, req.CapacityType) {
+		var free map[string]int
+		var room bool
+		if free, room, err = f.admitShared(ctx, region, cands, req.Total); err == nil && room {
+			return cands, free, func() {
+				s.admitMu.Lock()
+				s.sharedInFlight -= req.Total
+				s.admitMu.Unlock()
+				s.launchMu.RUnlock()
+			}, nil
+		}
+	}
+	s.launchMu.RUnlock()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s.launchMu.Lock()
+	if cands, err = f.evaluate(ctx, region, req, types); err == nil {
+		var free map[string]int
+		if free, err = f.freeAddresses(ctx, region, cands); err == nil {
+			return cands, free, s.launchMu.Unlock, nil
+		}
+	}
+	s.launchMu.Unlock()
+	return nil, nil, nil, err
+}
+
+// unlimited: no candidate that can launch draws on a count, so the fleet
+// cannot take what a concurrent fleet reads as available.
+func (f *front) unlimited(cands []*candidate, capacityType string) bool {
+	for _, cd := range cands {
+		if cd.failCode == "" && (cd.res != nil || cd.group != nil || f.remaining(cd, capacityType) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// admitShared reads the free addresses of the candidates' subnets and, when
+// each has room for total instances beside every shared fleet in flight,
+// counts this fleet's among those. A fleet in flight may already show in
+// moto's count; it is subtracted again, which can only refuse room, never
+// grant too much.
+func (f *front) admitShared(ctx context.Context, region string, cands []*candidate, total int) (map[string]int, bool, error) {
+	s := f.ec2
+	s.admitMu.Lock()
+	defer s.admitMu.Unlock()
+	free, err := f.freeAddresses(ctx, region, cands)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, n := range free {
+		if n-s.sharedInFlight < total {
+			return nil, false, nil
+		}
+	}
+	s.sharedInFlight += total
+	return free, true, nil
 }
 
 // evaluate resolves every override's template, subnet, image and price and
@@ -878,8 +966,9 @@ func noAddresses(cd *candidate, capacityType string) fleetError {
 }
 
 // freeAddresses is the AvailableIpAddressCount of every subnet the
-// candidates launch into, asked of moto once per fleet (launchMu keeps
-// other fleets out meanwhile; the loop counts this fleet's own launches).
+// candidates launch into, asked of moto once per fleet (admitFleet keeps
+// it exact against other fleets; the loop counts this fleet's own
+// launches).
 // moto lets RunInstances go on past zero only until its address generator
 // runs dry, and then answers an HTML 500, so the front checks first.
 func (f *front) freeAddresses(ctx context.Context, region string, cands []*candidate) (map[string]int, error) {
@@ -1009,6 +1098,9 @@ func (f *front) runInstances(ctx context.Context, region string, cd *candidate, 
 	for k, v := range req.Tags {
 		form[k] = v
 	}
+	s := f.ec2
+	s.motoMu.Lock()
+	defer s.motoMu.Unlock()
 	status, body, err := f.motoRaw(ctx, region, form)
 	if err != nil {
 		return nil, "", "", err
@@ -1029,7 +1121,6 @@ func (f *front) runInstances(ctx context.Context, region string, cd *candidate, 
 		return nil, "", "", fmt.Errorf("moto's RunInstances answered %d instances for %d", len(items), count)
 	}
 	ids := make([]string, 0, count)
-	s := f.ec2
 	s.mu.Lock()
 	for _, item := range items {
 		id := item.text("instanceId")

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -14,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/smithy-go"
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/karpenter-go/karpenter/test/awslocal"
@@ -31,6 +34,7 @@ type fleetEnv struct {
 	ltID      string
 	ltName    string
 	launched  []string
+	mu        sync.Mutex // launched, appended by concurrent fleets
 	userData  string
 	reservedT string
 }
@@ -115,9 +119,11 @@ func (e *fleetEnv) fleet(t testing.TB, capacityType ec2types.DefaultTargetCapaci
 	}
 	out, err := e.ec2.CreateFleet(context.Background(), in)
 	if err == nil {
+		e.mu.Lock()
 		for _, inst := range out.Instances {
 			e.launched = append(e.launched, inst.InstanceIds...)
 		}
+		e.mu.Unlock()
 	}
 	return out, err
 }
@@ -515,5 +521,70 @@ func BenchmarkCreateFleet40(b *testing.B) {
 		if err != nil || len(instanceIDs(out)) != 40 {
 			b.Fatalf("CreateFleet: %v, %d instances", err, len(instanceIDs(out)))
 		}
+	}
+}
+
+// TestCreateFleetServesConcurrentFleetsConcurrently: as on EC2, two fleets
+// that launch only from unlimited pools are served at once (both hold a
+// launch slot together); two that draw on a capacity count are served one
+// after the other, and the count stays exact.
+func TestCreateFleetServesConcurrentFleetsConcurrently(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		limit      int // capacity of m5.large on-demand in us-east-1a; < 0 unlimited
+		wantAtOnce int
+		wantLaunch int
+	}{
+		{name: "unlimited pools", limit: -1, wantAtOnce: 2, wantLaunch: 2},
+		{name: "a capacity count", limit: 1, wantAtOnce: 1, wantLaunch: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newFleetEnv(t)
+			require.NoError(t, local.SetCapacity("m5.large", "us-east-1a", awslocal.CapacityTypeOnDemand, tc.limit))
+			var mu sync.Mutex
+			inside, most := 0, 0
+			both := make(chan struct{})
+			local.SetFleetAdmitted(func() {
+				mu.Lock()
+				inside++
+				most = max(most, inside)
+				if inside == 2 {
+					close(both)
+				}
+				mu.Unlock()
+				// Hold the slot until the other fleet holds one too, or
+				// long enough to show it cannot.
+				select {
+				case <-both:
+				case <-time.After(2 * time.Second):
+				}
+				mu.Lock()
+				inside--
+				mu.Unlock()
+			})
+			t.Cleanup(func() { local.SetFleetAdmitted(nil) })
+
+			outs := make([]*ec2.CreateFleetOutput, 2)
+			var wg sync.WaitGroup
+			for i := range outs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					out, err := e.fleet(t, ec2types.DefaultTargetCapacityTypeOnDemand, e.overrides("m5.large"))
+					assert.NoError(t, err)
+					outs[i] = out
+				}()
+			}
+			wg.Wait()
+			require.Equal(t, tc.wantAtOnce, most, "fleets holding a launch slot at once")
+			launched := 0
+			for _, out := range outs {
+				if out != nil {
+					launched += len(instanceIDs(out))
+				}
+			}
+			require.Equal(t, tc.wantLaunch, launched)
+			require.Len(t, e.tagged(t), tc.wantLaunch)
+		})
 	}
 }

@@ -5,10 +5,15 @@ package instance
 // when a crash interrupted the claims.
 
 import (
+	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/google/uuid"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
@@ -190,4 +195,73 @@ func assignOwners(insts []*Instance) map[string]string {
 		i++
 	}
 	return owners
+}
+
+// batchOwners maps the unclaimed instances of of's batch to their
+// NodeClaims. Terminated instances count (EC2 lists them for about an
+// hour): a collected instance keeps its owner, so the others' owners do
+// not move. A batch listed in the karpenter.sh/nodeclaim value loses that
+// mark on the instances it claimed; those are found by their members'
+// names instead.
+func (p *Provider) batchOwners(ctx context.Context, of *Instance) (map[string]string, error) {
+	cluster := ec2types.Filter{Name: aws.String("tag:" + awsv1.KubernetesClusterTagKeyPrefix + p.clusterName), Values: []string{"owned"}}
+	batch := of.BatchID
+	if !of.batchInValue {
+		insts, err := p.describeAll(ctx, []ec2types.Filter{
+			{Name: aws.String("tag:" + TagLaunchMembersPrefix + "0"), Values: []string{batch + ",*"}}, cluster})
+		if err != nil {
+			return nil, err
+		}
+		var mine []*Instance
+		for _, inst := range insts {
+			if batchID(inst.Tags) == batch {
+				mine = append(mine, inst)
+			}
+		}
+		return assignOwners(mine), nil
+	}
+	insts, err := p.describeAll(ctx, []ec2types.Filter{
+		{Name: aws.String("tag:" + awsv1.NodeClaimTagKey), Values: []string{UnclaimedValue + ":" + batch + ",*"}}, cluster})
+	if err != nil {
+		return nil, err
+	}
+	var mine []*Instance
+	for _, inst := range insts {
+		if inst.Unclaimed && inst.BatchID == batch {
+			mine = append(mine, inst)
+		}
+	}
+	if len(mine) == 0 {
+		return map[string]string{}, nil
+	}
+	// EC2 takes up to 200 values in a filter.
+	names := mine[0].BatchMembers
+	for start := 0; start < len(names); start += 200 {
+		claimed, err := p.describeAll(ctx, []ec2types.Filter{
+			{Name: aws.String("tag:" + awsv1.NodeClaimTagKey), Values: names[start:min(start+200, len(names))]}, cluster})
+		if err != nil {
+			return nil, err
+		}
+		mine = append(mine, claimed...)
+	}
+	return assignOwners(mine), nil
+}
+
+// describeAll is DescribeInstances with filters, terminated instances
+// included.
+func (p *Provider) describeAll(ctx context.Context, filters []ec2types.Filter) ([]*Instance, error) {
+	var out []*Instance
+	pager := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{Filters: filters})
+	for pager.HasMorePages() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describing instances: %w", err)
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				out = append(out, fromEC2(i))
+			}
+		}
+	}
+	return out, nil
 }

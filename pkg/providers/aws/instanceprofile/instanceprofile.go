@@ -52,6 +52,11 @@ const ProtectionTTL = time.Hour
 // calls and NodeClaim retries on refusals.
 const PropagationDelay = 10 * time.Second
 
+// unstoredTTL bounds how long Ensure offers a profile it made to a class
+// whose status never named it (the class deleted meanwhile, status writes
+// failing throughout); past it the profile is garbage collection's.
+const unstoredTTL = 15 * time.Minute
+
 // Provider creates, finds and deletes managed instance profiles. It is safe
 // for concurrent use.
 type Provider struct {
@@ -68,12 +73,20 @@ type Provider struct {
 	// propagating holds, by name, when the profiles whose role this
 	// provider set within PropagationDelay become usable.
 	propagating *ttl.Cache[time.Time]
+	// unstored holds, by class UID, the profile Ensure made for a class
+	// whose status did not name it yet. The controller's status write can
+	// lose to another write of the class (the hash controller's
+	// annotation, a user's edit); the retry then stores this profile
+	// instead of making another and deleting this one, which would cost
+	// IAM calls and start the class's propagation wait over.
+	unstored *ttl.Cache[string]
 }
 
 // NewProvider returns a provider for the cluster's profiles in region.
 func NewProvider(api API, region, cluster string) *Provider {
 	return &Provider{iam: api, region: region, cluster: cluster, now: time.Now, delay: PropagationDelay,
-		profiles: ttl.New[iamtypes.InstanceProfile](nil), protected: ttl.New[bool](nil), propagating: ttl.New[time.Time](nil)}
+		profiles: ttl.New[iamtypes.InstanceProfile](nil), protected: ttl.New[bool](nil), propagating: ttl.New[time.Time](nil),
+		unstored: ttl.New[string](nil)}
 }
 
 // WithPropagation sets how long a profile whose role this provider set is
@@ -137,22 +150,35 @@ func Tags(nodeClass *awsv1.EC2NodeClass, cluster, region string) map[string]stri
 }
 
 // Ensure returns the name of a managed profile holding the class's role:
-// the one in status when it still holds that role, else a newly created
+// the one in status when it still holds that role, else the one an
+// earlier Ensure made that status does not name yet, else a newly created
 // one.
 func (p *Provider) Ensure(ctx context.Context, nodeClass *awsv1.EC2NodeClass) (string, error) {
 	role := nodeClass.Spec.Role
+	uid := string(nodeClass.UID)
 	if current := nodeClass.Status.InstanceProfile; current != "" {
+		if made, ok := p.unstored.Get(uid); ok && made == current {
+			p.unstored.Delete(uid)
+		}
 		profile, found, err := p.Get(ctx, current)
 		if err != nil {
 			return "", err
 		}
-		if found && aws.ToString(profile.Path) == NodeClassPath(p.region, p.cluster, string(nodeClass.UID)) &&
+		if found && aws.ToString(profile.Path) == NodeClassPath(p.region, p.cluster, uid) &&
 			len(profile.Roles) == 1 && aws.ToString(profile.Roles[0].RoleName) == roleName(role) {
 			return current, nil
 		}
 	}
-	name := NewName(p.cluster, p.region, nodeClass.Name)
-	if err := p.Create(ctx, name, role, Tags(nodeClass, p.cluster, p.region), string(nodeClass.UID)); err != nil {
+	// Create is idempotent on a name: a profile made for an earlier role
+	// has its role swapped, one gone since is made again.
+	// A failed Create is retried under the same name, so a retry never
+	// leaves a second profile behind.
+	name, ok := p.unstored.Get(uid)
+	if !ok {
+		name = NewName(p.cluster, p.region, nodeClass.Name)
+	}
+	p.unstored.Set(uid, name, unstoredTTL)
+	if err := p.Create(ctx, name, role, Tags(nodeClass, p.cluster, p.region), uid); err != nil {
 		return "", err
 	}
 	if current := nodeClass.Status.InstanceProfile; current != "" {

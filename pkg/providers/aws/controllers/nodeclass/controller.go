@@ -209,13 +209,8 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !equality.Semantic.DeepEqual(stored.Status, nc.Status) {
 		if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); err != nil {
 			if apierrors.IsConflict(err) {
-				// A profile created in this pass never reached status;
-				// delete it so retries do not pile up profiles.
-				if created := nc.Status.InstanceProfile; nc.Spec.Role != "" && created != "" && created != stored.Status.InstanceProfile {
-					if derr := c.opts.InstanceProfiles.Delete(ctx, created); derr != nil {
-						return reconcile.Result{}, fmt.Errorf("deleting instance profile %s after a status conflict: %w", created, derr)
-					}
-				}
+				// A profile created in this pass did not reach status; the
+				// retry stores the same one (InstanceProfiles remembers it).
 				return reconcile.Result{Requeue: true}, nil
 			}
 			errs = append(errs, client.IgnoreNotFound(fmt.Errorf("patching ec2nodeclass %s status: %w", nc.Name, err)))

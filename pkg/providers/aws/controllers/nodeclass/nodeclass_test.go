@@ -15,11 +15,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/amifamily"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/controllers/nodeclass"
 	"github.com/karpenter-go/karpenter/pkg/providers/aws/instanceprofile"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/securitygroup"
+	"github.com/karpenter-go/karpenter/pkg/providers/aws/subnet"
 	"github.com/karpenter-go/karpenter/test/awslocal"
 )
 
@@ -308,4 +314,55 @@ func TestFinalizerWaitsForNodeClaimsThenRemovesTheProfile(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "finalizer removed, object gone: %v", err)
 	_, err = clients.IAM.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(profile)})
 	assert.True(t, instanceprofile.IsNotFound(err), "managed profile deleted: %v", err)
+}
+
+// TestStatusConflictKeepsTheProfile: a status write that loses to another
+// write of the class (the hash controller's annotation at start) is
+// retried with the profile the failed pass made: IAM sees one
+// CreateInstanceProfile and no DeleteInstanceProfile, as a real account
+// would, and the class's propagation wait is not started over.
+func TestStatusConflictKeepsTheProfile(t *testing.T) {
+	ctx := context.Background()
+	var attempted []string
+	watching, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
+	require.NoError(t, err)
+	conflicting := interceptor.NewClient(watching, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			nc := obj.(*awsv1.EC2NodeClass)
+			attempted = append(attempted, nc.Status.InstanceProfile)
+			if len(attempted) == 1 {
+				// Another writer gets in first: the optimistic lock of this
+				// patch now names a stale resourceVersion.
+				fresh := &awsv1.EC2NodeClass{}
+				require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(nc), fresh))
+				fresh.Annotations = map[string]string{"example.com/other-writer": "1"}
+				require.NoError(t, c.Update(ctx, fresh))
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	profiles := instanceprofile.NewProvider(clients.IAM, clients.Region, clusterName).WithPropagation(0, nil)
+	c := nodeclass.NewController(conflicting, nodeclass.Options{
+		Subnets: subnet.NewProvider(clients.EC2, time.Minute), SecurityGroups: securitygroup.NewProvider(clients.EC2, 0),
+		AMIs: amifamily.NewProvider(clients.EC2, clients.SSM, amifamily.Options{
+			KubernetesVersion: func(context.Context) (string, error) { return k8sVersion, nil }, ImageTTL: time.Millisecond}),
+		InstanceProfiles: profiles, Recorder: &recorder{}, ClusterName: clusterName,
+	})
+	newNodeClass(t, "conflict", nil)
+	creates, deletes := local.Calls("iam", "CreateInstanceProfile"), local.Calls("iam", "DeleteInstanceProfile")
+
+	res, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "conflict"}})
+	require.NoError(t, err)
+	require.True(t, res.Requeue, "the conflicting status write is retried")
+	require.Len(t, attempted, 1)
+	require.Empty(t, get(t, "conflict").Status.InstanceProfile)
+
+	reconcileOnce(t, c, "conflict")
+	nc := get(t, "conflict")
+	assert.Equal(t, attempted[0], nc.Status.InstanceProfile, "the retry stores the profile the first pass made")
+	assert.Equal(t, 1, local.Calls("iam", "CreateInstanceProfile")-creates)
+	assert.Equal(t, 0, local.Calls("iam", "DeleteInstanceProfile")-deletes)
+	made, err := profiles.ListNodeClassProfiles(ctx, nc)
+	require.NoError(t, err)
+	assert.Len(t, made, 1)
 }
