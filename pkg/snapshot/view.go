@@ -100,8 +100,10 @@ func (l Live) GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*schedul
 
 // LeavingNodes implements View.
 func (l Live) LeavingNodes(ctx context.Context) (map[string]bool, error) {
+	// Only deletion and taints are read: no copies (a cache reader would
+	// otherwise copy every Node for each disruption simulation).
 	nodes := &corev1.NodeList{}
-	if err := l.Reader.List(ctx, nodes, client.HasLabels{v1.NodePoolLabelKey}); err != nil {
+	if err := l.Reader.List(ctx, nodes, client.HasLabels{v1.NodePoolLabelKey}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	leaving := map[string]bool{}
@@ -114,10 +116,12 @@ func (l Live) LeavingNodes(ctx context.Context) (map[string]bool, error) {
 	return leaving, nil
 }
 
-// Pods implements View: the reader's objects, not copies.
+// Pods implements View: the reader's objects, not copies (Build only reads
+// them; a cache reader would otherwise copy every pod for each disruption
+// simulation).
 func (l Live) Pods(ctx context.Context) ([]*corev1.Pod, error) {
 	list := &corev1.PodList{}
-	if err := l.Reader.List(ctx, list); err != nil {
+	if err := l.Reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	return pointers(list.Items), nil
