@@ -3,6 +3,7 @@ package snapshot_test
 import (
 	"context"
 	"reflect"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -56,4 +57,31 @@ func TestLiveReadsTheCacheWithoutCopying(t *testing.T) {
 	// A copied Node is a dozen allocations or more.
 	allocs := testing.AllocsPerRun(10, func() { _, _ = live.LeavingNodes(ctx) })
 	assert.Less(t, allocs, float64(n), "allocations of one LeavingNodes over %d nodes", n)
+
+	// Through the informer's store: the cached pods themselves, without an
+	// array of every pod's struct per call (a few allocations, not one per
+	// pod: the List above copies each pod's struct into its Items).
+	stored := snapshot.Live{Reader: c, Informers: c, Cloud: fakeCloud{}, Cluster: &fakeCluster{}}
+	pods, err = stored.Pods(ctx)
+	require.NoError(t, err)
+	assert.Len(t, pods, n)
+	for _, p := range pods {
+		cached := &corev1.Pod{}
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(p), cached, client.UnsafeDisableDeepCopy))
+		assert.Equal(t, reflect.ValueOf(cached.Spec.Containers).Pointer(), reflect.ValueOf(p.Spec.Containers).Pointer())
+	}
+	bytes := func(l snapshot.Live) float64 {
+		const runs = 20
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for range runs {
+			_, _ = l.Pods(ctx)
+		}
+		runtime.ReadMemStats(&after)
+		return float64(after.TotalAlloc-before.TotalAlloc) / runs
+	}
+	listed, fromStore := bytes(live), bytes(stored)
+	t.Logf("bytes per Pods over %d pods: listed %.0f, from the store %.0f", n, listed, fromStore)
+	assert.Less(t, fromStore, float64(n*256), "bytes per Pods from the store over %d pods", n)
 }
