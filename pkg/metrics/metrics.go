@@ -70,9 +70,9 @@ var (
 		Help: "Karpenter-managed Nodes whose termination finished.",
 	}, []string{NodePoolLabel, ZoneLabel})
 
-	// PodState is 1 for every pod, labelled with where it runs; it is kept
-	// by the pod metrics controller and deleted when the pod goes.
-	PodState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	// PodState is 1 for every pod, labelled with where it runs; the cluster
+	// state is its source, computed at each scrape (it holds no series).
+	PodState = NewScrapedGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace, Subsystem: "pods", Name: "state",
 		Help: "One series per pod, labelled by name, namespace, owner (API path), node, whether it is scheduled, nodepool, zone, architecture, capacity type, instance type, phase, whether it is Ready and whether its node is managed.",
 	}, PodStateLabels)

@@ -20,7 +20,9 @@ func TestRegistry(t *testing.T) {
 	NodeClaimsTerminatedTotal.WithLabelValues("default", "spot", "zone-a").Inc()
 	NodesCreatedTotal.WithLabelValues("default", "zone-a").Inc()
 	NodesTerminatedTotal.WithLabelValues("default", "zone-a").Inc()
-	PodState.WithLabelValues("p", "ns", "/apis/apps/v1/namespaces/ns/replicasets/x", "n", "true", "default", "zone-a", "amd64", "spot", "m5.large", "Running", "true", "true").Set(1)
+	PodState.SetSource(func(emit func(float64, ...string)) {
+		emit(1, "p", "ns", "/apis/apps/v1/namespaces/ns/replicasets/x", "n", "true", "default", "zone-a", "amd64", "spot", "m5.large", "Running", "true", "true")
+	})
 	SchedulingDurationSeconds.WithLabelValues("provisioner").Observe(0.1)
 	UnschedulablePodsCount.WithLabelValues("provisioner").Set(2)
 	IgnoredPodsCount.Set(0)

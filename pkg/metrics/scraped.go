@@ -35,6 +35,15 @@ func (g *ScrapedGaugeVec) AddSource(source func(emit func(value float64, labelVa
 	g.sources = append(g.sources, source)
 }
 
+// SetSource makes source the family's only source, replacing any added
+// before: for a family one object feeds (the cluster state's pods), so that
+// a process that builds that object again (tests do) serves the latest.
+func (g *ScrapedGaugeVec) SetSource(source func(emit func(value float64, labelValues ...string))) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sources = []func(func(float64, ...string)){source}
+}
+
 // Describe implements prometheus.Collector.
 func (g *ScrapedGaugeVec) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
 

@@ -75,11 +75,8 @@ func (s *solver) buildPools() {
 		}
 		for _, it := range np.InstanceTypes {
 			st := &itState{it: it, capacity: s.ri.vec(it.Capacity)}
-			st.reqs = Requirements{}
-			for k, r := range it.Requirements {
-				r.Key = NormalizeKey(k)
-				st.reqs.Add(r)
-			}
+			var shared bool
+			st.reqs, shared = typeRequirements(it)
 			if _, ok := it.Capacity[corev1.ResourcePods]; !ok {
 				st.capacity[resPods] = defaultMaxPods
 			}
@@ -116,6 +113,9 @@ func (s *solver) buildPools() {
 				continue
 			}
 			if _, ok := st.reqs[LabelInstanceType]; !ok {
+				if shared {
+					st.reqs = st.reqs.Copy()
+				}
 				st.reqs[LabelInstanceType] = NewRequirement(LabelInstanceType, OpIn, it.Name)
 			}
 			for k := range st.reqs {
@@ -247,4 +247,28 @@ func (s *solver) typeOK(st *itState, r Requirements, keys []string, f *offerFilt
 		}
 	}
 	return s.anyOffering(st, f)
+}
+
+// typeRequirements are an instance type's requirements under normalized
+// keys. When they already are (the providers' are), the type's own map is
+// returned, shared: the solver only reads it, and building a copy of every
+// type's requirements on every solve (the disruption simulator solves once
+// per candidate) was a large share of the controller's garbage.
+func typeRequirements(it *InstanceType) (reqs Requirements, shared bool) {
+	normalized := true
+	for k, r := range it.Requirements {
+		if NormalizeKey(k) != k || r.Key != k {
+			normalized = false
+			break
+		}
+	}
+	if normalized && it.Requirements != nil {
+		return it.Requirements, true
+	}
+	reqs = make(Requirements, len(it.Requirements))
+	for k, r := range it.Requirements {
+		r.Key = NormalizeKey(k)
+		reqs.Add(r)
+	}
+	return reqs, false
 }

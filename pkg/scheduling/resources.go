@@ -15,7 +15,11 @@ import (
 func PodRequests(pod *corev1.Pod) corev1.ResourceList {
 	apps := corev1.ResourceList{}
 	for i := range pod.Spec.Containers {
-		addList(apps, containerRequests(&pod.Spec.Containers[i]))
+		addContainerRequests(apps, &pod.Spec.Containers[i])
+	}
+	if len(pod.Spec.InitContainers) == 0 {
+		addList(apps, pod.Spec.Overhead)
+		return apps
 	}
 	sidecars := corev1.ResourceList{}
 	peak := corev1.ResourceList{}
@@ -35,6 +39,19 @@ func PodRequests(pod *corev1.Pod) corev1.ResourceList {
 	maxList(apps, peak)
 	addList(apps, pod.Spec.Overhead)
 	return apps
+}
+
+// addContainerRequests adds what containerRequests returns to dst without
+// building it: PodRequests runs for every pod on every node in every solve.
+func addContainerRequests(dst corev1.ResourceList, c *corev1.Container) {
+	for k, v := range c.Resources.Limits {
+		if _, ok := c.Resources.Requests[k]; !ok {
+			q := dst[k]
+			q.Add(v)
+			dst[k] = q
+		}
+	}
+	addList(dst, c.Resources.Requests)
 }
 
 func containerRequests(c *corev1.Container) corev1.ResourceList {

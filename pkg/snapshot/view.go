@@ -7,6 +7,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -78,6 +80,18 @@ type Live struct {
 	Reader  client.Reader
 	Cloud   InstanceTypes
 	Cluster Cluster
+	// Informers, when set (the manager's cache), serves Pods from the pod
+	// informer's store: the cached pods themselves, where a List through
+	// Reader makes an array of every pod's struct on each call. The
+	// disruption simulator builds a snapshot per candidate, so those
+	// arrays were its largest garbage.
+	Informers Informers
+}
+
+// Informers gets the informer of a kind; controller-runtime's cache
+// implements it.
+type Informers interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
 }
 
 var _ View = Live{}
@@ -100,8 +114,10 @@ func (l Live) GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*schedul
 
 // LeavingNodes implements View.
 func (l Live) LeavingNodes(ctx context.Context) (map[string]bool, error) {
+	// Only deletion and taints are read: no copies (a cache reader would
+	// otherwise copy every Node for each disruption simulation).
 	nodes := &corev1.NodeList{}
-	if err := l.Reader.List(ctx, nodes, client.HasLabels{v1.NodePoolLabelKey}); err != nil {
+	if err := l.Reader.List(ctx, nodes, client.HasLabels{v1.NodePoolLabelKey}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	leaving := map[string]bool{}
@@ -114,13 +130,41 @@ func (l Live) LeavingNodes(ctx context.Context) (map[string]bool, error) {
 	return leaving, nil
 }
 
-// Pods implements View: the reader's objects, not copies.
+// Pods implements View: the reader's objects, not copies (Build only reads
+// them; a cache reader would otherwise copy every pod for each disruption
+// simulation).
 func (l Live) Pods(ctx context.Context) ([]*corev1.Pod, error) {
+	if l.Informers != nil {
+		if pods, ok, err := l.storedPods(ctx); ok || err != nil {
+			return pods, err
+		}
+	}
 	list := &corev1.PodList{}
-	if err := l.Reader.List(ctx, list); err != nil {
+	if err := l.Reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	return pointers(list.Items), nil
+}
+
+// storedPods lists the pod informer's store; ok is false when the
+// informer has no store to read (then Pods lists through the Reader).
+func (l Live) storedPods(ctx context.Context) ([]*corev1.Pod, bool, error) {
+	inf, err := l.Informers.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return nil, false, fmt.Errorf("getting the pod informer: %w", err)
+	}
+	withStore, ok := inf.(interface{ GetStore() toolscache.Store })
+	if !ok || !inf.HasSynced() {
+		return nil, false, nil
+	}
+	items := withStore.GetStore().List()
+	out := make([]*corev1.Pod, 0, len(items))
+	for _, item := range items {
+		if p, ok := item.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out, true, nil
 }
 
 // NodePools implements View.

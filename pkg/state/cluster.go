@@ -48,7 +48,7 @@ type Cluster struct {
 	podsByNode         map[string]map[types.NamespacedName]struct{}
 	daemonSets         map[types.NamespacedName]*appsv1.DaemonSet
 	daemonSetPods      map[types.NamespacedName]*corev1.Pod // newest pod per DaemonSet
-	podMetricLabels    map[types.NamespacedName][]string
+	podStates          map[types.NamespacedName]podState
 	unsyncedSince      time.Time
 
 	logger        logr.Logger
@@ -73,8 +73,9 @@ type Cluster struct {
 type Options struct {
 	// BatchMaxDuration sets the nomination window (2× it, at least 10s).
 	BatchMaxDuration time.Duration
-	// PodMetrics keeps karpenter_pods_state (off when cluster-state
-	// observability is disabled).
+	// PodMetrics makes the cluster the source of karpenter_pods_state
+	// (off when cluster-state observability is disabled; the latest
+	// cluster built with it is the source).
 	PodMetrics bool
 	// Logger reports problems found while describing nodes (the zero
 	// value logs through controller-runtime's global logger).
@@ -95,7 +96,7 @@ func NewCluster(clk clock.Clock, kube client.Client, opts Options) *Cluster {
 	if logger.GetSink() == nil {
 		logger = log.Log.WithName("state")
 	}
-	return &Cluster{
+	c := &Cluster{
 		kube:               kube,
 		clock:              clk,
 		nominationWindow:   max(2*opts.BatchMaxDuration, MinNominationWindow),
@@ -107,11 +108,15 @@ func NewCluster(clk clock.Clock, kube client.Client, opts Options) *Cluster {
 		podsByNode:         map[string]map[types.NamespacedName]struct{}{},
 		daemonSets:         map[types.NamespacedName]*appsv1.DaemonSet{},
 		daemonSetPods:      map[types.NamespacedName]*corev1.Pod{},
-		podMetricLabels:    map[types.NamespacedName][]string{},
+		podStates:          map[types.NamespacedName]podState{},
 		logger:             logger,
 		instanceTypes:      opts.InstanceTypes,
 		parseWarned:        map[types.UID]int64{},
 	}
+	if c.podMetrics {
+		c.publishPodStates()
+	}
+	return c
 }
 
 // Keys: a provider ID when known; otherwise a prefixed name so that a
@@ -239,7 +244,7 @@ func (c *Cluster) UpdatePod(pod *corev1.Pod) {
 		set[nn] = struct{}{}
 	}
 	if c.podMetrics {
-		c.updatePodMetricLocked(nn, pod)
+		c.updatePodStateLocked(nn, pod)
 	}
 }
 
@@ -253,10 +258,7 @@ func (c *Cluster) DeletePod(nn types.NamespacedName) {
 			delete(c.daemonSetPods, key)
 		}
 	}
-	if lv, ok := c.podMetricLabels[nn]; ok {
-		metrics.PodState.DeleteLabelValues(lv...)
-		delete(c.podMetricLabels, nn)
-	}
+	delete(c.podStates, nn)
 	c.ClearPodSchedulingTimes(nn)
 }
 
@@ -411,12 +413,15 @@ func (c *Cluster) Synced(ctx context.Context) bool {
 }
 
 func (c *Cluster) synced(ctx context.Context) (bool, error) {
+	// Only names and provider IDs are read: copying every object of the
+	// cache on each check (every provisioning round and disruption
+	// simulation) was a large share of the controller's garbage.
 	nodeClaims := &v1.NodeClaimList{}
-	if err := c.kube.List(ctx, nodeClaims); err != nil {
+	if err := c.kube.List(ctx, nodeClaims, client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("listing nodeclaims: %w", err)
 	}
 	nodes := &corev1.NodeList{}
-	if err := c.kube.List(ctx, nodes); err != nil {
+	if err := c.kube.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("listing nodes: %w", err)
 	}
 	c.mu.RLock()
@@ -449,7 +454,7 @@ func (c *Cluster) Reset() {
 	c.podsByNode = map[string]map[types.NamespacedName]struct{}{}
 	c.daemonSets = map[types.NamespacedName]*appsv1.DaemonSet{}
 	c.daemonSetPods = map[types.NamespacedName]*corev1.Pod{}
-	c.podMetricLabels = map[types.NamespacedName][]string{}
+	c.podStates = map[types.NamespacedName]podState{}
 	c.unsyncedSince = time.Time{}
 	c.parseWarnMu.Lock()
 	c.parseWarned = map[types.UID]int64{}

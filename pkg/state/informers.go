@@ -80,10 +80,13 @@ func Register(ctx context.Context, mgr manager.Manager, cluster *Cluster) error 
 // Name is the controller's name.
 func (i *Informer) Name() string { return i.name }
 
-// Reconcile records the object's current state.
+// Reconcile records the object's current state. It keeps the informer
+// cache's object rather than a copy (the cluster state's readers must not
+// modify what it hands out): a copy would hold every pod, Node and
+// NodeClaim twice for as long as they exist.
 func (i *Informer) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	obj := i.obj()
-	if err := i.kube.Get(ctx, req.NamespacedName, obj); err != nil {
+	if err := i.kube.Get(ctx, req.NamespacedName, obj, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			i.forget(req)
 			return reconcile.Result{}, nil

@@ -1,7 +1,6 @@
 package state
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -12,49 +11,64 @@ import (
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 )
 
-// updatePodMetricLocked keeps one karpenter_pods_state series per pod,
-// replacing the old series when any label changes. Node-derived labels are
-// as of the pod's last update.
-func (c *Cluster) updatePodMetricLocked(nn types.NamespacedName, pod *corev1.Pod) {
-	var nodeLabels map[string]string
-	if pod.Spec.NodeName != "" {
-		if entry := c.byNameLocked(pod.Spec.NodeName); entry != nil && entry.Node != nil {
-			nodeLabels = entry.Node.Labels
-		}
-	}
-	// As upstream: the API path of the first owner, whatever its kind.
-	owner := ""
-	if len(pod.OwnerReferences) > 0 {
-		ref := pod.OwnerReferences[0]
-		owner = fmt.Sprintf("/apis/%s/namespaces/%s/%ss/%s", ref.APIVersion, pod.Namespace, strings.ToLower(ref.Kind), ref.Name)
-	}
-	ready := false
-	for _, cond := range pod.Status.Conditions {
-		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-			ready = true
-		}
-	}
-	lv := []string{
-		pod.Name, pod.Namespace, owner, pod.Spec.NodeName, strconv.FormatBool(pod.Spec.NodeName != ""),
-		nodeLabels[v1.NodePoolLabelKey], nodeLabels[corev1.LabelTopologyZone], nodeLabels[corev1.LabelArchStable],
-		nodeLabels[v1.CapacityTypeLabelKey], nodeLabels[corev1.LabelInstanceTypeStable], string(pod.Status.Phase),
-		strconv.FormatBool(ready), strconv.FormatBool(nodeLabels[v1.NodePoolLabelKey] != ""),
-	}
-	if old, ok := c.podMetricLabels[nn]; ok && !equal(old, lv) {
-		metrics.PodState.DeleteLabelValues(old...)
-	}
-	metrics.PodState.WithLabelValues(lv...).Set(1)
-	c.podMetricLabels[nn] = lv
+// podState is what karpenter_pods_state needs of a pod that the node does
+// not say: its strings are the pod's own (no copies), and the node's labels
+// are read at the scrape. Keeping this instead of a series per pod saves
+// the thirteen label pairs each series holds for the pod's life.
+type podState struct {
+	ownerAPIVersion, ownerKind, ownerName string
+	node                                  string
+	phase                                 corev1.PodPhase
+	ready                                 bool
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
+// updatePodStateLocked records what a pod's karpenter_pods_state series is
+// computed from.
+func (c *Cluster) updatePodStateLocked(nn types.NamespacedName, pod *corev1.Pod) {
+	s := podState{node: pod.Spec.NodeName, phase: pod.Status.Phase}
+	if len(pod.OwnerReferences) > 0 {
+		ref := pod.OwnerReferences[0]
+		s.ownerAPIVersion, s.ownerKind, s.ownerName = ref.APIVersion, ref.Kind, ref.Name
 	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+			s.ready = true
 		}
 	}
-	return true
+	c.podStates[nn] = s
 }
+
+// emitPodStates is karpenter_pods_state's source: a series of value 1 per
+// pod, with the labels upstream's pod metrics controller sets; the node's
+// labels are as the node has them now.
+func (c *Cluster) emitPodStates(emit func(float64, ...string)) {
+	c.mu.RLock()
+	series := make([][]string, 0, len(c.podStates))
+	for nn, s := range c.podStates {
+		var nodeLabels map[string]string
+		if s.node != "" {
+			if entry := c.byNameLocked(s.node); entry != nil && entry.Node != nil {
+				nodeLabels = entry.Node.Labels
+			}
+		}
+		// As upstream: the API path of the first owner, whatever its kind.
+		owner := ""
+		if s.ownerKind != "" {
+			owner = "/apis/" + s.ownerAPIVersion + "/namespaces/" + nn.Namespace + "/" + strings.ToLower(s.ownerKind) + "s/" + s.ownerName
+		}
+		series = append(series, []string{
+			nn.Name, nn.Namespace, owner, s.node, strconv.FormatBool(s.node != ""),
+			nodeLabels[v1.NodePoolLabelKey], nodeLabels[corev1.LabelTopologyZone], nodeLabels[corev1.LabelArchStable],
+			nodeLabels[v1.CapacityTypeLabelKey], nodeLabels[corev1.LabelInstanceTypeStable], string(s.phase),
+			strconv.FormatBool(s.ready), strconv.FormatBool(nodeLabels[v1.NodePoolLabelKey] != ""),
+		})
+	}
+	c.mu.RUnlock()
+	// Emitted outside the lock: the informers need not wait for the scrape.
+	for _, lv := range series {
+		emit(1, lv...)
+	}
+}
+
+// publishPodStates makes this cluster the source of karpenter_pods_state.
+func (c *Cluster) publishPodStates() { metrics.PodState.SetSource(c.emitPodStates) }

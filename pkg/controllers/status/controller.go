@@ -277,8 +277,38 @@ func (c *Controller) event(obj client.Object, reason, msg string) {
 	}
 }
 
-// conditionsOf reads status.conditions of any object, by type.
+// conditioned is a kind whose conditions are metav1.Conditions (ours and
+// the providers' kinds).
+type conditioned interface {
+	GetConditions() []metav1.Condition
+}
+
+// conditionsOf reads status.conditions of any object, by type: from the
+// typed object for Nodes and the kinds with metav1.Conditions, otherwise
+// through its unstructured form (converting a whole Node on each of its
+// heartbeats was most of this controller's cost).
 func conditionsOf(obj client.Object) (map[string]condition, error) {
+	switch o := obj.(type) {
+	case *corev1.Node:
+		out := make(map[string]condition, len(o.Status.Conditions))
+		for _, c := range o.Status.Conditions {
+			if c.Type != "" {
+				out[string(c.Type)] = condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason,
+					Message: c.Message, LastTransitionTime: c.LastTransitionTime.Time}
+			}
+		}
+		return out, nil
+	case conditioned:
+		list := o.GetConditions()
+		out := make(map[string]condition, len(list))
+		for _, c := range list {
+			if c.Type != "" {
+				out[c.Type] = condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason,
+					Message: c.Message, LastTransitionTime: c.LastTransitionTime.Time}
+			}
+		}
+		return out, nil
+	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return nil, err
