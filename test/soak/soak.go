@@ -305,14 +305,32 @@ type Result struct {
 	// soak, by reason: one per Event object, that is one CREATE each (a
 	// repeat the recorder folds into an existing Event is a PATCH).
 	ControllerEvents map[string]float64
+	// EventMessages are those Events, one line each: created, reason,
+	// kind, name and message, tab-separated.
+	EventMessages []string
 	// End state after settling.
-	PendingAtEnd                 int
-	NodesWithoutClaim            []string
-	ClaimsWithoutNode            []string
-	NodesAtEnd, ClaimsAtEnd      int
-	Panics                       []string
-	ControllerLog                string
-	BuildUpPending, BuildUpNodes int
+	// EvictionLog is each of the controller's successful evictions (the
+	// audit log's), with the node the pod was bound to and when the pod was
+	// created, in order; ChurnStart, DriftAt and ChurnEnd are the wall
+	// clock of the churn's start, the drift and the churn's end, so that the
+	// evictions can be told apart by what disrupted their node (the
+	// controller's "disrupting node(s)" log lines name the nodes).
+	EvictionLog                   []Eviction
+	ChurnStart, DriftAt, ChurnEnd time.Time
+	PendingAtEnd                  int
+	NodesWithoutClaim             []string
+	ClaimsWithoutNode             []string
+	NodesAtEnd, ClaimsAtEnd       int
+	Panics                        []string
+	ControllerLog                 string
+	BuildUpPending, BuildUpNodes  int
+}
+
+// Eviction is one successful eviction of the controller.
+type Eviction struct {
+	At         time.Time
+	Pod, Node  string
+	PodCreated time.Time
 }
 
 // prices are upstream kwok's catalog prices by type/capacity type/zone.
@@ -343,9 +361,18 @@ type recorder struct {
 	// bound.
 	created, bound map[types.UID]time.Time
 	nodes          map[string]*corev1.Node
-	samples        []Sample
-	lastReq        map[string]float64
-	lastAt         time.Time
+	// placed is the node each soak pod (namespace/name) was last seen
+	// bound to, and when it was created.
+	placed  map[string]placement
+	samples []Sample
+	lastReq map[string]float64
+	lastAt  time.Time
+}
+
+// placement is where a pod ran.
+type placement struct {
+	node    string
+	created time.Time
 }
 
 func (r *recorder) observePod(obj any) {
@@ -356,6 +383,9 @@ func (r *recorder) observePod(obj any) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if pod.Spec.NodeName != "" && r.placed != nil {
+		r.placed[pod.Namespace+"/"+pod.Name] = placement{node: pod.Spec.NodeName, created: pod.CreationTimestamp.Time}
+	}
 	if _, seen := r.created[pod.UID]; !seen {
 		if pod.Spec.NodeName != "" {
 			return // bound before we saw it: not measured
@@ -488,7 +518,8 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	cp, pid, port := l.cp, l.pid, l.port
 
 	rec := &recorder{start: time.Now(), pid: pid, port: port, cp: cp, price: price,
-		created: map[types.UID]time.Time{}, bound: map[types.UID]time.Time{}, nodes: map[string]*corev1.Node{}}
+		created: map[types.UID]time.Time{}, bound: map[types.UID]time.Time{}, nodes: map[string]*corev1.Node{},
+		placed: map[string]placement{}}
 	factory := informers.NewSharedInformerFactory(cp.Kubernetes, 0)
 	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: rec.observePod, UpdateFunc: func(_, o any) { rec.observePod(o) }, DeleteFunc: rec.deletePod,
@@ -558,6 +589,7 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 
 	// Churn.
 	churnStart := time.Now()
+	res.ChurnStart = churnStart
 	evStart := evictions(ctx, cp)
 	churnFrom := len(rec.samplesSnapshot())
 	trace := Trace(cfg)
@@ -568,6 +600,7 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 			if err := drift(ctx, cp); err != nil {
 				return nil, err
 			}
+			res.DriftAt = time.Now()
 			logf("%s: drift at %s", ctrl.Name, time.Since(churnStart).Round(time.Second))
 		}
 		for i, w := range workloads {
@@ -592,6 +625,7 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 		}
 	}
 	churn := time.Since(churnStart)
+	res.ChurnEnd = time.Now()
 	if cfg.ProfileDir != "" {
 		if err := heapProfile(ctx, port, filepath.Join(cfg.ProfileDir, ctrl.Name+"-heap.pb.gz")); err != nil {
 			logf("%s: no heap profile: %v", ctrl.Name, err)
@@ -632,7 +666,17 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	for _, v := range res.ControllerAudited {
 		res.ControllerAuditedTotal += v
 	}
-	if res.ControllerEvents, err = controllerEvents(ctx, cp, apiStartAt); err != nil {
+	if res.EvictionLog, err = auditedEvictions(cp.AuditLogPath, apiStartAt); err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	rec.mu.Lock()
+	for i := range res.EvictionLog {
+		if p, ok := rec.placed[res.EvictionLog[i].Pod]; ok {
+			res.EvictionLog[i].Node, res.EvictionLog[i].PodCreated = p.node, p.created
+		}
+	}
+	rec.mu.Unlock()
+	if res.ControllerEvents, res.EventMessages, err = controllerEvents(ctx, cp, apiStartAt); err != nil {
 		return nil, fmt.Errorf("listing the controller's events: %w", err)
 	}
 	var nodes corev1.NodeList
@@ -801,11 +845,12 @@ const EventComponent = "karpenter"
 
 // controllerEvents counts the Events of EventComponent created from since
 // on, by reason.
-func controllerEvents(ctx context.Context, cp *controlplane.ControlPlane, since time.Time) (map[string]float64, error) {
+func controllerEvents(ctx context.Context, cp *controlplane.ControlPlane, since time.Time) (map[string]float64, []string, error) {
 	var events corev1.EventList
 	if err := cp.Client.List(ctx, &events); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var messages []string
 	// Creation timestamps have a second's resolution.
 	since = since.Truncate(time.Second)
 	out := map[string]float64{}
@@ -817,8 +862,11 @@ func controllerEvents(ctx context.Context, cp *controlplane.ControlPlane, since 
 			continue
 		}
 		out[e.Reason]++
+		messages = append(messages, fmt.Sprintf("%s\t%s\t%s\t%s\t%s", e.CreationTimestamp.UTC().Format(time.RFC3339), e.Reason,
+			e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message))
 	}
-	return out, nil
+	sort.Strings(messages)
+	return out, messages, nil
 }
 
 // evictions is the API server's count of pod evictions.
@@ -994,5 +1042,35 @@ func audited(path string, since time.Time) (map[string]float64, error) {
 		}
 		out[key]++
 	}
+	return out, sc.Err()
+}
+
+// auditedEvictions are User's successful evictions in the audit log from
+// since on, in order.
+func auditedEvictions(path string, since time.Time) ([]Eviction, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Eviction
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct {
+			User      struct{ Username string } `json:"user"`
+			ObjectRef struct {
+				Namespace, Name, Subresource string
+			} `json:"objectRef"`
+			ResponseStatus    struct{ Code int } `json:"responseStatus"`
+			RequestReceivedAt time.Time          `json:"requestReceivedTimestamp"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != User || ev.RequestReceivedAt.Before(since) ||
+			ev.ObjectRef.Subresource != "eviction" || ev.ResponseStatus.Code >= 300 {
+			continue
+		}
+		out = append(out, Eviction{At: ev.RequestReceivedAt, Pod: ev.ObjectRef.Namespace + "/" + ev.ObjectRef.Name})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out, sc.Err()
 }
