@@ -60,8 +60,11 @@ type Config struct {
 	// Deployments move; Sample how often the recorder samples.
 	Duration, Step, Sample time.Duration
 	// BuildTimeout bounds the build-up; SettleTimeout the wait after the
-	// churn for every pod to be bound and every NodeClaim to have its Node.
+	// churn for every pod to be bound and every NodeClaim to have its Node
+	// (and, with SettleDrift, for no Node of the template before the drift
+	// to be left).
 	BuildTimeout, SettleTimeout time.Duration
+	SettleDrift                 bool
 	// Seed makes the trace (the same for every controller).
 	Seed int64
 	// ProfileDir, when set, receives the controller's heap profile at the
@@ -179,7 +182,7 @@ metadata: {name: ` + PoolName + `}
 spec:
   template:
     metadata:
-      labels: {soak.example.io/revision: "1"}
+      labels: {` + revisionLabel + `: "1"}
     spec:
       requirements:
         - {key: kubernetes.io/arch, operator: In, values: [amd64]}
@@ -282,8 +285,14 @@ type Result struct {
 	// the churn; Bound how many of them were bound.
 	P50, P99 time.Duration
 	Bound    int
-	// Evictions during the churn and per hour of churn.
-	Evictions, EvictionsPerHour float64
+	// Evictions during the churn and per hour of churn; EvictionsSettled
+	// from the churn's start to the end of settling.
+	Evictions, EvictionsPerHour, EvictionsSettled float64
+	// Settled is how long settling took after the churn, -1 when it did
+	// not within SettleTimeout; DriftLeft the Nodes still of the template
+	// before the drift when settling ended.
+	Settled   time.Duration
+	DriftLeft int
 	// Cost ($/h) at the churn's start, middle and end.
 	CostStart, CostMid, CostEnd float64
 	PeakRSSMiB, CPUSeconds      float64
@@ -635,17 +644,29 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	res.EvictionsPerHour = res.Evictions / churn.Hours()
 	churnTo := len(rec.samplesSnapshot())
 
-	// Settle: every pod bound, every NodeClaim with its Node and back. The
-	// end state is the one the settling saw last: disruption goes on after
-	// the churn (a drifted node replaced later evicts its pods again), so a
-	// pod briefly pending after the cluster settled was not left pending.
-	waitFor(ctx, cfg.SettleTimeout, func() bool {
+	// Settle: every pod bound, every NodeClaim with its Node and back, and
+	// (SettleDrift) no Node left of the template before the drift. The end
+	// state is the one the settling saw last: disruption goes on after the
+	// churn (a drifted node replaced later evicts its pods again), so a pod
+	// briefly pending after the cluster settled was not left pending.
+	// Waiting for the drift to be done makes the evictions to the end of
+	// settling the same work for every controller: one that drifts faster
+	// than another has evicted more by the churn's end without evicting
+	// more in all.
+	settleStart := time.Now()
+	settled := waitFor(ctx, cfg.SettleTimeout, func() bool {
 		res.PendingAtEnd = pendingCount(ctx, cp)
-		var err error
+		var err, oldErr error
 		res.NodesWithoutClaim, res.ClaimsWithoutNode, err = leaks(ctx, cp)
-		return err == nil && boundAll(ctx, cp) && res.PendingAtEnd == 0 &&
-			len(res.NodesWithoutClaim) == 0 && len(res.ClaimsWithoutNode) == 0
+		res.DriftLeft, oldErr = preDriftNodes(ctx, cp)
+		return err == nil && oldErr == nil && boundAll(ctx, cp) && res.PendingAtEnd == 0 &&
+			len(res.NodesWithoutClaim) == 0 && len(res.ClaimsWithoutNode) == 0 && (res.DriftLeft == 0 || !cfg.SettleDrift)
 	})
+	res.Settled = -1
+	if settled {
+		res.Settled = time.Since(settleStart)
+	}
+	res.EvictionsSettled = evictions(ctx, cp) - evStart
 	stopSampling()
 	res.PeakRSSMiB, _ = controlplane.ProcessMemoryMiB(pid, "VmHWM")
 	res.CPUSeconds, _ = controlplane.ProcessCPUSeconds(pid)
@@ -748,11 +769,15 @@ func scale(ctx context.Context, cp *controlplane.ControlPlane, name string, repl
 	return nil
 }
 
+// revisionLabel is the NodePool's template label drift changes from "1"
+// to "2".
+const revisionLabel = "soak.example.io/revision"
+
 // drift changes the NodePool's template label: every node drifts.
 func drift(ctx context.Context, cp *controlplane.ControlPlane) error {
 	np := &v1.NodePool{}
 	np.Name = PoolName
-	patch := []byte(`{"spec":{"template":{"metadata":{"labels":{"soak.example.io/revision":"2"}}}}}`)
+	patch := []byte(`{"spec":{"template":{"metadata":{"labels":{"` + revisionLabel + `":"2"}}}}}`)
 	if err := cp.Client.Patch(ctx, np, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("drifting the pool: %w", err)
 	}
@@ -837,6 +862,16 @@ func leaks(ctx context.Context, cp *controlplane.ControlPlane) (nodes, claims []
 		}
 	}
 	return nodes, claims, nil
+}
+
+// preDriftNodes counts the pool's Nodes still of the template before the
+// drift (its revision label is the one drift changes).
+func preDriftNodes(ctx context.Context, cp *controlplane.ControlPlane) (int, error) {
+	var nl corev1.NodeList
+	if err := cp.Client.List(ctx, &nl, client.MatchingLabels{v1.NodePoolLabelKey: PoolName, revisionLabel: "1"}); err != nil {
+		return 0, fmt.Errorf("listing nodes: %w", err)
+	}
+	return len(nl.Items), nil
 }
 
 // EventComponent is the component the controllers under test (ours and
