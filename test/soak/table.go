@@ -30,7 +30,12 @@ func Table(results []*Result) string {
 		{"evictions", func(r *Result) float64 { return r.Evictions }, "%.0f"},
 		{"evictions/h", func(r *Result) float64 { return r.EvictionsPerHour }, "%.0f"},
 		{"evictions to settled (drift done)", func(r *Result) float64 { return r.EvictionsSettled }, "%.0f"},
-		{"settled after the churn (s, -1 not)", func(r *Result) float64 { return max(r.Settled.Seconds(), -1) }, "%.0f"},
+		{"settled after the churn (s, -1 not)", func(r *Result) float64 {
+			if r.Settled < 0 {
+				return -1
+			}
+			return r.Settled.Seconds()
+		}, "%.0f"},
 		{"$/h churn start", func(r *Result) float64 { return r.CostStart }, "%.2f"},
 		{"$/h churn mid", func(r *Result) float64 { return r.CostMid }, "%.2f"},
 		{"$/h churn end", func(r *Result) float64 { return r.CostEnd }, "%.2f"},
