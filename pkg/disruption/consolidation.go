@@ -120,12 +120,16 @@ func consolidationPrecondition(snap *Snapshot, c *Candidate) (bool, *Verdict) {
 		return refuse(KindConsolidationDisabled, nil)
 	}
 	if !conditionTrue(c.NodeClaim, v1.ConditionTypeConsolidatable) {
+		// No event, as upstream, which leaves such a node out of its
+		// candidates silently: every node is inside consolidateAfter after
+		// each pod event, and the event would also take the node's one
+		// Unconsolidatable event of 15 minutes from the verdict of an
+		// actual evaluation. The verdict stays for `karpenter why node`.
 		v := c.verdict(KindNotConsolidatable, v1.DisruptionReasonUnderutilized)
 		if base := consolidateBase(c); !base.IsZero() {
 			until := base.Add(*after.Duration)
 			v.Until = &until
 		}
-		v.Unconsolidatable = true
 		return false, &v
 	}
 	return true, nil

@@ -158,7 +158,7 @@ func TestConsolidationVerdictDetails(t *testing.T) {
 		require.NotNil(t, v)
 		require.NotNil(t, v.Until)
 		assert.Equal(t, now.Add(9*time.Minute), *v.Until)
-		assert.True(t, v.Unconsolidatable)
+		assert.False(t, v.Unconsolidatable, "upstream sends no event for a node inside consolidateAfter")
 	})
 }
 

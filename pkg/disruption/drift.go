@@ -8,11 +8,12 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 )
 
-// Drift replaces drifted nodes of dynamic pools (reason Drifted): the
-// longest-drifted first; every empty one the budgets allow goes in one
-// command (they need no simulation, as upstream batches them); otherwise
-// one node per command, with the replacements its pods need, skipped when
-// some of its pods would fit nowhere.
+// Drift replaces drifted nodes of dynamic pools (reason Drifted), one node
+// per command as upstream: the empty ones first (the pods of a busy node
+// would otherwise land on them and move again when they go), each group
+// longest-drifted first; an empty node needs no simulation, a busy one
+// comes with the replacements its pods need and is skipped when some of
+// its pods would fit nowhere.
 type Drift struct{}
 
 func (Drift) Reason() v1.DisruptionReason { return v1.DisruptionReasonDrifted }
@@ -34,34 +35,30 @@ func (d Drift) ShouldDisrupt(_ *Snapshot, c *Candidate) (bool, *Verdict) {
 // ComputeCommands implements Method.
 func (d Drift) ComputeCommands(env *Env, budgets map[string]*BudgetStatus, cs []*Candidate) ([]*Command, []Verdict, error) {
 	sortByDrift(cs)
-	var verdicts []Verdict
-	var empty []*Candidate
+	// Empty first, each part in drift order.
+	ordered := make([]*Candidate, 0, len(cs))
+	for _, c := range cs {
+		if c.Empty() {
+			ordered = append(ordered, c)
+		}
+	}
 	for _, c := range cs {
 		if !c.Empty() {
-			continue
+			ordered = append(ordered, c)
 		}
-		if remaining(budgets, c.NodePool.Name) <= 0 {
-			continue // reported below
-		}
-		budgets[c.NodePool.Name].Remaining--
-		empty = append(empty, c)
 	}
-	if len(empty) > 0 {
-		picked := map[*Candidate]bool{}
-		for _, c := range empty {
-			picked[c] = true
-		}
-		for _, c := range cs {
-			if !picked[c] {
-				verdicts = append(verdicts, d.deferred(c, budgets))
-			}
-		}
-		return []*Command{{Method: d, Candidates: empty}}, verdicts, nil
-	}
+	cs = ordered
+	var verdicts []Verdict
 	for i, c := range cs {
 		if remaining(budgets, c.NodePool.Name) <= 0 {
 			verdicts = append(verdicts, budgetVerdict(c, d.Reason(), budgets[c.NodePool.Name]))
 			continue
+		}
+		if c.Empty() {
+			for _, rest := range cs[i+1:] {
+				verdicts = append(verdicts, d.deferred(rest, budgets))
+			}
+			return []*Command{{Method: d, Candidates: []*Candidate{c}}}, verdicts, nil
 		}
 		if env.Simulator == nil {
 			v := c.verdict(KindSimulationFailed, d.Reason())

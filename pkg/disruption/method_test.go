@@ -152,7 +152,7 @@ func TestEmptinessVerdictDetails(t *testing.T) {
 
 func TestDrift(t *testing.T) {
 	old, older, oldest := now.Add(-time.Minute), now.Add(-time.Hour), now.Add(-2*time.Hour)
-	t.Run("empty drifted nodes first, all within budget, in one command", func(t *testing.T) {
+	t.Run("empty drifted nodes first, one per command as upstream", func(t *testing.T) {
 		sim := &recordingSim{}
 		nodes := []*Node{
 			node("busy", "p", drifted(oldest), withPods(pod("x"))),
@@ -163,10 +163,24 @@ func TestDrift(t *testing.T) {
 		d, err := Disrupt(testSnapshot([]*v1.NodePool{pool("p", budgets(budget("2")))}, nodes), []Method{Drift{}}, sim)
 		require.NoError(t, err)
 		require.Len(t, d.Commands, 1)
-		assert.Equal(t, []string{"e2", "e3"}, names(d.Commands[0].Candidates), "longest drifted first, then by name")
+		assert.Equal(t, []string{"e2"}, names(d.Commands[0].Candidates), "empty first, longest drifted first, then by name")
 		assert.Empty(t, sim.asked, "empty nodes need no simulation")
-		assert.Equal(t, KindBudgetExhausted, explanationOf(d, "e1").Verdicts[0].Kind)
-		assert.Equal(t, KindBudgetExhausted, explanationOf(d, "busy").Verdicts[0].Kind)
+		for _, name := range []string{"e1", "e3", "busy"} {
+			assert.Equal(t, KindDeferred, explanationOf(d, name).Verdicts[0].Kind, name)
+		}
+	})
+	t.Run("an empty node the budget holds leaves the next empty one its turn", func(t *testing.T) {
+		nodes := []*Node{
+			node("busy", "p", drifted(oldest), withPods(pod("x"))),
+			node("e1", "p", drifted(old)),
+			node("q1", "q", drifted(oldest)),
+		}
+		pools := []*v1.NodePool{pool("p", budgets(budget("100%"))), pool("q", budgets(budget("0")))}
+		d, err := Disrupt(testSnapshot(pools, nodes), []Method{Drift{}}, fits())
+		require.NoError(t, err)
+		require.Len(t, d.Commands, 1)
+		assert.Equal(t, []string{"e1"}, names(d.Commands[0].Candidates))
+		assert.Equal(t, KindBudgetExhausted, explanationOf(d, "q1").Verdicts[0].Kind)
 	})
 	t.Run("one busy node per command, oldest first, with replacements", func(t *testing.T) {
 		repl := &scheduling.NewNodeClaim{NodePool: "p"}

@@ -60,8 +60,11 @@ type Config struct {
 	// Deployments move; Sample how often the recorder samples.
 	Duration, Step, Sample time.Duration
 	// BuildTimeout bounds the build-up; SettleTimeout the wait after the
-	// churn for every pod to be bound and every NodeClaim to have its Node.
+	// churn for every pod to be bound and every NodeClaim to have its Node
+	// (and, with SettleDrift, for no Node of the template before the drift
+	// to be left).
 	BuildTimeout, SettleTimeout time.Duration
+	SettleDrift                 bool
 	// Seed makes the trace (the same for every controller).
 	Seed int64
 	// ProfileDir, when set, receives the controller's heap profile at the
@@ -179,7 +182,7 @@ metadata: {name: ` + PoolName + `}
 spec:
   template:
     metadata:
-      labels: {soak.example.io/revision: "1"}
+      labels: {` + revisionLabel + `: "1"}
     spec:
       requirements:
         - {key: kubernetes.io/arch, operator: In, values: [amd64]}
@@ -282,8 +285,14 @@ type Result struct {
 	// the churn; Bound how many of them were bound.
 	P50, P99 time.Duration
 	Bound    int
-	// Evictions during the churn and per hour of churn.
-	Evictions, EvictionsPerHour float64
+	// Evictions during the churn and per hour of churn; EvictionsSettled
+	// from the churn's start to the end of settling.
+	Evictions, EvictionsPerHour, EvictionsSettled float64
+	// Settled is how long settling took after the churn, -1 when it did
+	// not within SettleTimeout; DriftLeft the Nodes still of the template
+	// before the drift when settling ended.
+	Settled   time.Duration
+	DriftLeft int
 	// Cost ($/h) at the churn's start, middle and end.
 	CostStart, CostMid, CostEnd float64
 	PeakRSSMiB, CPUSeconds      float64
@@ -305,14 +314,32 @@ type Result struct {
 	// soak, by reason: one per Event object, that is one CREATE each (a
 	// repeat the recorder folds into an existing Event is a PATCH).
 	ControllerEvents map[string]float64
+	// EventMessages are those Events, one line each: created, reason,
+	// kind, name and message, tab-separated.
+	EventMessages []string
 	// End state after settling.
-	PendingAtEnd                 int
-	NodesWithoutClaim            []string
-	ClaimsWithoutNode            []string
-	NodesAtEnd, ClaimsAtEnd      int
-	Panics                       []string
-	ControllerLog                string
-	BuildUpPending, BuildUpNodes int
+	// EvictionLog is each of the controller's successful evictions (the
+	// audit log's), with the node the pod was bound to and when the pod was
+	// created, in order; ChurnStart, DriftAt and ChurnEnd are the wall
+	// clock of the churn's start, the drift and the churn's end, so that the
+	// evictions can be told apart by what disrupted their node (the
+	// controller's "disrupting node(s)" log lines name the nodes).
+	EvictionLog                   []Eviction
+	ChurnStart, DriftAt, ChurnEnd time.Time
+	PendingAtEnd                  int
+	NodesWithoutClaim             []string
+	ClaimsWithoutNode             []string
+	NodesAtEnd, ClaimsAtEnd       int
+	Panics                        []string
+	ControllerLog                 string
+	BuildUpPending, BuildUpNodes  int
+}
+
+// Eviction is one successful eviction of the controller.
+type Eviction struct {
+	At         time.Time
+	Pod, Node  string
+	PodCreated time.Time
 }
 
 // prices are upstream kwok's catalog prices by type/capacity type/zone.
@@ -343,9 +370,18 @@ type recorder struct {
 	// bound.
 	created, bound map[types.UID]time.Time
 	nodes          map[string]*corev1.Node
-	samples        []Sample
-	lastReq        map[string]float64
-	lastAt         time.Time
+	// placed is the node each soak pod (namespace/name) was last seen
+	// bound to, and when it was created.
+	placed  map[string]placement
+	samples []Sample
+	lastReq map[string]float64
+	lastAt  time.Time
+}
+
+// placement is where a pod ran.
+type placement struct {
+	node    string
+	created time.Time
 }
 
 func (r *recorder) observePod(obj any) {
@@ -356,6 +392,9 @@ func (r *recorder) observePod(obj any) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if pod.Spec.NodeName != "" && r.placed != nil {
+		r.placed[pod.Namespace+"/"+pod.Name] = placement{node: pod.Spec.NodeName, created: pod.CreationTimestamp.Time}
+	}
 	if _, seen := r.created[pod.UID]; !seen {
 		if pod.Spec.NodeName != "" {
 			return // bound before we saw it: not measured
@@ -488,7 +527,8 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	cp, pid, port := l.cp, l.pid, l.port
 
 	rec := &recorder{start: time.Now(), pid: pid, port: port, cp: cp, price: price,
-		created: map[types.UID]time.Time{}, bound: map[types.UID]time.Time{}, nodes: map[string]*corev1.Node{}}
+		created: map[types.UID]time.Time{}, bound: map[types.UID]time.Time{}, nodes: map[string]*corev1.Node{},
+		placed: map[string]placement{}}
 	factory := informers.NewSharedInformerFactory(cp.Kubernetes, 0)
 	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: rec.observePod, UpdateFunc: func(_, o any) { rec.observePod(o) }, DeleteFunc: rec.deletePod,
@@ -558,6 +598,7 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 
 	// Churn.
 	churnStart := time.Now()
+	res.ChurnStart = churnStart
 	evStart := evictions(ctx, cp)
 	churnFrom := len(rec.samplesSnapshot())
 	trace := Trace(cfg)
@@ -568,6 +609,7 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 			if err := drift(ctx, cp); err != nil {
 				return nil, err
 			}
+			res.DriftAt = time.Now()
 			logf("%s: drift at %s", ctrl.Name, time.Since(churnStart).Round(time.Second))
 		}
 		for i, w := range workloads {
@@ -592,6 +634,7 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 		}
 	}
 	churn := time.Since(churnStart)
+	res.ChurnEnd = time.Now()
 	if cfg.ProfileDir != "" {
 		if err := heapProfile(ctx, port, filepath.Join(cfg.ProfileDir, ctrl.Name+"-heap.pb.gz")); err != nil {
 			logf("%s: no heap profile: %v", ctrl.Name, err)
@@ -601,17 +644,29 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	res.EvictionsPerHour = res.Evictions / churn.Hours()
 	churnTo := len(rec.samplesSnapshot())
 
-	// Settle: every pod bound, every NodeClaim with its Node and back. The
-	// end state is the one the settling saw last: disruption goes on after
-	// the churn (a drifted node replaced later evicts its pods again), so a
-	// pod briefly pending after the cluster settled was not left pending.
-	waitFor(ctx, cfg.SettleTimeout, func() bool {
+	// Settle: every pod bound, every NodeClaim with its Node and back, and
+	// (SettleDrift) no Node left of the template before the drift. The end
+	// state is the one the settling saw last: disruption goes on after the
+	// churn (a drifted node replaced later evicts its pods again), so a pod
+	// briefly pending after the cluster settled was not left pending.
+	// Waiting for the drift to be done makes the evictions to the end of
+	// settling the same work for every controller: one that drifts faster
+	// than another has evicted more by the churn's end without evicting
+	// more in all.
+	settleStart := time.Now()
+	settled := waitFor(ctx, cfg.SettleTimeout, func() bool {
 		res.PendingAtEnd = pendingCount(ctx, cp)
-		var err error
+		var err, oldErr error
 		res.NodesWithoutClaim, res.ClaimsWithoutNode, err = leaks(ctx, cp)
-		return err == nil && boundAll(ctx, cp) && res.PendingAtEnd == 0 &&
-			len(res.NodesWithoutClaim) == 0 && len(res.ClaimsWithoutNode) == 0
+		res.DriftLeft, oldErr = preDriftNodes(ctx, cp)
+		return err == nil && oldErr == nil && boundAll(ctx, cp) && res.PendingAtEnd == 0 &&
+			len(res.NodesWithoutClaim) == 0 && len(res.ClaimsWithoutNode) == 0 && (res.DriftLeft == 0 || !cfg.SettleDrift)
 	})
+	res.Settled = -1
+	if settled {
+		res.Settled = time.Since(settleStart)
+	}
+	res.EvictionsSettled = evictions(ctx, cp) - evStart
 	stopSampling()
 	res.PeakRSSMiB, _ = controlplane.ProcessMemoryMiB(pid, "VmHWM")
 	res.CPUSeconds, _ = controlplane.ProcessCPUSeconds(pid)
@@ -632,7 +687,17 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	for _, v := range res.ControllerAudited {
 		res.ControllerAuditedTotal += v
 	}
-	if res.ControllerEvents, err = controllerEvents(ctx, cp, apiStartAt); err != nil {
+	if res.EvictionLog, err = auditedEvictions(cp.AuditLogPath, apiStartAt); err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	rec.mu.Lock()
+	for i := range res.EvictionLog {
+		if p, ok := rec.placed[res.EvictionLog[i].Pod]; ok {
+			res.EvictionLog[i].Node, res.EvictionLog[i].PodCreated = p.node, p.created
+		}
+	}
+	rec.mu.Unlock()
+	if res.ControllerEvents, res.EventMessages, err = controllerEvents(ctx, cp, apiStartAt); err != nil {
 		return nil, fmt.Errorf("listing the controller's events: %w", err)
 	}
 	var nodes corev1.NodeList
@@ -704,11 +769,15 @@ func scale(ctx context.Context, cp *controlplane.ControlPlane, name string, repl
 	return nil
 }
 
+// revisionLabel is the NodePool's template label drift changes from "1"
+// to "2".
+const revisionLabel = "soak.example.io/revision"
+
 // drift changes the NodePool's template label: every node drifts.
 func drift(ctx context.Context, cp *controlplane.ControlPlane) error {
 	np := &v1.NodePool{}
 	np.Name = PoolName
-	patch := []byte(`{"spec":{"template":{"metadata":{"labels":{"soak.example.io/revision":"2"}}}}}`)
+	patch := []byte(`{"spec":{"template":{"metadata":{"labels":{"` + revisionLabel + `":"2"}}}}}`)
 	if err := cp.Client.Patch(ctx, np, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("drifting the pool: %w", err)
 	}
@@ -795,17 +864,28 @@ func leaks(ctx context.Context, cp *controlplane.ControlPlane) (nodes, claims []
 	return nodes, claims, nil
 }
 
+// preDriftNodes counts the pool's Nodes still of the template before the
+// drift (its revision label is the one drift changes).
+func preDriftNodes(ctx context.Context, cp *controlplane.ControlPlane) (int, error) {
+	var nl corev1.NodeList
+	if err := cp.Client.List(ctx, &nl, client.MatchingLabels{v1.NodePoolLabelKey: PoolName, revisionLabel: "1"}); err != nil {
+		return 0, fmt.Errorf("listing nodes: %w", err)
+	}
+	return len(nl.Items), nil
+}
+
 // EventComponent is the component the controllers under test (ours and
 // upstream's) report their Events as.
 const EventComponent = "karpenter"
 
 // controllerEvents counts the Events of EventComponent created from since
 // on, by reason.
-func controllerEvents(ctx context.Context, cp *controlplane.ControlPlane, since time.Time) (map[string]float64, error) {
+func controllerEvents(ctx context.Context, cp *controlplane.ControlPlane, since time.Time) (map[string]float64, []string, error) {
 	var events corev1.EventList
 	if err := cp.Client.List(ctx, &events); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var messages []string
 	// Creation timestamps have a second's resolution.
 	since = since.Truncate(time.Second)
 	out := map[string]float64{}
@@ -817,8 +897,11 @@ func controllerEvents(ctx context.Context, cp *controlplane.ControlPlane, since 
 			continue
 		}
 		out[e.Reason]++
+		messages = append(messages, fmt.Sprintf("%s\t%s\t%s\t%s\t%s", e.CreationTimestamp.UTC().Format(time.RFC3339), e.Reason,
+			e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message))
 	}
-	return out, nil
+	sort.Strings(messages)
+	return out, messages, nil
 }
 
 // evictions is the API server's count of pod evictions.
@@ -994,5 +1077,35 @@ func audited(path string, since time.Time) (map[string]float64, error) {
 		}
 		out[key]++
 	}
+	return out, sc.Err()
+}
+
+// auditedEvictions are User's successful evictions in the audit log from
+// since on, in order.
+func auditedEvictions(path string, since time.Time) ([]Eviction, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Eviction
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct {
+			User      struct{ Username string } `json:"user"`
+			ObjectRef struct {
+				Namespace, Name, Subresource string
+			} `json:"objectRef"`
+			ResponseStatus    struct{ Code int } `json:"responseStatus"`
+			RequestReceivedAt time.Time          `json:"requestReceivedTimestamp"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != User || ev.RequestReceivedAt.Before(since) ||
+			ev.ObjectRef.Subresource != "eviction" || ev.ResponseStatus.Code >= 300 {
+			continue
+		}
+		out = append(out, Eviction{At: ev.RequestReceivedAt, Pod: ev.ObjectRef.Namespace + "/" + ev.ObjectRef.Name})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out, sc.Err()
 }

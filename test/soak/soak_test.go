@@ -219,7 +219,9 @@ func churnRSS(res *soak.Result) (first, last float64) {
 // profile at the end of the churn; TestSoakMinute reads it too) are read
 // too.
 func BenchmarkSoak(b *testing.B) {
-	cfg := soak.Config{Logf: b.Logf}
+	// Settling waits for the drift to be done: the evictions to the end of
+	// settling are then the same work for every controller.
+	cfg := soak.Config{Logf: b.Logf, SettleDrift: true}
 	cfg.Nodes = envInt(b, "SOAK_NODES", 0)
 	cfg.Pods = envInt(b, "SOAK_PODS", 0)
 	cfg.Seed = int64(envInt(b, "SOAK_SEED", 0))
@@ -308,6 +310,25 @@ func keep(b *testing.B, dir string, res *soak.Result) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, res.Controller+".log"), []byte(res.ControllerLog), 0o644); err != nil {
 		b.Logf("keeping log: %v", err)
+	}
+	// The evictions with the pods' nodes, and the churn's wall-clock
+	// marks, to be joined with the log's "disrupting node(s)" lines.
+	var ev strings.Builder
+	ev.WriteString("at,pod,node,pod_created\n")
+	for _, mark := range []struct {
+		name string
+		at   time.Time
+	}{{"churn-start", res.ChurnStart}, {"drift", res.DriftAt}, {"churn-end", res.ChurnEnd}} {
+		fmt.Fprintf(&ev, "%s,%s,,\n", mark.at.UTC().Format(time.RFC3339Nano), mark.name)
+	}
+	for _, e := range res.EvictionLog {
+		fmt.Fprintf(&ev, "%s,%s,%s,%s\n", e.At.UTC().Format(time.RFC3339Nano), e.Pod, e.Node, e.PodCreated.UTC().Format(time.RFC3339))
+	}
+	if err := os.WriteFile(filepath.Join(dir, res.Controller+"-events.tsv"), []byte(strings.Join(res.EventMessages, "\n")+"\n"), 0o644); err != nil {
+		b.Logf("keeping events: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, res.Controller+"-evictions.csv"), []byte(ev.String()), 0o644); err != nil {
+		b.Logf("keeping evictions: %v", err)
 	}
 }
 

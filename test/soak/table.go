@@ -10,9 +10,9 @@ import (
 
 // Summary is one line about a result.
 func Summary(r *Result) string {
-	return fmt.Sprintf("build-up %s (%d nodes); churn p50/p99 pending-to-bound %s/%s over %d pods; %.0f evictions (%.0f/h); $%.2f/h start, $%.2f/h mid, $%.2f/h end; peak RSS %.0f MiB (last half %.0f-%.0f); CPU %.1fs; API requests %.0f (controller's own %.0f by the audit log, %.0f by its client); end: %d nodes, %d NodeClaims, %d pending, leaks %v %v, panics %d",
+	return fmt.Sprintf("build-up %s (%d nodes); churn p50/p99 pending-to-bound %s/%s over %d pods; %.0f evictions (%.0f/h; %.0f to settled, %s after the churn); $%.2f/h start, $%.2f/h mid, $%.2f/h end; peak RSS %.0f MiB (last half %.0f-%.0f); CPU %.1fs; API requests %.0f (controller's own %.0f by the audit log, %.0f by its client); end: %d nodes, %d NodeClaims, %d pending, leaks %v %v, panics %d",
 		r.BuildUp.Round(time.Second), r.BuildUpNodes, r.P50.Round(100*time.Millisecond), r.P99.Round(100*time.Millisecond), r.Bound,
-		r.Evictions, r.EvictionsPerHour, r.CostStart, r.CostMid, r.CostEnd, r.PeakRSSMiB, r.RSSMinLate, r.RSSMaxLate,
+		r.Evictions, r.EvictionsPerHour, r.EvictionsSettled, r.Settled.Round(time.Second), r.CostStart, r.CostMid, r.CostEnd, r.PeakRSSMiB, r.RSSMinLate, r.RSSMaxLate,
 		r.CPUSeconds, r.APIRequestsTotal, r.ControllerAuditedTotal, r.ControllerRequests, r.NodesAtEnd, r.ClaimsAtEnd, r.PendingAtEnd,
 		r.NodesWithoutClaim, r.ClaimsWithoutNode, len(r.Panics))
 }
@@ -29,6 +29,13 @@ func Table(results []*Result) string {
 		{"pods measured", func(r *Result) float64 { return float64(r.Bound) }, "%.0f"},
 		{"evictions", func(r *Result) float64 { return r.Evictions }, "%.0f"},
 		{"evictions/h", func(r *Result) float64 { return r.EvictionsPerHour }, "%.0f"},
+		{"evictions to settled (drift done)", func(r *Result) float64 { return r.EvictionsSettled }, "%.0f"},
+		{"settled after the churn (s, -1 not)", func(r *Result) float64 {
+			if r.Settled < 0 {
+				return -1
+			}
+			return r.Settled.Seconds()
+		}, "%.0f"},
 		{"$/h churn start", func(r *Result) float64 { return r.CostStart }, "%.2f"},
 		{"$/h churn mid", func(r *Result) float64 { return r.CostMid }, "%.2f"},
 		{"$/h churn end", func(r *Result) float64 { return r.CostEnd }, "%.2f"},
@@ -46,6 +53,7 @@ func Table(results []*Result) string {
 	rows = append(rows,
 		row{"nodes at end", func(r *Result) float64 { return float64(r.NodesAtEnd) }, "%.0f"},
 		row{"pending at end", func(r *Result) float64 { return float64(r.PendingAtEnd) }, "%.0f"},
+		row{"pre-drift nodes at end", func(r *Result) float64 { return float64(r.DriftLeft) }, "%.0f"},
 		row{"leaked nodes+claims", func(r *Result) float64 { return float64(len(r.NodesWithoutClaim) + len(r.ClaimsWithoutNode)) }, "%.0f"},
 		row{"panics", func(r *Result) float64 { return float64(len(r.Panics)) }, "%.0f"},
 	)

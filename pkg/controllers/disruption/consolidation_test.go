@@ -663,3 +663,45 @@ func TestPlannerEndsTheValidationDelayEarlyWhenNothingIsValid(t *testing.T) {
 		})
 	}
 }
+
+// Upstream sends Unconsolidatable only for nodes its consolidation
+// evaluated: a node still inside consolidateAfter is no candidate and gets
+// no event (every node is, after each pod event; with one such event per
+// node per 15 minutes, it would hide the verdict of its evaluation).
+func TestUnconsolidatableOnlyForEvaluatedNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		consolidatable bool
+		want           string
+	}{
+		{name: "consolidateAfter elapsed: evaluated", consolidatable: true, want: "Can't replace with a cheaper node"},
+		{name: "inside consolidateAfter: no candidate, no event", consolidatable: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newConsolidationEnv(t)
+			opts := []nodeOpt{e.typed(itype(2))}
+			if tc.consolidatable {
+				opts = append(opts, consolidatable)
+			}
+			nc, _ := e.managedNode(opts...)
+			node := e.node(nc.Name)
+			node.Spec.Taints = nil
+			require.NoError(t, cp.Client.Update(e.ctx, node))
+			e.sync()
+			e.busyPod(node, "app", "1500m")
+
+			assert.False(t, e.reconcile(), "the node is kept")
+			var msgs []string
+			for _, ev := range e.events.Events(disruption.ReasonUnconsolidatable) {
+				if ev.Object == node.Name {
+					msgs = append(msgs, ev.Message)
+				}
+			}
+			if tc.want == "" {
+				assert.Empty(t, msgs)
+				return
+			}
+			assert.Contains(t, strings.Join(msgs, "\n"), tc.want)
+		})
+	}
+}
