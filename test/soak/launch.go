@@ -27,6 +27,7 @@ type launched struct {
 	cp        *controlplane.ControlPlane
 	pid, port int
 	name      string
+	ctrlStop  func()
 }
 
 // launch starts a control plane (kube-controller-manager, kube-scheduler,
@@ -66,12 +67,15 @@ func launch(ctx context.Context, ctrl Controller, pools []string, setup func(con
 		}
 		return true
 	})
-	return &launched{cp: cp, pid: pid, port: port, name: ctrl.Name}, nil
+	return &launched{cp: cp, pid: pid, port: port, name: ctrl.Name, ctrlStop: ctrl.Stop}, nil
 }
 
 // stop kills the controller, then the control plane, and returns the
 // controller's log.
 func (l *launched) stop() string {
+	if l.ctrlStop != nil {
+		l.ctrlStop()
+	}
 	l.cp.Kill(l.pid)
 	raw, _ := os.ReadFile(l.cp.LogPath(l.name))
 	l.cp.Stop()

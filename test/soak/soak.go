@@ -240,6 +240,9 @@ spec:
 type Controller struct {
 	Name  string
 	Start func(cp *controlplane.ControlPlane, kubeconfig string) (pid, metricsPort int, err error)
+	// Stop, when set, ends a controller Start did not spawn (one running
+	// in the test's process), before the control plane stops.
+	Stop func()
 }
 
 // User is the identity the controller under test authenticates as
