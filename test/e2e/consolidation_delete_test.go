@@ -25,8 +25,14 @@ import (
 //     stay, with a DisruptionBlocked event naming the PDB;
 //   - cons-dnd: the same with karpenter.sh/do-not-disrupt pods: both nodes
 //     stay, with a DisruptionBlocked event naming the pod.
+//
+// blockedEventWindow bounds the wait for a node's DisruptionBlocked event
+// naming its blocker: the recorder's 2-minute dedupe window for the node's
+// earlier DisruptionBlocked event, and some slack.
+const blockedEventWindow = 2*time.Minute + 30*time.Second
+
 func TestConsolidationDelete(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cp := cluster(t)
 	applyExamples(t, ctx, cp, "02-kwoknodeclass.yaml")
@@ -128,9 +134,24 @@ func TestConsolidationDelete(t *testing.T) {
 			require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node))
 			require.False(t, hasTaint(node, v1.DisruptedTaintKey))
 			want := parts(node.Name)
-			msg := eventWith(ctx, cp, node.Name, "DisruptionBlocked", want...)
-			if msg == "" {
-				msg = eventWith(ctx, cp, node.Name, "Unconsolidatable", want...)
+			// A node's DisruptionBlocked event is sent once per 2 minutes
+			// whatever its message, as upstream's: a node evaluated while
+			// still nominated for its pods (or not yet initialized) reports
+			// that first, and the blocker named here only once the window
+			// has passed. Wait for it, the nodes still kept meanwhile.
+			var msg string
+			deadline := time.Now().Add(blockedEventWindow)
+			for {
+				msg = eventWith(ctx, cp, node.Name, "DisruptionBlocked", want...)
+				if msg == "" {
+					msg = eventWith(ctx, cp, node.Name, "Unconsolidatable", want...)
+				}
+				if msg != "" || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(time.Second)
+				require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node))
+				require.Falsef(t, hasTaint(node, v1.DisruptedTaintKey), "%s: nodes whose pods refuse eviction must not be disrupted", node.Name)
 			}
 			require.NotEmptyf(t, msg, "%s should have a DisruptionBlocked or Unconsolidatable event containing %q: %v", node.Name, want, allEvents(ctx, cp, node.Name))
 			t.Logf("%s: %s", node.Name, msg)
