@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	awsv1 "github.com/karpenter-go/karpenter/pkg/apis/aws/v1"
@@ -148,21 +147,7 @@ func belongs(inst *Instance, req Request) bool {
 	return inst.Tags[v1.NodePoolLabelKey] == req.NodePoolName && inst.Tags[awsv1.NodeClassTagKey] == req.NodeClassName
 }
 
+// describe is DescribeInstances with filters, live instances only.
 func (p *Provider) describe(ctx context.Context, filters []ec2types.Filter) ([]*Instance, error) {
-	var out []*Instance
-	pager := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{Filters: filters})
-	for pager.HasMorePages() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("describing instances: %w", err)
-		}
-		for _, r := range page.Reservations {
-			for _, i := range r.Instances {
-				if live(i) {
-					out = append(out, fromEC2(i))
-				}
-			}
-		}
-	}
-	return out, nil
+	return p.describeWhere(ctx, filters, live)
 }

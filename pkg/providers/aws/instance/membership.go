@@ -250,6 +250,12 @@ func (p *Provider) batchOwners(ctx context.Context, of *Instance) (map[string]st
 // describeAll is DescribeInstances with filters, terminated instances
 // included.
 func (p *Provider) describeAll(ctx context.Context, filters []ec2types.Filter) ([]*Instance, error) {
+	return p.describeWhere(ctx, filters, nil)
+}
+
+// describeWhere pages through DescribeInstances with filters, keeping the
+// instances keep accepts (all of them when keep is nil).
+func (p *Provider) describeWhere(ctx context.Context, filters []ec2types.Filter, keep func(ec2types.Instance) bool) ([]*Instance, error) {
 	var out []*Instance
 	pager := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{Filters: filters})
 	for pager.HasMorePages() {
@@ -259,7 +265,9 @@ func (p *Provider) describeAll(ctx context.Context, filters []ec2types.Filter) (
 		}
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
-				out = append(out, fromEC2(i))
+				if keep == nil || keep(i) {
+					out = append(out, fromEC2(i))
+				}
 			}
 		}
 	}
