@@ -101,6 +101,9 @@ func previousMinor(t testing.TB, v string) string {
 func (e *awsEnv) startAWSController(t testing.TB, name string, extra ...string) int {
 	t.Helper()
 	env := append(e.local.EnvWith(e.controllerCredentials(t)), "CLUSTER_NAME="+awsClusterName, "CLUSTER_ENDPOINT="+e.cp.Config.Host)
+	if _, benchmark := t.(*testing.B); !benchmark {
+		env = append(env, mutationDetector)
+	}
 	e.metricsPort = freePort(t)
 	args := append([]string{
 		"--cloud-provider=aws",

@@ -91,7 +91,7 @@ func startMetricsController(t *testing.T, cp *controlplane.ControlPlane, name st
 	envBin, err := exec.LookPath("env")
 	require.NoError(t, err)
 	metricsPort = freePort(t)
-	args := append(append([]string{}, env...), controllerBin,
+	args := append(append([]string{mutationDetector}, env...), controllerBin,
 		"--kubeconfig="+cp.KubeconfigPath,
 		"--metrics-port="+strconv.Itoa(metricsPort),
 		"--health-probe-port="+strconv.Itoa(freePort(t)),

@@ -41,7 +41,7 @@ func startReplica(t *testing.T, cp *controlplane.ControlPlane, name string, env 
 	t.Helper()
 	envBin, err := exec.LookPath("env")
 	require.NoError(t, err)
-	args := append(append([]string{}, env...), controllerBin,
+	args := append(append([]string{mutationDetector}, env...), controllerBin,
 		"--kubeconfig="+cp.KubeconfigPath,
 		"--metrics-port="+strconv.Itoa(freePort(t)),
 		"--health-probe-port="+strconv.Itoa(freePort(t)),

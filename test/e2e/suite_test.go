@@ -72,6 +72,16 @@ func cluster(t testing.TB) *controlplane.ControlPlane {
 	return cp
 }
 
+// mutationDetector turns client-go's cache mutation detector on in the
+// controllers the tests start. The controller hands the informers' objects
+// out without copying them (UnsafeDisableDeepCopy), so one write into them
+// would change what every reader sees; the detector keeps a deep copy of
+// each object an informer stores, compares the two every second and panics
+// the controller on a difference, which fails the test with the
+// controller's log. Benchmarks run without it: it copies and compares every
+// cached object.
+const mutationDetector = "KUBE_CACHE_MUTATION_DETECTOR=true"
+
 // startController runs the controller binary against cp. Each replica gets
 // free metrics and probe ports so several can run at once, on this machine
 // and beside other test binaries.
@@ -83,7 +93,7 @@ func startController(t *testing.T, cp *controlplane.ControlPlane, name string, e
 		"--health-probe-port=" + strconv.Itoa(freePort(t)),
 		"--leader-election-namespace=kube-system",
 	}, extra...)
-	pid, err := cp.Spawn(controllerBin, name, args...)
+	pid, err := cp.SpawnEnv(controllerBin, name, []string{mutationDetector}, args...)
 	if err != nil {
 		t.Fatalf("starting controller: %v", err)
 	}
