@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpenter-go/karpenter/pkg/disruption"
 )
@@ -39,6 +41,41 @@ func TestBeats(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, tt.w.beats(tt.o))
+		})
+	}
+}
+
+// TestSortUpstream: candidates go in upstream's order, price over 1 plus
+// their pods' eviction costs, highest first.
+func TestSortUpstream(t *testing.T) {
+	m := func(name string, price float64, pods int) *machine {
+		n := &disruption.Node{}
+		for i := 0; i < pods; i++ {
+			n.Pods = append(n.Pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
+				OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "rs", APIVersion: "apps/v1"}}},
+				Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+		}
+		return &machine{name: name, price: price, node: n, candidate: &disruption.Candidate{Node: n, DisruptionCost: float64(pods)}}
+	}
+	for _, tt := range []struct {
+		name  string
+		cands []*machine
+		want  []string
+	}{
+		// $0.3909/9 = 0.0434 against $0.0489/2 = 0.0245: counting the
+		// pods alone ranks them the other way (20.46 pods per dollar
+		// against 20.45).
+		{"a large node of eight pods before a small node of one", []*machine{m("small", 0.0489, 1), m("large", 0.3909, 8)}, []string{"large", "small"}},
+		{"empty nodes by price", []*machine{m("a", 0.1, 0), m("b", 0.2, 0)}, []string{"b", "a"}},
+		{"ties by name", []*machine{m("b", 0.1, 1), m("a", 0.1, 1)}, []string{"a", "b"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sortUpstream(tt.cands)
+			var got []string
+			for _, c := range tt.cands {
+				got = append(got, c.name)
+			}
+			assert.Equal(t, tt.want, got)
 		})
 	}
 }
