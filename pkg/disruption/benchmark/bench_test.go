@@ -247,6 +247,9 @@ func BenchmarkTraces(b *testing.B) {
 						b.Fatal(err)
 					}
 					rs = append(rs, r)
+					if os.Getenv("BENCH_TRACE_MOVES") != "" {
+						b.Logf("%s moves:\n%s", alg.Name, strings.Join(r.Moves, "\n"))
+					}
 					b.ReportMetric(float64(r.Evictions), alg.Name+"-evictions")
 					b.ReportMetric(r.PriceEnd, alg.Name+"-$/h")
 					b.ReportMetric(r.AllocPerRequest, alg.Name+"-alloc/req")

@@ -64,6 +64,9 @@ type Cluster struct {
 	Fresh int
 	// Evictions counts pods evicted by disruption commands.
 	Evictions int
+	// Reevictions counts the evictions of pods that replace an evicted
+	// pod: pods a move put somewhere a later move evicted again.
+	Reevictions int
 	// Commands counts commands carried out.
 	Commands int
 	// pools are the NodePools new NodeClaims may come from (Pools when

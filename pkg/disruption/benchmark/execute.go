@@ -45,6 +45,11 @@ func (c *Cluster) Execute(cmds []*disruption.Command, now time.Time) ([][]string
 	}
 	c.Commands += len(cmds)
 	c.Evictions += len(first) + len(second)
+	for _, p := range append(append([]*corev1.Pod(nil), first...), second...) {
+		if p.Annotations[replacementMark] != "" {
+			c.Reevictions++
+		}
+	}
 	kept := c.Snap.Nodes[:0]
 	for _, n := range c.Snap.Nodes {
 		if !removed[n.Name()] {
@@ -84,6 +89,11 @@ func (c *Cluster) replacements(evicted []*corev1.Pod, now time.Time) []*corev1.P
 	return out
 }
 
+// replacementMark marks the pods created for evicted ones, so that a second
+// eviction of a moved pod is counted (Cluster.Reevictions). Nothing the
+// algorithms read looks at it.
+const replacementMark = "benchmark.karpenter-go.io/replaces-evicted"
+
 // replacement is the pod a ReplicaSet creates at created for evicted p:
 // the same template and owner under a new name.
 func (c *Cluster) replacement(p *corev1.Pod, created time.Time) *corev1.Pod {
@@ -100,6 +110,10 @@ func (c *Cluster) replacement(p *corev1.Pod, created time.Time) *corev1.Pod {
 	// annotations set on the evicted one since.
 	delete(cp.Annotations, corev1.PodDeletionCost)
 	delete(cp.Annotations, disruption.DeletionCostMark)
+	if cp.Annotations == nil {
+		cp.Annotations = map[string]string{}
+	}
+	cp.Annotations[replacementMark] = "true"
 	return cp
 }
 

@@ -96,8 +96,11 @@ type TraceResult struct {
 	Trace, Algorithm string
 	HeldOut          bool
 	Evictions        int
-	Commands         int
-	Fresh            int
+	// Reevictions are evictions of pods an earlier move evicted (their
+	// replacements, under new names).
+	Reevictions int
+	Commands    int
+	Fresh       int
 	// PriceEnd is the fleet's $/h at the end.
 	PriceEnd float64
 	// AllocPerRequest is the fleet's allocatable CPU over the application
@@ -110,6 +113,10 @@ type TraceResult struct {
 	Passes, Busy int
 	Settle       time.Duration
 	Capped       bool
+	// Moves logs every command carried out, one line each: when, what it
+	// did to which nodes (instance type, pods evicted), the replacements'
+	// cheapest types and the $/h saved (BENCH_TRACE_MOVES prints them).
+	Moves []string
 }
 
 // run plays the trace with alg.
@@ -138,7 +145,7 @@ func (t Trace) steps(c *Cluster, alg Algorithm) (TraceResult, error) {
 	rng := rand.New(rand.NewSource(t.Seed))
 	r := TraceResult{Trace: t.Name, Algorithm: alg.Name, HeldOut: t.HeldOut}
 	methods := disruption.MethodsOf(alg.Strategy)
-	ev0, fr0, cm0 := c.Evictions, c.Fresh, c.Commands
+	ev0, fr0, cm0, re0 := c.Evictions, c.Fresh, c.Commands, c.Reevictions
 	for s := range t.Replicas {
 		c.Snap.Now = Epoch.Add(time.Duration(s) * t.StepEvery)
 		pending := t.scale(c, s, rng)
@@ -177,6 +184,7 @@ func (t Trace) steps(c *Cluster, alg Algorithm) (TraceResult, error) {
 			r.Passes++
 			if len(d.Commands) > 0 {
 				r.Busy++
+				r.Moves = append(r.Moves, moveLines(c, s, c.Snap.Now.Sub(stepAt), d.Commands)...)
 				launched, err := c.Execute(d.Commands, c.Snap.Now)
 				if err != nil {
 					return r, fmt.Errorf("%s step %d: %w", t.Name, s, err)
@@ -199,6 +207,7 @@ func (t Trace) steps(c *Cluster, alg Algorithm) (TraceResult, error) {
 		r.Settle += settled.Sub(stepAt) - time.Minute
 	}
 	r.Evictions, r.Fresh, r.Commands = c.Evictions-ev0, c.Fresh-fr0, c.Commands-cm0
+	r.Reevictions = c.Reevictions - re0
 	r.PriceEnd = c.Price()
 	var alloc, req [2]float64
 	for _, n := range c.Snap.Nodes {
@@ -215,6 +224,29 @@ func (t Trace) steps(c *Cluster, alg Algorithm) (TraceResult, error) {
 		r.AllocPerRequest, r.MemPerRequest = alloc[0]/req[0], alloc[1]/req[1]
 	}
 	return r, nil
+}
+
+// moveLines describes a pass's commands before they are carried out.
+func moveLines(c *Cluster, step int, at time.Duration, cmds []*disruption.Command) []string {
+	out := make([]string, 0, len(cmds))
+	for _, cmd := range cmds {
+		var cands []string
+		pods := 0
+		for _, cand := range cmd.Candidates {
+			cands = append(cands, fmt.Sprintf("%s(%s,%s,%d)", cand.Name(), cand.Node.Node.Labels[corev1.LabelInstanceTypeStable],
+				cand.Node.Node.Labels[v1.CapacityTypeLabelKey], len(cand.Reschedulable)))
+			pods += len(cand.Reschedulable)
+		}
+		var repl []string
+		for _, nc := range cmd.Replacements {
+			if len(nc.InstanceTypes) > 0 {
+				repl = append(repl, nc.InstanceTypes[0].Name)
+			}
+		}
+		saving, _ := disruption.CommandSaving(c.Snap, cmd)
+		out = append(out, fmt.Sprintf("step %d +%s %s %d pods %s -> %v saves $%.4f/h", step, at, cmd.Decision(), pods, strings.Join(cands, " "), repl, saving))
+	}
+	return out
 }
 
 // cluster is the trace's empty cluster: its pools, catalog and PDBs.
@@ -361,8 +393,8 @@ func Req(key string, values ...string) v1.NodeSelectorRequirementWithMinValues {
 // TraceTable renders trace results, one row per trace and algorithm.
 func TraceTable(rs []TraceResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-16s %-5s %-10s %9s %8s %6s %8s %7s %7s %6s %5s %8s\n",
-		"trace", "half", "algorithm", "evictions", "commands", "fresh", "$/h end", "cpu a/r", "mem a/r", "passes", "busy", "settle")
+	fmt.Fprintf(&b, "%-16s %-5s %-10s %9s %7s %8s %6s %8s %7s %7s %6s %5s %8s\n",
+		"trace", "half", "algorithm", "evictions", "again", "commands", "fresh", "$/h end", "cpu a/r", "mem a/r", "passes", "busy", "settle")
 	for _, r := range rs {
 		half := "tune"
 		if r.HeldOut {
@@ -372,8 +404,8 @@ func TraceTable(rs []TraceResult) string {
 		if r.Capped {
 			capped = " (capped)"
 		}
-		fmt.Fprintf(&b, "%-16s %-5s %-10s %9d %8d %6d %8.3f %7.3f %7.3f %6d %5d %8s%s\n",
-			r.Trace, half, r.Algorithm, r.Evictions, r.Commands, r.Fresh, r.PriceEnd, r.AllocPerRequest, r.MemPerRequest, r.Passes, r.Busy, r.Settle, capped)
+		fmt.Fprintf(&b, "%-16s %-5s %-10s %9d %7d %8d %6d %8.3f %7.3f %7.3f %6d %5d %8s%s\n",
+			r.Trace, half, r.Algorithm, r.Evictions, r.Reevictions, r.Commands, r.Fresh, r.PriceEnd, r.AllocPerRequest, r.MemPerRequest, r.Passes, r.Busy, r.Settle, capped)
 	}
 	return b.String()
 }

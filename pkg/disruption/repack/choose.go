@@ -1,21 +1,22 @@
 package repack
 
-// choose plans the pool three ways and keeps the plan no other beats on
-// both $/h saved and evictions (one of them strictly): groups first
-// (repack), deletes first (repackDeletesFirst, only when groups first has
-// a group move; otherwise the two differ only in what follows the
-// deletes, which repack leaves to the next pass) and a batch of deletes
-// first (repackBatchFirst). Groups first wins after a scale-in that
-// leaves many nodes a little underused: one N→M move empties them all,
-// where deletes would fill the few holes and freeze their receivers for
-// the cool-down. Deletes first wins where the holes take whole nodes'
+// choose plans the pool three ways and keeps the plan worth the most net
+// of the restarts it causes (net: the payback gate's saving over the
+// horizon less its disruption cost, summed over the plan's moves): groups
+// first (repack), deletes first (repackDeletesFirst, only when groups
+// first has a group move; otherwise the two differ only in what follows
+// the deletes, which repack leaves to the next pass) and a batch of
+// deletes first (repackBatchFirst). Groups first wins after a scale-in
+// that leaves many nodes a little underused: one N→M move empties them
+// all, where deletes would fill the few holes and freeze their receivers
+// for the cool-down. Deletes first wins where the holes take whole nodes'
 // pods and a group evicts many pods for what the deletes save anyway.
 // The batch wins where the emptiest nodes can all go at once: deleted one
 // by one, each one's pods spread onto the next emptiest, which then
-// cannot leave. The plans are compared on saving and evictions, not on the
-// payback gate's net value: deletes first costs the fewest evictions in
-// one pass, and ranked by net value it would win passes whose group move
-// the cheapest fleet needs. It returns cands as the kept plan's nodes.
+// cannot leave. Ranking by net value is the payback gate applied to the
+// difference between two plans: a plan that saves more is kept only when
+// what it saves beyond the other pays for the restarts it adds. It
+// returns cands as the kept plan's nodes.
 func (w *worker) choose(cands []*machine) []*machine {
 	byDeletes, idxD := w.clone()
 	byBatch, idxB := w.clone()
@@ -53,26 +54,14 @@ func mapNodes(ms []*machine, idx map[*machine]*machine) []*machine {
 	return out
 }
 
-// beats reports whether w's plan is to be kept over o's: it dominates
-// o's, or o's reshuffles (an N→M move relaunching more of its candidates'
-// own machines than it ends) and w's is worth more net of the restarts it
-// causes. A reshuffle evicts every pod of its nodes for what deletes often
-// nearly match: on a pool of one instance type, moving many nodes onto a
-// few fewer of the same type saves little more than deleting the emptiest
-// ones, for many times the evictions. Net value is the tie-breaker only
-// there: for other group moves (many nodes onto a few large machines) it
-// would pass up savings the cheapest fleet needs.
+// beats reports whether w's plan is to be kept over o's: it is worth more
+// net of the restarts it causes, or as much and it dominates o's. An N→M
+// move that saves $0.10/h more than a batch of deletes for 32 more
+// evictions costs more in restarts ($0.29 at the default restart cost)
+// than it saves over the hour, however much the pass saves in all.
 func (w *worker) beats(o *worker) bool {
-	return w.dominates(o) || (o.reshuffles() && w.net() > o.net()+1e-9)
-}
-
-func (w *worker) reshuffles() bool {
-	for _, mv := range w.moves {
-		if mv.reshuffle {
-			return true
-		}
-	}
-	return false
+	wn, on := w.net(), o.net()
+	return wn > on+1e-9 || (wn >= on-1e-9 && w.dominates(o))
 }
 
 // net is the plan's saving over the horizon less the payback gate's

@@ -15,8 +15,9 @@
 //   - N→M: groups of underused nodes that no single move helps, replaced
 //     together by fewer or cheaper NodeClaims.
 //
-// When the plan has a group move, the pool is also planned deletes first,
-// and that plan is kept when it saves as much for fewer evictions. Before
+// The pool is also planned deletes first (when the plan has a group move)
+// and with upstream's batch of deletes first, and the plan worth the most
+// net of the restarts it causes is kept. Before
 // any move, room is reserved for pending pods and for the pods of nodes
 // already leaving (upstream simulates both beside the moved pods), and an
 // empty node Emptiness will delete receives nothing (it is drained).

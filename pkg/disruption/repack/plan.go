@@ -72,9 +72,6 @@ type move struct {
 	cands        []*machine
 	replacements []*scheduling.NewNodeClaim
 	payback      disruption.Payback
-	// reshuffle: an N→M move relaunching more of its candidates' own
-	// instance types (and capacity types) than it ends (see worker.beats).
-	reshuffle bool
 }
 
 // planner is the shared, read-only part of a pass.

@@ -122,19 +122,11 @@ func (w *worker) evaluate(cands []*machine, res *scheduling.Result) (*move, *dis
 		after += c.price[0]
 		claims = append(claims, c)
 	}
-	// An N→M move whose new nodes are mostly the candidates' own machines
-	// is a reshuffle: it evicts every pod of N nodes to end N−M of them.
-	relaunched := 0
-	for _, c := range claims {
-		if same[[2]string{c.types[0].Name, launchCapacityType(c.types[0], c.nc.Requirements)}] {
-			relaunched++
-		}
-	}
 	if after >= before-1e-9 {
 		v := verdict(first, disruption.KindNotCheaper, &disruption.ConsolidationDetail{Price: before, ReplacementPrice: after, Replacements: len(claims)})
 		return nil, &v
 	}
-	mv := &move{cands: cands, reshuffle: len(cands) > 1 && relaunched > len(cands)-len(claims)}
+	mv := &move{cands: cands}
 	slack := (before - after) / float64(max(len(claims), 1))
 	for _, c := range claims {
 		limit := c.price[0] + slack

@@ -2,7 +2,6 @@ package repack
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"time"
 
@@ -69,16 +68,7 @@ func (w *worker) run() {
 			cands = append(cands, m)
 		}
 	}
-	// Upstream's order: the least disruption per dollar first, so that
-	// the free room goes to the deletes that save the most per evicted
-	// pod.
-	sort.SliceStable(cands, func(i, j int) bool {
-		fi, fj := math.Max(0, cands[i].candidate.DisruptionCost)/cands[i].price, math.Max(0, cands[j].candidate.DisruptionCost)/cands[j].price
-		if fi != fj {
-			return fi < fj
-		}
-		return cands[i].name < cands[j].name
-	})
+	sortUpstream(cands)
 	cands = w.choose(cands)
 	for _, m := range cands {
 		if !w.keep[m] && !m.removed && !m.receiver {
@@ -107,6 +97,25 @@ func (w *worker) run() {
 		}
 		w.verdicts[m.name] = v
 	}
+}
+
+// sortUpstream orders candidates as upstream's consolidation does: price
+// over the node's disruption (1 for the node plus its pods' eviction
+// costs, disruption.NodeDisruption), highest first, ties by name. The free
+// room then goes to the deletes that save the most per evicted pod, and
+// the batch of deletes (deleteBatch) is the prefix upstream's multi-node
+// consolidation tries. The node's own 1 matters: without it a node of one
+// pod ranks level with a node of eight at the same price per pod, and the
+// batch fills with small nodes whose pods then leave no room for the
+// large ones.
+func sortUpstream(cands []*machine) {
+	sort.SliceStable(cands, func(i, j int) bool {
+		fi, fj := cands[i].price/disruption.NodeDisruption(cands[i].node), cands[j].price/disruption.NodeDisruption(cands[j].node)
+		if fi != fj {
+			return fi > fj
+		}
+		return cands[i].name < cands[j].name
+	})
 }
 
 // clone copies the worker before any move, with its own copies of the
