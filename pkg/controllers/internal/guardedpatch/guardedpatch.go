@@ -10,11 +10,12 @@
 // value it read: it is refused only when one of those lists changed since,
 // which is when writing it would undo another writer's entry.
 //
-// A patch the server is certain to refuse is not sent: every guarded write
-// this process made is remembered with the version it replaced and the
-// lists it replaced there, so a later write from that version (a cache
-// that has not delivered our own write yet) which tests one of those lists
-// gets its Conflict at once, without a request.
+// A patch the server is certain to refuse is not sent: the process's
+// writes are remembered as a chain of versions (each guarded write with
+// the lists it replaced; Record adds the writes made otherwise), so a
+// later write from a version on that chain (a cache that has not delivered
+// our own writes yet) which tests a list a write further down the chain
+// replaced gets its Conflict at once, without a request.
 package guardedpatch
 
 import (
@@ -68,7 +69,7 @@ func send(stored, obj client.Object, write func(key string) bool, patch func([]b
 	if err := refused(patch(raw), obj); err != nil {
 		return err
 	}
-	own.wrote(stored, tested)
+	own.wrote(stored, obj, tested)
 	return nil
 }
 

@@ -218,12 +218,21 @@ func TestPatchStatus(t *testing.T) {
 func TestOwnWriteRefusesAtOnce(t *testing.T) {
 	ctx := context.Background()
 	for i, tc := range []struct {
-		name          string
-		bare          bool
-		first, second func(*corev1.Node)
-		status        bool
-		refused       bool
+		name string
+		bare bool
+		// recorded, when set, is a merge patch before first, told to the
+		// ledger with Record; first then writes from the version it made.
+		recorded, first, second func(*corev1.Node)
+		status                  bool
+		refused                 bool
 	}{
+		{
+			name:     "a recorded label, a taint removed, then a taint added from before the label",
+			recorded: func(n *corev1.Node) { n.Labels["theirs"] = "yes" },
+			first:    func(n *corev1.Node) { n.Spec.Taints = nil },
+			second:   func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, other) },
+			refused:  true,
+		},
 		{
 			name:    "a taint removed, then a taint added",
 			first:   func(n *corev1.Node) { n.Spec.Taints = nil },
@@ -293,21 +302,29 @@ func TestOwnWriteRefusesAtOnce(t *testing.T) {
 			}()
 			stored := node.DeepCopy()
 
-			first := stored.DeepCopy()
+			from, want := stored, 1
+			if tc.recorded != nil {
+				merged := stored.DeepCopy()
+				tc.recorded(merged)
+				require.NoError(t, kube.Patch(ctx, merged, client.MergeFrom(stored)))
+				guardedpatch.Record(stored, merged)
+				from, want = merged, 2
+			}
+			first := from.DeepCopy()
 			tc.first(first)
-			require.NoError(t, patch(ctx, kube, stored, first))
-			require.Equal(t, 1, sent)
+			require.NoError(t, patch(ctx, kube, from, first))
+			require.Equal(t, want, sent)
 
 			second := stored.DeepCopy()
 			tc.second(second)
 			err = patch(ctx, kube, stored, second)
 			if tc.refused {
 				require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
-				assert.Equal(t, 1, sent, "a write the server would refuse is not sent")
+				assert.Equal(t, want, sent, "a write the server would refuse is not sent")
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, 2, sent)
+			assert.Equal(t, want+1, sent)
 		})
 	}
 }
