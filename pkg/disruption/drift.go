@@ -6,14 +6,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
 // Drift replaces drifted nodes of dynamic pools (reason Drifted), one node
 // per command as upstream: the empty ones first (the pods of a busy node
 // would otherwise land on them and move again when they go), each group
 // longest-drifted first; an empty node needs no simulation, a busy one
-// comes with the replacements its pods need and is skipped when some of
-// its pods would fit nowhere.
+// comes with every NodeClaim its simulation creates, as upstream's, and is
+// skipped when some of its pods would fit nowhere.
 type Drift struct{}
 
 func (Drift) Reason() v1.DisruptionReason { return v1.DisruptionReasonDrifted }
@@ -79,9 +80,21 @@ func (d Drift) ComputeCommands(env *Env, budgets map[string]*BudgetStatus, cs []
 		for _, rest := range cs[i+1:] {
 			verdicts = append(verdicts, d.deferred(rest, budgets))
 		}
-		return []*Command{{Method: d, Candidates: []*Candidate{c}, Replacements: sim.Replacements, Simulation: sim}}, verdicts, nil
+		return []*Command{{Method: d, Candidates: []*Candidate{c}, Replacements: driftReplacements(sim), Simulation: sim}}, verdicts, nil
 	}
 	return nil, verdicts, nil
+}
+
+// driftReplacements are all the NodeClaims the simulation creates: besides
+// those the candidate's pods need, those for the pending pods and the pods
+// of nodes already leaving, which would otherwise take the room the
+// candidate's pods were counted on, or send them to another drifted node
+// to be evicted again when its turn comes.
+func driftReplacements(sim *Simulation) []*scheduling.NewNodeClaim {
+	if sim.Result == nil {
+		return sim.Replacements
+	}
+	return sim.Result.NewNodeClaims
 }
 
 // deferred explains a drifted candidate that another command went ahead of.

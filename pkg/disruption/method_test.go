@@ -201,6 +201,21 @@ func TestDrift(t *testing.T) {
 		assert.Equal(t, KindDeferred, explanationOf(d, "b").Verdicts[0].Kind)
 		assert.Equal(t, KindNotDrifted, explanationOf(d, "c").Verdicts[0].Kind)
 	})
+	t.Run("replaced by every NodeClaim the simulation creates, as upstream", func(t *testing.T) {
+		// The simulation also plans the pending pods and the pods of nodes
+		// already leaving; a drift command launches what it plans for them
+		// too, not only the NodeClaims that take the candidate's pods.
+		own, pending := &scheduling.NewNodeClaim{NodePool: "p"}, &scheduling.NewNodeClaim{NodePool: "p"}
+		sim := &recordingSim{answers: map[string]*Simulation{"a": {
+			Replacements: []*scheduling.NewNodeClaim{own},
+			Result:       &scheduling.Result{NewNodeClaims: []*scheduling.NewNodeClaim{own, pending}},
+		}}}
+		nodes := []*Node{node("a", "p", drifted(older), withPods(pod("x")))}
+		d, err := Disrupt(testSnapshot([]*v1.NodePool{pool("p", budgets(budget("100%")))}, nodes), []Method{Drift{}}, sim)
+		require.NoError(t, err)
+		require.Len(t, d.Commands, 1)
+		assert.Equal(t, []*scheduling.NewNodeClaim{own, pending}, d.Commands[0].Replacements)
+	})
 	t.Run("skipped when the pods would not fit, naming them; the next is tried", func(t *testing.T) {
 		sim := &recordingSim{answers: map[string]*Simulation{"a": {Unschedulable: []string{"default/x"}}}}
 		nodes := []*Node{

@@ -268,8 +268,10 @@ type NodeClaimTemplateSpec struct {
 // nodepool and nodeclass labels; the template's annotations with the hash
 // annotations drift detection compares against; an owner reference so
 // that deleting the NodePool cascades to its NodeClaims; and the
-// template's taints, requirements, class and timings. It shares the
-// template's slices; the dynamic and static provisioners both start here.
+// template's taints, requirements, class and timings; and the termination
+// finalizer, which the lifecycle would otherwise add with a patch of its
+// own before launching (a request per NodeClaim). It shares the template's
+// slices; the dynamic and static provisioners both start here.
 func (np *NodePool) NodeClaimFromTemplate(extraLabels map[string]string) *NodeClaim {
 	t := np.Spec.Template
 	labels := map[string]string{}
@@ -297,6 +299,7 @@ func (np *NodePool) NodeClaimFromTemplate(extraLabels map[string]string) *NodeCl
 			GenerateName: np.Name + "-",
 			Labels:       labels,
 			Annotations:  annotations,
+			Finalizers:   []string{TerminationFinalizer},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion:         GroupVersion.String(),
 				Kind:               "NodePool",

@@ -109,7 +109,7 @@ func burstCleanup(t *testing.T) {
 		ctx := context.Background()
 		zero := client.GracePeriodSeconds(0)
 		_ = cp.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("default"), client.HasLabels{"burst.example.io/pool"}, zero)
-		_ = cp.Client.DeleteAllOf(ctx, &v1.NodeClaim{}, client.HasLabels{"burst.example.io/pool"})
+		_ = testutil.DeleteNodeClaims(ctx, cp.Client, client.HasLabels{"burst.example.io/pool"})
 		_ = cp.Client.DeleteAllOf(ctx, &v1.NodePool{}, client.HasLabels{"burst.example.io/pool"})
 	})
 }

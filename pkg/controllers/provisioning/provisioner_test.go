@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/controllers/provisioning"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
 	"github.com/karpenter-go/karpenter/pkg/snapshot"
@@ -100,6 +101,8 @@ func TestProvisionCreatesNodeClaims(t *testing.T) {
 	assert.Equal(t, "team-a", nc.Annotations["example.io/owner"])
 	assert.Equal(t, np.Hash(), nc.Annotations[v1.NodePoolHashAnnotationKey])
 	assert.Equal(t, "v3", nc.Annotations[v1.NodePoolHashVersionAnnotationKey])
+	assert.Equal(t, []string{v1.TerminationFinalizer}, nc.Finalizers,
+		"created with the termination finalizer, so the lifecycle sends no patch to add it before the launch")
 
 	assert.Equal(t, np.Spec.Template.Spec.Taints, nc.Spec.Taints)
 	assert.Equal(t, np.Spec.Template.Spec.StartupTaints, nc.Spec.StartupTaints)
@@ -220,7 +223,7 @@ func TestProvisionRespectsLimits(t *testing.T) {
 
 	// Limits are re-checked just before creating: a plan made with headroom
 	// is not executed once usage has caught up with the limit.
-	require.NoError(t, cp.Client.DeleteAllOf(ctx, &v1.NodeClaim{}))
+	require.NoError(t, testutil.DeleteNodeClaims(ctx, cp.Client))
 	res, pools, err := p.Schedule(ctx)
 	require.NoError(t, err)
 	require.Len(t, res.NewNodeClaims, 1)

@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/cloudprovider"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/testutil"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 	"github.com/karpenter-go/karpenter/test/controlplane"
 )
@@ -141,7 +142,7 @@ func cleanup(t *testing.T) {
 		ctx := context.Background()
 		zero := client.GracePeriodSeconds(0)
 		require.NoError(t, cp.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("default"), zero))
-		require.NoError(t, cp.Client.DeleteAllOf(ctx, &v1.NodeClaim{}))
+		require.NoError(t, testutil.DeleteNodeClaims(ctx, cp.Client))
 		require.NoError(t, cp.Client.DeleteAllOf(ctx, &v1.NodePool{}))
 		require.NoError(t, cp.Client.DeleteAllOf(ctx, &corev1.Node{}))
 		require.Eventually(t, func() bool {

@@ -9,6 +9,13 @@
 // (taints, finalizers, owner references, conditions) under a test of the
 // value it read: it is refused only when one of those lists changed since,
 // which is when writing it would undo another writer's entry.
+//
+// A patch the server is certain to refuse is not sent: the process's
+// writes are remembered as a chain of versions (each guarded write with
+// the lists it replaced; Record adds the writes made otherwise), so a
+// later write from a version on that chain (a cache that has not delivered
+// our own writes yet) which tests a list a write further down the chain
+// replaced gets its Conflict at once, without a request.
 package guardedpatch
 
 import (
@@ -32,20 +39,38 @@ import (
 // lock would, so callers retry from a fresh read; any other write in
 // between lands beside this one. obj is updated from the response.
 func Patch(ctx context.Context, kube client.Client, stored, obj client.Object) error {
-	raw, err := diff(stored, obj, func(key string) bool { return key != "status" })
-	if err != nil || raw == nil {
-		return err
-	}
-	return refused(kube.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, raw)), obj)
+	return send(stored, obj, func(key string) bool { return key != "status" }, func(raw []byte) error {
+		return kube.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, raw))
+	})
 }
 
 // PatchStatus is Patch for the status subresource.
 func PatchStatus(ctx context.Context, kube client.Client, stored, obj client.Object) error {
-	raw, err := diff(stored, obj, func(key string) bool { return key == "status" })
-	if err != nil || raw == nil {
+	return send(stored, obj, func(key string) bool { return key == "status" }, func(raw []byte) error {
+		return kube.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, raw))
+	})
+}
+
+// send writes the patch from stored to obj under the keys write accepts,
+// unless one of this process's own writes already replaced what it tests.
+func send(stored, obj client.Object, write func(key string) bool, patch func([]byte) error) error {
+	ops, err := diff(stored, obj, write)
+	if err != nil || len(ops) == 0 {
 		return err
 	}
-	return refused(kube.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, raw)), obj)
+	tested := testedPaths(ops)
+	if own.replaced(stored, tested) {
+		return conflict(obj, errors.New("a list the patch replaces changed since it was read, by this process's own write"))
+	}
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		return fmt.Errorf("encoding the patch of %s: %w", obj.GetName(), err)
+	}
+	if err := refused(patch(raw), obj); err != nil {
+		return err
+	}
+	own.wrote(stored, obj, tested)
+	return nil
 }
 
 // refused turns a patch that did not apply into the Conflict callers retry
@@ -60,15 +85,31 @@ func refused(err error, obj client.Object) error {
 		// removed first) is a 422 without causes; the object's own
 		// validation errors name their fields.
 		if d := status.Status().Details; d == nil || len(d.Causes) == 0 {
-			kind := obj.GetObjectKind().GroupVersionKind().Kind
-			if kind == "" {
-				kind = reflect.TypeOf(obj).Elem().Name()
-			}
-			return apierrors.NewConflict(schema.GroupResource{Resource: strings.ToLower(kind) + "s"}, obj.GetName(),
-				errors.New("a list the patch replaces changed since it was read"))
+			return conflict(obj, errors.New("a list the patch replaces changed since it was read"))
 		}
 	}
 	return fmt.Errorf("patching %s: %w", obj.GetName(), err)
+}
+
+// conflict is the Conflict a refused patch of obj is reported as.
+func conflict(obj client.Object, err error) error {
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	if kind == "" {
+		kind = reflect.TypeOf(obj).Elem().Name()
+	}
+	return apierrors.NewConflict(schema.GroupResource{Resource: strings.ToLower(kind) + "s"}, obj.GetName(), err)
+}
+
+// testedPaths are the paths the patch's tests guard: the lists it
+// replaces, and the resourceVersion when it is locked on it.
+func testedPaths(ops []op) []string {
+	var out []string
+	for _, o := range ops {
+		if o.Op == "test" {
+			out = append(out, o.Path)
+		}
+	}
+	return out
 }
 
 // op is one JSON patch operation; a test's null value asserts absence.
@@ -89,7 +130,7 @@ func (o op) MarshalJSON() ([]byte, error) {
 // diff is the JSON patch from stored to obj under the top-level keys
 // (metadata, spec, status) write accepts, or nil when there is nothing
 // to write.
-func diff(stored, obj client.Object, write func(key string) bool) ([]byte, error) {
+func diff(stored, obj client.Object, write func(key string) bool) ([]op, error) {
 	from, err := toMap(stored)
 	if err != nil {
 		return nil, err
@@ -118,14 +159,14 @@ func diff(stored, obj client.Object, write func(key string) bool) ([]byte, error
 		return nil, nil
 	}
 	if locked {
-		ops = append([]op{{Op: "test", Path: "/metadata/resourceVersion", Value: stored.GetResourceVersion()}}, ops...)
+		ops = append([]op{{Op: "test", Path: resourceVersionPath, Value: stored.GetResourceVersion()}}, ops...)
 	}
-	raw, err := json.Marshal(ops)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the patch of %s: %w", obj.GetName(), err)
-	}
-	return raw, nil
+	return ops, nil
 }
+
+// resourceVersionPath is what a patch that cannot guard its lists alone is
+// locked on.
+const resourceVersionPath = "/metadata/resourceVersion"
 
 func toMap(obj client.Object) (map[string]any, error) {
 	raw, err := json.Marshal(obj)

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
@@ -204,6 +205,126 @@ func TestPatchStatus(t *testing.T) {
 			assert.Equal(t, now.Unix(), got.Status.LastPodEventTime.Unix(), "the other writer's field stays")
 			require.Len(t, got.Status.Conditions, 1)
 			assert.Equal(t, metav1.ConditionTrue, got.Status.Conditions[0].Status)
+		})
+	}
+}
+
+// TestOwnWriteRefusesAtOnce writes a Node twice from the same read, as a
+// controller reading a cache that has not delivered its own first write
+// yet does: a second write testing a list the first replaced, or locked
+// on the version, is refused as a Conflict without a request (the server
+// would refuse it); one that tests nothing the first replaced is sent and
+// lands.
+func TestOwnWriteRefusesAtOnce(t *testing.T) {
+	ctx := context.Background()
+	for i, tc := range []struct {
+		name string
+		bare bool
+		// recorded, when set, is a merge patch before first, told to the
+		// ledger with Record; first then writes from the version it made.
+		recorded, first, second func(*corev1.Node)
+		status                  bool
+		refused                 bool
+	}{
+		{
+			name:     "a recorded label, a taint removed, then a taint added from before the label",
+			recorded: func(n *corev1.Node) { n.Labels["theirs"] = "yes" },
+			first:    func(n *corev1.Node) { n.Spec.Taints = nil },
+			second:   func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, other) },
+			refused:  true,
+		},
+		{
+			name:    "a taint removed, then a taint added",
+			first:   func(n *corev1.Node) { n.Spec.Taints = nil },
+			second:  func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, other) },
+			refused: true,
+		},
+		{
+			name:   "a taint removed, then a finalizer added",
+			first:  func(n *corev1.Node) { n.Spec.Taints = nil },
+			second: func(n *corev1.Node) { n.Finalizers = []string{"example.com/ours"} },
+		},
+		{
+			name:   "a label, then a taint removed",
+			first:  func(n *corev1.Node) { n.Labels["ours"] = "yes" },
+			second: func(n *corev1.Node) { n.Spec.Taints = nil },
+		},
+		{
+			name:    "a label, then a first annotation (locked on the version)",
+			bare:    true,
+			first:   func(n *corev1.Node) { n.Labels["ours"] = "yes" },
+			second:  func(n *corev1.Node) { n.Annotations = map[string]string{"example.com/note": "d"} },
+			refused: true,
+		},
+		{
+			name: "a status condition, then another",
+			first: func(n *corev1.Node) {
+				n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+			},
+			second: func(n *corev1.Node) {
+				n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}}
+			},
+			status:  true,
+			refused: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
+			require.NoError(t, err)
+			var sent int
+			kube := interceptor.NewClient(base, interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+					sent++
+					return c.Patch(ctx, obj, p, opts...)
+				},
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					sent++
+					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+				},
+			})
+			patch := guardedpatch.Patch
+			if tc.status {
+				patch = guardedpatch.PatchStatus
+			}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("guardedpatch-own-%d", i), Labels: map[string]string{"kept": "yes"}},
+				Spec: corev1.NodeSpec{Taints: []corev1.Taint{startup}}}
+			if !tc.bare {
+				node.Annotations = map[string]string{"kept": "yes"}
+			}
+			require.NoError(t, cp.Client.Create(ctx, node))
+			defer func() {
+				got := &corev1.Node{}
+				if cp.Client.Get(ctx, client.ObjectKeyFromObject(node), got) == nil && len(got.Finalizers) > 0 {
+					got.Finalizers = nil
+					_ = cp.Client.Update(ctx, got)
+				}
+				_ = cp.Client.Delete(ctx, node)
+			}()
+			stored := node.DeepCopy()
+
+			from, want := stored, 1
+			if tc.recorded != nil {
+				merged := stored.DeepCopy()
+				tc.recorded(merged)
+				require.NoError(t, kube.Patch(ctx, merged, client.MergeFrom(stored)))
+				guardedpatch.Record(stored, merged)
+				from, want = merged, 2
+			}
+			first := from.DeepCopy()
+			tc.first(first)
+			require.NoError(t, patch(ctx, kube, from, first))
+			require.Equal(t, want, sent)
+
+			second := stored.DeepCopy()
+			tc.second(second)
+			err = patch(ctx, kube, stored, second)
+			if tc.refused {
+				require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
+				assert.Equal(t, want, sent, "a write the server would refuse is not sent")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, want+1, sent)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 // Package testutil has small helpers for controller tests: an event
-// recorder that keeps what it is given and a logger that keeps every line
-// with its key/values.
+// recorder that keeps what it is given, a logger that keeps every line
+// with its key/values, and the deletion of NodeClaims no lifecycle
+// controller finalizes.
 package testutil
 
 import (
@@ -14,7 +15,11 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 )
 
 // Event is one recorded event.
@@ -86,3 +91,26 @@ var nameSeq atomic.Int64
 
 // UniqueName keeps tests that share one API server apart.
 func UniqueName(prefix string) string { return fmt.Sprintf("%s-%d", prefix, nameSeq.Add(1)) }
+
+// DeleteNodeClaims deletes the NodeClaims opts select and takes their
+// finalizers off: NodeClaims are created with the termination finalizer,
+// and a test that runs no lifecycle controller has no one to remove it.
+func DeleteNodeClaims(ctx context.Context, c client.Client, opts ...client.ListOption) error {
+	list := &v1.NodeClaimList{}
+	if err := c.List(ctx, list, opts...); err != nil {
+		return fmt.Errorf("listing nodeclaims: %w", err)
+	}
+	clear := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+	for i := range list.Items {
+		nc := &list.Items[i]
+		if len(nc.Finalizers) > 0 {
+			if err := c.Patch(ctx, nc, clear); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("clearing the finalizers of nodeclaim %s: %w", nc.Name, err)
+			}
+		}
+		if err := c.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting nodeclaim %s: %w", nc.Name, err)
+		}
+	}
+	return nil
+}

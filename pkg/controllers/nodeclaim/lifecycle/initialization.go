@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
@@ -80,6 +81,7 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, post *pos
 		if err := c.kube.Patch(ctx, node, client.MergeFrom(stored)); err != nil {
 			return reconcile.Result{}, false, fmt.Errorf("labeling node %s initialized: %w", node.Name, err)
 		}
+		guardedpatch.Record(stored, node)
 	}
 	nc.SetCondition(now, v1.ConditionTypeInitialized, metav1.ConditionTrue, v1.ConditionTypeInitialized, "")
 	allocatable := node.Status.Allocatable.DeepCopy()

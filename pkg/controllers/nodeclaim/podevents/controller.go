@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 )
 
@@ -132,6 +133,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := c.kube.Status().Patch(ctx, nc, client.MergeFrom(stored)); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("updating lastPodEventTime of nodeclaim %s: %w", nc.Name, err))
 		}
+		// The other controllers' guarded writes from the version this
+		// replaced are then known to be refused as well as from ours.
+		guardedpatch.Record(stored, nc)
 	}
 	return reconcile.Result{}, nil
 }

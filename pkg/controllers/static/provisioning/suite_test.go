@@ -49,7 +49,7 @@ func newEnv(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	t.Cleanup(func() {
-		require.NoError(t, cp.Client.DeleteAllOf(context.Background(), &v1.NodeClaim{}))
+		require.NoError(t, testutil.DeleteNodeClaims(context.Background(), cp.Client))
 		require.NoError(t, cp.Client.DeleteAllOf(context.Background(), &v1.NodePool{}))
 	})
 	c := syncedCluster{state.NewCluster(clocktesting.NewFakeClock(time.Now()), cp.Client, state.Options{})}

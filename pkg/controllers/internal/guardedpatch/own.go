@@ -1,0 +1,107 @@
+package guardedpatch
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ownTTL is how long a version this process wrote over is remembered: far
+// longer than an informer takes to deliver the write.
+const ownTTL = time.Minute
+
+// own is the process's record of its writes. The informer caches it reads
+// from are the process's too, so a version one controller wrote over is as
+// stale for every other one.
+var own = &ledger{objects: map[string]map[string]step{}}
+
+// step is one of our writes over a version: the version it made, when,
+// and the paths it tested (the lists it replaced).
+type step struct {
+	to    string
+	at    time.Time
+	paths []string
+}
+
+// ledger remembers, per object uid, the chain of versions this process's
+// writes made: from each version written over to the one the write made.
+type ledger struct {
+	mu      sync.Mutex
+	objects map[string]map[string]step
+	pruned  time.Time
+}
+
+// Record tells the ledger of a write made without a guarded patch (a merge
+// patch of one field, say) from stored to written: a write from stored's
+// version afterwards follows the chain through it to our later writes.
+func Record(stored, written client.Object) {
+	own.wrote(stored, written, nil)
+}
+
+// wrote records a successful write from stored's version to written's
+// that tested paths.
+func (l *ledger) wrote(stored, written client.Object, paths []string) {
+	uid, from, to := string(stored.GetUID()), stored.GetResourceVersion(), written.GetResourceVersion()
+	if uid == "" || from == "" || to == "" || from == to {
+		return
+	}
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	steps := l.objects[uid]
+	if steps == nil {
+		steps = map[string]step{}
+		l.objects[uid] = steps
+	}
+	steps[from] = step{to: to, at: now, paths: slices.Clone(paths)}
+	if now.Sub(l.pruned) > ownTTL {
+		l.pruned = now
+		for id, steps := range l.objects {
+			for v, s := range steps {
+				if now.Sub(s.at) > ownTTL {
+					delete(steps, v)
+				}
+			}
+			if len(steps) == 0 {
+				delete(l.objects, id)
+			}
+		}
+	}
+}
+
+// replaced says whether our writes from stored's version on replaced
+// something a patch testing paths tests: the server would refuse it.
+// Each of our writes changed the lists it replaced, so a test of the value
+// read at stored's version fails (unless a later write restored that very
+// value); a patch locked on the version fails after any write.
+func (l *ledger) replaced(stored client.Object, paths []string) bool {
+	uid, v := string(stored.GetUID()), stored.GetResourceVersion()
+	if uid == "" || v == "" || len(paths) == 0 {
+		return false
+	}
+	locked := slices.Contains(paths, resourceVersionPath)
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	steps := l.objects[uid]
+	seen := map[string]bool{}
+	for !seen[v] {
+		seen[v] = true
+		s, ok := steps[v]
+		if !ok || now.Sub(s.at) > ownTTL {
+			return false
+		}
+		if locked {
+			return true
+		}
+		for _, p := range paths {
+			if slices.Contains(s.paths, p) {
+				return true
+			}
+		}
+		v = s.to
+	}
+	return false
+}
