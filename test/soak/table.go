@@ -128,8 +128,10 @@ func writeTable[R comparable](sb *strings.Builder, results []R, controller func(
 				if r == up {
 					continue
 				}
-				if d := rw.get(up); d != 0 {
-					fmt.Fprintf(w, "%.2f\t", rw.get(r)/d)
+				// -1 stands for a figure a controller does not give (upstream's
+				// kwok controller exports no client-go request counts).
+				if d, v := rw.get(up), rw.get(r); d > 0 && v >= 0 {
+					fmt.Fprintf(w, "%.2f\t", v/d)
 				} else {
 					fmt.Fprint(w, "-\t")
 				}
