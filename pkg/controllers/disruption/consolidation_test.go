@@ -327,12 +327,7 @@ func TestUnconsolidatableEventNamesTheReason(t *testing.T) {
 	e.busyPod(node, "app", "1500m")
 
 	assert.False(t, e.reconcile(), "a well-packed node is kept")
-	var msgs []string
-	for _, ev := range e.events.Events(disruption.ReasonUnconsolidatable) {
-		if ev.Object == node.Name {
-			msgs = append(msgs, ev.Message)
-		}
-	}
+	msgs := e.events.Messages(disruption.ReasonUnconsolidatable, node.Name)
 	require.NotEmpty(t, msgs, "Unconsolidatable is sent on the node")
 	assert.Contains(t, strings.Join(msgs, "\n"), "Can't replace with a cheaper node (current price $0.1000/h, cheapest replacement $0.1000/h)")
 	n := len(e.events.Events(disruption.ReasonUnconsolidatable))
@@ -608,12 +603,7 @@ func TestStaleNominationHoldsNoNode(t *testing.T) {
 				require.NoError(t, err)
 				assert.False(t, acted, "the nominated node is kept")
 				assert.False(t, hasTaint(e.node(empty.Name)))
-				var msgs []string
-				for _, ev := range e.events.Events(disruption.ReasonDisruptionBlocked) {
-					if ev.Object == empty.Name {
-						msgs = append(msgs, ev.Message)
-					}
-				}
+				msgs := e.events.Messages(disruption.ReasonDisruptionBlocked, empty.Name)
 				assert.Contains(t, msgs, "Node is nominated for a pending pod")
 				return
 			}
@@ -691,12 +681,7 @@ func TestUnconsolidatableOnlyForEvaluatedNodes(t *testing.T) {
 			e.busyPod(node, "app", "1500m")
 
 			assert.False(t, e.reconcile(), "the node is kept")
-			var msgs []string
-			for _, ev := range e.events.Events(disruption.ReasonUnconsolidatable) {
-				if ev.Object == node.Name {
-					msgs = append(msgs, ev.Message)
-				}
-			}
+			msgs := e.events.Messages(disruption.ReasonUnconsolidatable, node.Name)
 			if tc.want == "" {
 				assert.Empty(t, msgs)
 				return

@@ -162,12 +162,7 @@ func TestBlockedCandidatesGetEvents(t *testing.T) {
 	e.clock.SetTime(young.CreationTimestamp.Add(time.Minute))
 	e.reconcile()
 
-	var onNode []string
-	for _, ev := range e.events.Events(disruption.ReasonDisruptionBlocked) {
-		if ev.Object == node.Name {
-			onNode = append(onNode, ev.Message)
-		}
-	}
+	onNode := e.events.Messages(disruption.ReasonDisruptionBlocked, node.Name)
 	require.NotEmpty(t, onNode)
 	assert.Contains(t, onNode[0], e.ns+"/precious")
 	invalid := e.events.Events(disruption.ReasonInvalidDoNotDisruptAnnotation)

@@ -58,6 +58,18 @@ func (r *Recorder) Events(reason string) []Event {
 	return out
 }
 
+// Messages returns the messages of the events recorded so far with the
+// given reason on the object called name.
+func (r *Recorder) Messages(reason, name string) []string {
+	var out []string
+	for _, e := range r.Events(reason) {
+		if e.Object == name {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
 // Logs collects log lines.
 type Logs struct {
 	mu    sync.Mutex
