@@ -70,8 +70,15 @@ func (w *worker) run() {
 	}
 	sortUpstream(cands)
 	cands = w.choose(cands)
+	// A node no cheaper fleet exists for is not drained when this pass's
+	// evicted pods spread onto it: the checks that passed the pass's moves
+	// counted on its room, and drained it would send those pods onto the
+	// next candidates, to be evicted again. A node whose move is only held
+	// back (payback gate, budget, this pass's deletes) is drained all the
+	// same: it leaves later, and pods sent there would move again.
+	spreadOnto := w.spreadReceivers()
 	for _, m := range cands {
-		if !w.keep[m] && !m.removed && !m.receiver {
+		if !w.keep[m] && !m.removed && !m.receiver && !(spreadOnto[m] && w.noMove(m)) {
 			w.drain = append(w.drain, m.name)
 		}
 		if !w.keep[m] || m.removed {
@@ -97,6 +104,35 @@ func (w *worker) run() {
 		}
 		w.verdicts[m.name] = v
 	}
+}
+
+// spreadReceivers are the nodes the kube-scheduler's spreading of this
+// pass's evicted pods puts pods on (spreadRoom): the checks that passed the
+// pass's moves counted on their room. Draining one would send those pods
+// elsewhere, onto nodes the checks did not plan for, which may be the next
+// candidates: the evicted pods then have to move again.
+func (w *worker) spreadReceivers() map[*machine]bool {
+	out := map[*machine]bool{}
+	if w.spreadRoom == nil {
+		return out
+	}
+	for i, m := range w.machines {
+		if w.spreadRoom[i] != m.allocatable.sub(m.usedBefore) {
+			out[m] = true
+		}
+	}
+	return out
+}
+
+// noMove reports whether m's verdict says no cheaper fleet exists for it
+// (rather than that a move is held back by the payback gate, the budget
+// or this pass's other moves).
+func (w *worker) noMove(m *machine) bool {
+	switch w.verdicts[m.name].Kind {
+	case KindNoCheaperPlacement, KindSameInstanceType, disruption.KindNotCheaper, disruption.KindSpotToSpotTooFewTypes, disruption.KindSpotToSpotDisabled:
+		return true
+	}
+	return false
 }
 
 // sortUpstream orders candidates as upstream's consolidation does: price
