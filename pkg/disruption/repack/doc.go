@@ -13,7 +13,8 @@
 //     mixing families), straight to the cheapest fit rather than one size
 //     down at a time;
 //   - N→M: groups of underused nodes that no single move helps, replaced
-//     together by fewer or cheaper NodeClaims.
+//     together by fewer or cheaper NodeClaims; when the whole group has
+//     no move, the longest prefix of it (upstream's order) that has one.
 //
 // The pool is also planned deletes first (when the plan has a group move)
 // and with upstream's batch of deletes first, and the plan worth the most

@@ -239,15 +239,51 @@ func (w *worker) tryGroups(left []*machine) []*machine {
 			}
 		}
 		if len(chunk) < 2 || w.budget < len(chunk) || !w.tryMove(chunk) {
-			out = append(out, chunk...)
+			out = append(out, w.tryGroupPrefix(chunk)...)
 		}
 	}
 	return out
 }
 
+// tryGroupPrefix finds, when the whole group has no move, the longest
+// prefix of it (at least two nodes, by binary search as upstream's
+// multi-node consolidation does) that has one, and takes it. The nodes are
+// in upstream's order: the prefix is the nodes that save the most per pod
+// moved. It returns the nodes left.
+func (w *worker) tryGroupPrefix(chunk []*machine) []*machine {
+	k := 0
+	for lo, hi := 2, min(len(chunk)-1, w.budget); lo <= hi; {
+		mid := (lo + hi) / 2
+		room := w.spreadRoom
+		mv, _ := w.planMove(chunk[:mid])
+		w.spreadRoom = room
+		if mv != nil {
+			k, lo = mid, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	if k == 0 || !w.tryMove(chunk[:k]) {
+		return chunk
+	}
+	return chunk[k:]
+}
+
 // tryMove plans cands' pods onto free room and new NodeClaims and takes
 // the move when it pays; with one candidate it also tries a split.
 func (w *worker) tryMove(cands []*machine) bool {
+	best, res := w.planMove(cands)
+	if best == nil {
+		return false
+	}
+	w.apply(best, res)
+	return true
+}
+
+// planMove is tryMove without carrying the move out: the move and its
+// solve, or nil (with a verdict when cands is one node). It keeps the
+// spreading's room for the next check when the move is found.
+func (w *worker) planMove(cands []*machine) (*move, *scheduling.Result) {
 	var pods []*corev1.Pod
 	leaving := map[*machine]bool{}
 	for _, m := range cands {
@@ -273,7 +309,7 @@ func (w *worker) tryMove(cands []*machine) bool {
 				w.gateVerdict(cands, pb)
 			}
 		}
-		return false
+		return nil, nil
 	}
 	in, _ := w.input(pods, dests, leaving, w.p.pools)
 	res := w.solve(in)
@@ -297,13 +333,13 @@ func (w *worker) tryMove(cands []*machine) bool {
 		if len(cands) == 1 && bv != nil {
 			w.verdicts[cands[0].name] = *bv
 		}
-		return false
+		return nil, nil
 	}
 	if !w.pays(best.payback) {
 		if len(cands) == 1 {
 			w.gateVerdict(cands, best.payback)
 		}
-		return false
+		return nil, nil
 	}
 	if !w.moveSpreads(pods, leaving, best) {
 		if len(cands) == 1 {
@@ -312,10 +348,9 @@ func (w *worker) tryMove(cands []*machine) bool {
 				best.payback.PriceBefore, best.payback.PriceAfter)
 			w.verdicts[cands[0].name] = v
 		}
-		return false
+		return nil, nil
 	}
-	w.apply(best, res)
-	return true
+	return best, res
 }
 
 // splitPools are the pools cut to types of at most half m's cpu and
