@@ -61,7 +61,8 @@ type Plan struct {
 	Solves int
 	// Drain names the nodes the planner wants emptied but leaves this pass
 	// (nodes the keep rule does not keep, held by the cool-down, the
-	// payback gate or the budget), sorted. The caller taints them with
+	// payback gate or the budget, or with no cheaper fleet now unless
+	// this pass's evicted pods spread onto them), sorted. The caller taints them with
 	// DrainTaint so that the kube-scheduler places new and evicted pods
 	// elsewhere, and the plan never counts on their room.
 	Drain []string
