@@ -62,7 +62,11 @@ func (e eachPool) ComputeCommands(env *disruption.Env, budgets map[string]*disru
 // single-node consolidation about every node of the end fleet:
 // a move it finds whose saving over the payback horizon exceeds its
 // restart cost is one the planner's rule should have taken, so it names
-// where the rule or the search falls short.
+// where the rule or the search falls short. Each paying move is also
+// carried out on a fresh play of the trace, evicted pods bound as the
+// kube-scheduler would (Cluster.Execute), and the pods that then need a
+// fresh node are printed: a move the kube-scheduler's spreading does not
+// place is one the planner's spreading check refuses.
 //
 //	go test ./pkg/disruption/benchmark -run '^$' -bench TraceLeftovers -benchtime 1x -v
 func BenchmarkTraceLeftovers(b *testing.B) {
@@ -124,6 +128,11 @@ func BenchmarkTraceLeftovers(b *testing.B) {
 					mark := ""
 					if saving > cost {
 						mark, paying = " PAYS", paying+1
+						fresh, err := freshAfter(t, pl.Name, cmd)
+						if err != nil {
+							b.Fatal(err)
+						}
+						mark += fmt.Sprintf(" (carried out: %d pods need a fresh node)", fresh)
 					}
 					lines = append(lines, fmt.Sprintf("%s %s -> %v saves $%.4f/h for %d pods (cost $%.4f)%s", cmd.Decision(), strings.Join(names, ","), repl, saving, pods, cost, mark))
 				}
@@ -133,4 +142,20 @@ func BenchmarkTraceLeftovers(b *testing.B) {
 			}
 		})
 	}
+}
+
+// freshAfter plays t again with a new planner (the play is deterministic,
+// so the end fleet is the same, node names included), carries cmd out on
+// it and returns how many evicted pods then needed a fresh node.
+func freshAfter(t Trace, name string, cmd *disruption.Command) (int, error) {
+	c, err := t.play(Planner(name, repack.Options{SpotToSpot: true}))
+	if err != nil {
+		return 0, err
+	}
+	t.refresh(c)
+	fresh := c.Fresh
+	if _, err := c.Execute([]*disruption.Command{cmd}, c.Snap.Now); err != nil {
+		return 0, fmt.Errorf("carrying out %s: %w", cmd.Decision(), err)
+	}
+	return c.Fresh - fresh, nil
 }
