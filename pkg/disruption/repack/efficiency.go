@@ -28,8 +28,6 @@ func (w *worker) efficiency(m *machine) float64 {
 	return coverCost(w.p.cover[w.pool], r) / m.price
 }
 
-// cheapestPerUnit is the pool's cheapest $/h per millicore and per byte of
-// allocatable.
 // launchable reports whether the pool's requirements allow the type: a
 // pool's types are its NodeClass's (the cloud provider does not filter
 // them by the pool), and a cover priced with types the pool cannot launch
@@ -39,19 +37,28 @@ func launchable(sp *scheduling.NodePool, it *scheduling.InstanceType) bool {
 	return it.Requirements.Intersects(sp.Requirements) == nil
 }
 
+// buyPrice is the type's cheapest available offering the pool's
+// capacity types and zones allow (+Inf: none).
+func buyPrice(sp *scheduling.NodePool, it *scheduling.InstanceType) float64 {
+	price := math.Inf(1)
+	for i := range it.Offerings {
+		o := &it.Offerings[i]
+		if o.Available && sp.Requirements.Get(v1.CapacityTypeLabelKey).Has(o.CapacityType) && sp.Requirements.Get(corev1.LabelTopologyZone).Has(o.Zone) && o.Price < price {
+			price = o.Price
+		}
+	}
+	return price
+}
+
+// cheapestPerUnit is the pool's cheapest $/h per millicore and per byte of
+// allocatable.
 func cheapestPerUnit(sp *scheduling.NodePool) [2]float64 {
 	best := [2]float64{math.Inf(1), math.Inf(1)}
 	for _, it := range sp.InstanceTypes {
 		if !launchable(sp, it) {
 			continue
 		}
-		price := math.Inf(1)
-		for i := range it.Offerings {
-			o := &it.Offerings[i]
-			if o.Available && sp.Requirements.Get(v1.CapacityTypeLabelKey).Has(o.CapacityType) && sp.Requirements.Get(corev1.LabelTopologyZone).Has(o.Zone) && o.Price < price {
-				price = o.Price
-			}
-		}
+		price := buyPrice(sp, it)
 		if math.IsInf(price, 1) {
 			continue
 		}
@@ -79,13 +86,7 @@ func coverFront(sp *scheduling.NodePool) [][2]float64 {
 		if !launchable(sp, it) {
 			continue
 		}
-		price := math.Inf(1)
-		for i := range it.Offerings {
-			o := &it.Offerings[i]
-			if o.Available && sp.Requirements.Get(v1.CapacityTypeLabelKey).Has(o.CapacityType) && sp.Requirements.Get(corev1.LabelTopologyZone).Has(o.Zone) && o.Price < price {
-				price = o.Price
-			}
-		}
+		price := buyPrice(sp, it)
 		if math.IsInf(price, 1) || price <= 0 {
 			continue
 		}
@@ -218,13 +219,7 @@ func shelvesOf(sp *scheduling.NodePool) []shelf {
 		if !launchable(sp, it) {
 			continue
 		}
-		price := math.Inf(1)
-		for i := range it.Offerings {
-			o := &it.Offerings[i]
-			if o.Available && sp.Requirements.Get(v1.CapacityTypeLabelKey).Has(o.CapacityType) && sp.Requirements.Get(corev1.LabelTopologyZone).Has(o.Zone) && o.Price < price {
-				price = o.Price
-			}
-		}
+		price := buyPrice(sp, it)
 		if !math.IsInf(price, 1) && price > 0 {
 			out = append(out, shelf{alloc: allocOf(it), price: price})
 		}
