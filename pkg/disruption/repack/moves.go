@@ -314,6 +314,26 @@ func (w *worker) planMove(cands []*machine) (*move, *scheduling.Result) {
 	in, _ := w.input(pods, dests, leaving, w.p.pools)
 	res := w.solve(in)
 	best, bv := w.evaluate(cands, res)
+	if best == nil && len(cands) > 1 && bv != nil && bv.Kind == disruption.KindNotCheaper {
+		// The solver sizes NodeClaims as provisioning does, as few as
+		// possible: a group's pods go onto one machine as large as they
+		// need, which can cost more than the group (three spot nodes of
+		// 75 vCPU onto a c7a.24xlarge) where the largest type the group
+		// can afford and a small one beside it cost less. No type as
+		// dear as the whole group can be part of a cheaper move, so the
+		// group is solved again without them.
+		before := 0.0
+		for _, m := range cands {
+			before += m.price
+		}
+		if pools := w.cheaperPools(before); pools != nil {
+			in.NodePools = pools
+			cres := w.solve(in)
+			if alt, _ := w.evaluate(cands, cres); alt != nil {
+				best, res = alt, cres
+			}
+		}
+	}
 	if len(cands) == 1 && !w.p.opts.NoSplit && len(pods) >= 2 {
 		if pools := w.splitPools(cands[0]); pools != nil {
 			in.NodePools = pools
@@ -387,5 +407,24 @@ func (w *worker) splitPools(m *machine) []*scheduling.NodePool {
 		}
 	}
 	w.split[key] = out
+	return out
+}
+
+// cheaperPools are the pools cut to the types whose cheapest offering
+// costs less than limit ($/h), or nil when that leaves no pool a type.
+func (w *worker) cheaperPools(limit float64) []*scheduling.NodePool {
+	var out []*scheduling.NodePool
+	for _, sp := range w.p.pools {
+		cp := *sp
+		cp.InstanceTypes = nil
+		for _, t := range sp.InstanceTypes {
+			if buyPrice(sp, t) < limit-1e-9 {
+				cp.InstanceTypes = append(cp.InstanceTypes, t)
+			}
+		}
+		if len(cp.InstanceTypes) > 0 {
+			out = append(out, &cp)
+		}
+	}
 	return out
 }
