@@ -14,6 +14,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/consistency"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -87,6 +88,13 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, p *pass) 
 		guardedpatch.Record(stored, node)
 	}
 	nc.SetCondition(now, v1.ConditionTypeInitialized, metav1.ConditionTrue, v1.ConditionTypeInitialized, "")
+	// The consistency check's first look goes into this write: the Node is
+	// in hand, and the consistency controller's own first write, a moment
+	// later, would change nothing else. A Node that falls short is left to
+	// it, to report.
+	if nc.Condition(v1.ConditionTypeConsistentStateFound) == nil && len(consistency.Check(nc, node)) == 0 {
+		nc.SetCondition(now, v1.ConditionTypeConsistentStateFound, metav1.ConditionTrue, v1.ConditionTypeConsistentStateFound, "")
+	}
 	allocatable := node.Status.Allocatable.DeepCopy()
 	p.afterCommit(func() {
 		log.FromContext(ctx).Info("initialized nodeclaim",
