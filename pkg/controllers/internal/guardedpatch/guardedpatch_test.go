@@ -399,3 +399,40 @@ func TestOwnWritesFromOneVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnWritesRecordedOutOfOrder: two merge patches from the same version
+// are told to the ledger in the reverse of the order they landed in (two
+// controllers' writes racing). A write locked on the version the earlier
+// one made is still refused without a request: the later one came after it.
+func TestOwnWritesRecordedOutOfOrder(t *testing.T) {
+	ctx := context.Background()
+	base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
+	require.NoError(t, err)
+	var sent int
+	kube := interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			sent++
+			return c.Patch(ctx, obj, p, opts...)
+		},
+	})
+	// Bare: a first annotation is added as a map, locked on the version.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "guardedpatch-out-of-order", Labels: map[string]string{"kept": "yes"}},
+		Spec: corev1.NodeSpec{ProviderID: "example:///out-of-order"}}
+	require.NoError(t, cp.Client.Create(ctx, node))
+	defer func() { _ = cp.Client.Delete(ctx, node) }()
+	stored := node.DeepCopy()
+
+	earlier, later := stored.DeepCopy(), stored.DeepCopy()
+	earlier.Labels["earlier"] = "yes"
+	later.Labels["later"] = "yes"
+	require.NoError(t, kube.Patch(ctx, earlier, client.MergeFrom(stored)))
+	require.NoError(t, kube.Patch(ctx, later, client.MergeFrom(stored)))
+	guardedpatch.Record(stored, later)
+	guardedpatch.Record(stored, earlier)
+
+	annotated := earlier.DeepCopy()
+	annotated.Annotations = map[string]string{"example.com/note": "d"}
+	err = guardedpatch.Patch(ctx, kube, earlier, annotated)
+	require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
+	assert.Equal(t, 2, sent, "a write the server would refuse is not sent")
+}
