@@ -328,3 +328,111 @@ func TestOwnWriteRefusesAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnWritesFromOneVersion: two of our writes from the same version
+// both land, one from a cache that had not delivered the other (a merge
+// patch of one field, told to the ledger with Record). A third write then
+// replaces a list from the version the stale write made. A write from the
+// version the first write made is behind the third too: when it tests the
+// list the third replaced it is refused without a request; when not, it
+// is sent and lands.
+func TestOwnWritesFromOneVersion(t *testing.T) {
+	ctx := context.Background()
+	for i, tc := range []struct {
+		name    string
+		third   func(*corev1.Node)
+		refused bool
+	}{
+		{name: "the third adds a taint", third: func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, other) }, refused: true},
+		{name: "the third adds a finalizer", third: func(n *corev1.Node) { n.Finalizers = []string{"example.com/ours"} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
+			require.NoError(t, err)
+			var sent int
+			kube := interceptor.NewClient(base, interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+					sent++
+					return c.Patch(ctx, obj, p, opts...)
+				},
+			})
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("guardedpatch-one-version-%d", i),
+				Labels: map[string]string{"kept": "yes"}, Annotations: map[string]string{"kept": "yes"}},
+				// The provider ID keeps the spec from being empty once the
+				// taints are gone: a spec added whole is locked on the version.
+				Spec: corev1.NodeSpec{ProviderID: fmt.Sprintf("example:///one-version-%d", i), Taints: []corev1.Taint{startup}}}
+			require.NoError(t, cp.Client.Create(ctx, node))
+			defer func() {
+				got := &corev1.Node{}
+				if cp.Client.Get(ctx, client.ObjectKeyFromObject(node), got) == nil && len(got.Finalizers) > 0 {
+					got.Finalizers = nil
+					_ = cp.Client.Update(ctx, got)
+				}
+				_ = cp.Client.Delete(ctx, node)
+			}()
+			stored := node.DeepCopy()
+
+			first := stored.DeepCopy()
+			first.Spec.Taints = nil
+			require.NoError(t, guardedpatch.Patch(ctx, kube, stored, first))
+			stale := stored.DeepCopy()
+			stale.Labels["theirs"] = "yes"
+			require.NoError(t, kube.Patch(ctx, stale, client.MergeFrom(stored)))
+			guardedpatch.Record(stored, stale)
+			third := stale.DeepCopy()
+			third.Spec.Taints = first.Spec.Taints
+			fromThird := third.DeepCopy()
+			tc.third(third)
+			require.NoError(t, guardedpatch.Patch(ctx, kube, fromThird, third))
+			require.Equal(t, 3, sent)
+
+			second := first.DeepCopy()
+			second.Spec.Taints = []corev1.Taint{startup}
+			err = guardedpatch.Patch(ctx, kube, first, second)
+			if tc.refused {
+				require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
+				assert.Equal(t, 3, sent, "a write the server would refuse is not sent")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, 4, sent)
+		})
+	}
+}
+
+// TestOwnWritesRecordedOutOfOrder: two merge patches from the same version
+// are told to the ledger in the reverse of the order they landed in (two
+// controllers' writes racing). A write locked on the version the earlier
+// one made is still refused without a request: the later one came after it.
+func TestOwnWritesRecordedOutOfOrder(t *testing.T) {
+	ctx := context.Background()
+	base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
+	require.NoError(t, err)
+	var sent int
+	kube := interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			sent++
+			return c.Patch(ctx, obj, p, opts...)
+		},
+	})
+	// Bare: a first annotation is added as a map, locked on the version.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "guardedpatch-out-of-order", Labels: map[string]string{"kept": "yes"}},
+		Spec: corev1.NodeSpec{ProviderID: "example:///out-of-order"}}
+	require.NoError(t, cp.Client.Create(ctx, node))
+	defer func() { _ = cp.Client.Delete(ctx, node) }()
+	stored := node.DeepCopy()
+
+	earlier, later := stored.DeepCopy(), stored.DeepCopy()
+	earlier.Labels["earlier"] = "yes"
+	later.Labels["later"] = "yes"
+	require.NoError(t, kube.Patch(ctx, earlier, client.MergeFrom(stored)))
+	require.NoError(t, kube.Patch(ctx, later, client.MergeFrom(stored)))
+	guardedpatch.Record(stored, later)
+	guardedpatch.Record(stored, earlier)
+
+	annotated := earlier.DeepCopy()
+	annotated.Annotations = map[string]string{"example.com/note": "d"}
+	err = guardedpatch.Patch(ctx, kube, earlier, annotated)
+	require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
+	assert.Equal(t, 2, sent, "a write the server would refuse is not sent")
+}

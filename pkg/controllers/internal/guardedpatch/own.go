@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -55,7 +56,7 @@ func (l *ledger) wrote(stored, written client.Object, paths []string) {
 		steps = map[string]step{}
 		l.objects[uid] = steps
 	}
-	steps[from] = step{to: to, at: now, paths: slices.Clone(paths)}
+	link(steps, from, step{to: to, at: now, paths: slices.Clone(paths)})
 	if now.Sub(l.pruned) > ownTTL {
 		l.pruned = now
 		for id, steps := range l.objects {
@@ -68,6 +69,37 @@ func (l *ledger) wrote(stored, written client.Object, paths []string) {
 				delete(l.objects, id)
 			}
 		}
+	}
+}
+
+// link puts s, a write from version from, into the chain. Two writes from
+// the same version (one from a cache that had not delivered the other) both
+// landed, the later on top of the earlier's version: the later is chained
+// after the earlier, so a write from the earlier's version still meets the
+// later one's lists. Which was later is told by their resourceVersions
+// (comparable, KEP-5504); when they cannot be compared the newest record
+// replaces the older, which forgets a step but never invents one.
+func link(steps map[string]step, from string, s step) {
+	seen := map[string]bool{}
+	for !seen[from] {
+		seen[from] = true
+		cur, ok := steps[from]
+		if !ok || cur.to == s.to {
+			steps[from] = s
+			return
+		}
+		order, err := resourceversion.CompareResourceVersion(s.to, cur.to)
+		if err != nil {
+			steps[from] = s
+			return
+		}
+		if order < 0 {
+			// s came first: it takes the place, and cur follows it.
+			steps[from] = s
+			from, s = s.to, cur
+			continue
+		}
+		from = cur.to
 	}
 }
 

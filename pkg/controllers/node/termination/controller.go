@@ -235,7 +235,27 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: after}, nil
 	}
 	wasDrained := nodeClaim != nil && nodeClaim.IsTrue(v1.ConditionTypeDrained)
-	if err := c.setCondition(ctx, nodeClaim, v1.ConditionTypeDrained, metav1.ConditionTrue, v1.ConditionTypeDrained, ""); err != nil {
+	pending, err := c.pendingVolumeAttachments(ctx, node)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	// Drained and VolumesDetached go in one write, as upstream's one
+	// status patch per pass.
+	drained := condition{v1.ConditionTypeDrained, metav1.ConditionTrue, v1.ConditionTypeDrained, ""}
+	awaiting := false
+	switch {
+	case len(pending) == 0:
+		err = c.setConditions(ctx, nodeClaim, drained, condition{v1.ConditionTypeVolumesDetached, metav1.ConditionTrue, v1.ConditionTypeVolumesDetached, ""})
+	case deadline == nil || c.clock.Now().Before(*deadline):
+		// The attach-detach controller removes these once the pods are
+		// gone; terminating first would strand the volumes.
+		c.eventOnChange(node, corev1.EventTypeWarning, "AwaitingVolumeDetachment", "Awaiting deletion of %d VolumeAttachments bound to node", len(pending))
+		err = c.setConditions(ctx, nodeClaim, drained, condition{v1.ConditionTypeVolumesDetached, metav1.ConditionUnknown, "AwaitingVolumeDetachment", "AwaitingVolumeDetachment"})
+		awaiting = true
+	default:
+		err = c.setConditions(ctx, nodeClaim, drained, condition{v1.ConditionTypeVolumesDetached, metav1.ConditionFalse, "TerminationGracePeriodElapsed", "TerminationGracePeriodElapsed"})
+	}
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	// Counted once, when the condition turns True (as upstream, only for
@@ -243,28 +263,8 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if nodeClaim != nil && !wasDrained {
 		metrics.NodesDrainedTotal.WithLabelValues(node.Labels[v1.NodePoolLabelKey]).Inc()
 	}
-
-	pending, err := c.pendingVolumeAttachments(ctx, node)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	switch {
-	case len(pending) == 0:
-		if err := c.setCondition(ctx, nodeClaim, v1.ConditionTypeVolumesDetached, metav1.ConditionTrue, v1.ConditionTypeVolumesDetached, ""); err != nil {
-			return reconcile.Result{}, err
-		}
-	case deadline == nil || c.clock.Now().Before(*deadline):
-		// The attach-detach controller removes these once the pods are
-		// gone; terminating first would strand the volumes.
-		c.eventOnChange(node, corev1.EventTypeWarning, "AwaitingVolumeDetachment", "Awaiting deletion of %d VolumeAttachments bound to node", len(pending))
-		if err := c.setCondition(ctx, nodeClaim, v1.ConditionTypeVolumesDetached, metav1.ConditionUnknown, "AwaitingVolumeDetachment", "AwaitingVolumeDetachment"); err != nil {
-			return reconcile.Result{}, err
-		}
+	if awaiting {
 		return reconcile.Result{RequeueAfter: drainRequeue}, nil
-	default:
-		if err := c.setCondition(ctx, nodeClaim, v1.ConditionTypeVolumesDetached, metav1.ConditionFalse, "TerminationGracePeriodElapsed", "TerminationGracePeriodElapsed"); err != nil {
-			return reconcile.Result{}, err
-		}
 	}
 
 	target := nodeClaim
@@ -406,21 +406,38 @@ func (c *Controller) pendingVolumeAttachments(ctx context.Context, node *corev1.
 	return out, nil
 }
 
+// condition is a termination condition to set on the NodeClaim.
+type condition struct {
+	kind            string
+	status          metav1.ConditionStatus
+	reason, message string
+}
+
 // setCondition updates a termination condition on the NodeClaim, if there
 // is one; a NodeClaim already gone is not an error.
 func (c *Controller) setCondition(ctx context.Context, nc *v1.NodeClaim, conditionType string, status metav1.ConditionStatus, reason, message string) error {
+	return c.setConditions(ctx, nc, condition{conditionType, status, reason, message})
+}
+
+// setConditions is setCondition for several conditions, in one write.
+func (c *Controller) setConditions(ctx context.Context, nc *v1.NodeClaim, conditions ...condition) error {
 	if nc == nil {
 		return nil
 	}
 	stored := nc.DeepCopy()
-	if !nc.SetCondition(c.clock.Now(), conditionType, status, reason, message) {
+	now := c.clock.Now()
+	changed := false
+	for _, cond := range conditions {
+		changed = nc.SetCondition(now, cond.kind, cond.status, cond.reason, cond.message) || changed
+	}
+	if !changed {
 		return nil
 	}
 	if err := guardedpatch.PatchStatus(ctx, c.kube, stored, nc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("setting %s on nodeclaim %s: %w", conditionType, nc.Name, err)
+		return fmt.Errorf("setting %s on nodeclaim %s: %w", conditions[0].kind, nc.Name, err)
 	}
 	events.PublishTransitions(c.recorder, stored, nc)
 	return nil

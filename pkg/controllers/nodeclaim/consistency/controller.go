@@ -3,7 +3,10 @@
 // provider promised for it, and flags a node whose capacity falls short of
 // the NodeClaim's by more than 10% for any requested resource (a wrong image,
 // a misreported instance type, a kubelet reserving far more than expected),
-// with a FailedConsistencyCheck event naming the resource.
+// with a FailedConsistencyCheck event naming the resource. The first look
+// is the lifecycle's, in the write that initializes the NodeClaim: a Node
+// as promised gets ConsistentStateFound=True there, and this controller's
+// first scan finds nothing to write.
 package consistency
 
 import (

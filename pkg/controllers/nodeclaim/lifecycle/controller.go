@@ -167,13 +167,23 @@ func (c *Controller) nodeToNodeClaims(ctx context.Context, o client.Object) []re
 	return out
 }
 
-// postCommit collects what may only happen once the status that justifies
-// it is stored: log lines and events. If the patch fails (typically a
-// conflict with a stale cache), the next reconcile recomputes them, so they
-// are emitted once, not once per attempt.
-type postCommit []func()
+// pass is what one reconcile's steps hand on: what may only happen once
+// the status that justifies it is stored (log lines, events, metrics; if
+// the patch fails, typically a conflict with a stale cache, the next
+// reconcile recomputes them, so they are emitted once, not once per
+// attempt), and the Node as registration wrote it.
+type pass struct {
+	committed []func()
+	// node is the Node as registration's patch returned it. Initialization
+	// in the same reconcile judges it rather than the cache's copy, which
+	// has not delivered that patch yet and would still show the
+	// unregistered taint registration removed: the status write would name
+	// a taint already gone, and the next Node event would write it again.
+	node *corev1.Node
+}
 
-func (p *postCommit) add(f func()) { *p = append(*p, f) }
+// afterCommit defers f until the status is stored.
+func (p *pass) afterCommit(f func()) { p.committed = append(p.committed, f) }
 
 // Reconcile implements reconcile.Reconciler.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -214,15 +224,15 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	now := c.opts.Clock.Now()
 	nc.InitializeConditions(now)
 	before := nc.DeepCopy()
-	var post postCommit
+	var p pass
 
-	steps := []func(context.Context, *v1.NodeClaim, *postCommit) (reconcile.Result, bool, error){
+	steps := []func(context.Context, *v1.NodeClaim, *pass) (reconcile.Result, bool, error){
 		c.launch, c.register, c.initialize, c.liveness,
 	}
 	var results []reconcile.Result
 	var errs []error
 	for _, step := range steps {
-		res, deleted, err := step(ctx, nc, &post)
+		res, deleted, err := step(ctx, nc, &p)
 		if deleted {
 			// The NodeClaim is going away; its finalizer takes over.
 			return reconcile.Result{}, err
@@ -240,7 +250,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(errors.Join(append(errs, err)...))
 	}
-	for _, f := range post {
+	for _, f := range p.committed {
 		f()
 	}
 	events.PublishTransitions(c.opts.Recorder, before, nc)

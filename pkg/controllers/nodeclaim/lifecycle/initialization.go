@@ -14,6 +14,7 @@ import (
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
+	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/consistency"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -35,7 +36,7 @@ const readinessTaintPrefix = "readiness.k8s.io/"
 // initialize declares the node usable once it is Ready, every startup and
 // known ephemeral taint is gone and every requested resource shows up in
 // allocatable (device plugins register extended resources late).
-func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, post *postCommit) (reconcile.Result, bool, error) {
+func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, p *pass) (reconcile.Result, bool, error) {
 	if nc.IsTrue(v1.ConditionTypeInitialized) {
 		return reconcile.Result{}, false, nil
 	}
@@ -50,14 +51,17 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, post *pos
 	if !nc.IsTrue(v1.ConditionTypeRegistered) {
 		return set("NodeNotFound", "Node not registered with cluster")
 	}
-	nodes, err := index.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
-	if err != nil {
-		return reconcile.Result{}, false, fmt.Errorf("finding node for nodeclaim: %w", err)
+	node := p.node
+	if node == nil {
+		nodes, err := index.NodesForProviderID(ctx, c.kube, nc.Status.ProviderID)
+		if err != nil {
+			return reconcile.Result{}, false, fmt.Errorf("finding node for nodeclaim: %w", err)
+		}
+		if len(nodes) != 1 {
+			return set("NodeNotFound", "Node not registered with cluster")
+		}
+		node = nodes[0]
 	}
-	if len(nodes) != 1 {
-		return set("NodeNotFound", "Node not registered with cluster")
-	}
-	node := nodes[0]
 	if !scheduling.NodeReady(node) {
 		return set("NodeNotReady", "Node status is NotReady")
 	}
@@ -84,8 +88,15 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, post *pos
 		guardedpatch.Record(stored, node)
 	}
 	nc.SetCondition(now, v1.ConditionTypeInitialized, metav1.ConditionTrue, v1.ConditionTypeInitialized, "")
+	// The consistency check's first look goes into this write: the Node is
+	// in hand, and the consistency controller's own first write, a moment
+	// later, would change nothing else. A Node that falls short is left to
+	// it, to report.
+	if nc.Condition(v1.ConditionTypeConsistentStateFound) == nil && len(consistency.Check(nc, node)) == 0 {
+		nc.SetCondition(now, v1.ConditionTypeConsistentStateFound, metav1.ConditionTrue, v1.ConditionTypeConsistentStateFound, "")
+	}
 	allocatable := node.Status.Allocatable.DeepCopy()
-	post.add(func() {
+	p.afterCommit(func() {
 		log.FromContext(ctx).Info("initialized nodeclaim",
 			"provider-id", nc.Status.ProviderID,
 			"Node", map[string]string{"name": node.Name},

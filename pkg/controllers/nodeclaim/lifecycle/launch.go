@@ -27,7 +27,7 @@ const invalidRequirementsReason = "InvalidRequirements"
 // launch buys the instance. Create runs at most once per NodeClaim UID while
 // this process lives: the result is cached until the status that records it
 // is stored, so a failed or stale status write cannot buy a second instance.
-func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim, post *postCommit) (reconcile.Result, bool, error) {
+func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim, p *pass) (reconcile.Result, bool, error) {
 	if nc.IsTrue(v1.ConditionTypeLaunched) {
 		return reconcile.Result{}, false, nil
 	}
@@ -40,7 +40,7 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim, post *postCom
 			// launch timeout.
 			if nc.SetCondition(c.opts.Clock.Now(), v1.ConditionTypeLaunched, metav1.ConditionFalse,
 				invalidRequirementsReason, events.Truncate(err.Error())) {
-				post.add(func() { log.FromContext(ctx).Error(err, "failed launching nodeclaim") })
+				p.afterCommit(func() { log.FromContext(ctx).Error(err, "failed launching nodeclaim") })
 			}
 			return reconcile.Result{}, false, nil
 		}
@@ -53,7 +53,7 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim, post *postCom
 	}
 	populate(nc, created)
 	nc.SetCondition(c.opts.Clock.Now(), v1.ConditionTypeLaunched, metav1.ConditionTrue, v1.ConditionTypeLaunched, "")
-	post.add(func() {
+	p.afterCommit(func() {
 		log.FromContext(ctx).Info("launched nodeclaim",
 			"provider-id", nc.Status.ProviderID,
 			"instance-type", nc.Labels[corev1.LabelInstanceTypeStable],

@@ -24,7 +24,7 @@ const (
 // clocks run from the condition's last transition, i.e. from when it was
 // first set Unknown, so retries with new reasons do not reset them. The
 // provisioner then plans a replacement for the pods.
-func (c *Controller) liveness(ctx context.Context, nc *v1.NodeClaim, _ *postCommit) (reconcile.Result, bool, error) {
+func (c *Controller) liveness(ctx context.Context, nc *v1.NodeClaim, _ *pass) (reconcile.Result, bool, error) {
 	registered := nc.Condition(v1.ConditionTypeRegistered)
 	if registered == nil || nc.IsTrue(v1.ConditionTypeRegistered) {
 		return reconcile.Result{}, false, nil

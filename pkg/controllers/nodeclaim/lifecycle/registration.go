@@ -20,7 +20,7 @@ import (
 // register finds the Node the instance registered as and makes it the
 // NodeClaim's: labels, annotations, taints, the termination finalizer and an
 // owner reference go on, and the unregistered taint comes off, in one write.
-func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, post *postCommit) (reconcile.Result, bool, error) {
+func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, p *pass) (reconcile.Result, bool, error) {
 	if !nc.IsTrue(v1.ConditionTypeLaunched) || nc.IsTrue(v1.ConditionTypeRegistered) {
 		return reconcile.Result{}, false, nil
 	}
@@ -56,9 +56,10 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, post *postC
 	if err := c.syncNode(ctx, nc, node); err != nil {
 		return reconcile.Result{}, false, err
 	}
+	p.node = node
 	nc.SetCondition(now, v1.ConditionTypeRegistered, metav1.ConditionTrue, v1.ConditionTypeRegistered, "")
 	nc.Status.NodeName = node.Name
-	post.add(func() {
+	p.afterCommit(func() {
 		log.FromContext(ctx).Info("registered nodeclaim",
 			"provider-id", nc.Status.ProviderID,
 			"Node", map[string]string{"name": node.Name})

@@ -140,3 +140,87 @@ func racePodEvents(e *env) *tally {
 	}})
 	return statuses
 }
+
+// TestInitializationJudgesTheRegisteredNode: registration and
+// initialization run in the same reconcile, while the cache still holds the
+// Node as it was before registration's write (with the unregistered taint
+// that write removed). Initialization judges the Node as registration left
+// it: a Node with nothing left to wait for is Initialized in that same
+// reconcile, and one still waiting says what for (not the unregistered
+// taint), so one NodeClaim status write covers both.
+func TestInitializationJudgesTheRegisteredNode(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// lift lifts the not-ready taint once the Node is Ready, as the
+		// node lifecycle controller does.
+		lift        bool
+		initialized metav1.ConditionStatus
+		reason      string
+		message     string
+	}{
+		{name: "ready, nothing left", lift: true, initialized: metav1.ConditionTrue, reason: "Initialized"},
+		{name: "ready, the not-ready taint still on", initialized: metav1.ConditionUnknown, reason: "KnownEphemeralTaintsExist",
+			message: `KnownEphemeralTaint "node.kubernetes.io/not-ready:NoSchedule" still exists`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			nc := e.nodeClaim(func(nc *v1.NodeClaim) { nc.Spec.StartupTaints = nil })
+			e.reconcile(nc.Name) // launch
+			node := e.kubeletNode(e.get(nc.Name))
+			require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node); err != nil {
+					return err
+				}
+				node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
+				return cp.Client.Status().Update(e.ctx, node)
+			}))
+			require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node); err != nil {
+					return err
+				}
+				node.Spec.Taints = removeTaint(node.Spec.Taints, "example.com/startup")
+				if tc.lift {
+					node.Spec.Taints = removeTaint(node.Spec.Taints, corev1.TaintNodeNotReady)
+				}
+				return cp.Client.Update(e.ctx, node)
+			}))
+			registering := node.DeepCopy()
+
+			// Node reads return the Node as it was before registration;
+			// NodeClaim status writes are counted.
+			var statusWrites tally
+			e.intercept(interceptor.Funcs{
+				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					if err := c.List(ctx, list, opts...); err != nil {
+						return err
+					}
+					if l, ok := list.(*corev1.NodeList); ok {
+						for i := range l.Items {
+							if l.Items[i].Name == registering.Name {
+								registering.DeepCopyInto(&l.Items[i])
+							}
+						}
+					}
+					return nil
+				},
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					return statusWrites.add(c.SubResource(sub).Patch(ctx, obj, patch, opts...))
+				},
+			})
+
+			e.reconcile(nc.Name)
+			got := e.get(nc.Name)
+			requireCondition(t, got, v1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered")
+			requireCondition(t, got, v1.ConditionTypeInitialized, tc.initialized, tc.reason)
+			require.Equal(t, tc.message, got.Condition(v1.ConditionTypeInitialized).Message)
+			writes, _, _ := statusWrites.counts()
+			require.Equal(t, 1, writes, "one status write for registration and initialization")
+			require.NoError(t, cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node))
+			require.Equal(t, "true", node.Labels[v1.NodeRegisteredLabelKey])
+			if tc.initialized == metav1.ConditionTrue {
+				require.Equal(t, "true", node.Labels[v1.NodeInitializedLabelKey])
+				require.NotEmpty(t, e.events.Events("Initialized"))
+			}
+		})
+	}
+}

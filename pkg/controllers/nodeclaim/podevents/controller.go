@@ -3,12 +3,15 @@
 // terminating, or was deleted). consolidateAfter counts from there. Writes
 // are deduplicated: within 10 s of the last one a new event changes nothing,
 // which keeps a busy node from writing its NodeClaim on every pod and stays
-// below disruption's 15 s validation delay.
+// below disruption's 15 s validation delay. The controller remembers its
+// own stamps for those 10 s, so an event read from a cache that has not
+// delivered the last stamp yet does not write it again.
 package podevents
 
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
 )
@@ -40,6 +44,12 @@ const DedupeTimeout = 10 * time.Second
 type Controller struct {
 	kube  client.Client
 	clock clock.Clock
+
+	mu sync.Mutex
+	// stamped is the lastPodEventTime each NodeClaim was last given by
+	// this controller, kept for DedupeTimeout: a busy node's pods bind
+	// faster than the cache delivers the stamp.
+	stamped map[types.UID]time.Time
 }
 
 // NewController builds the controller; a nil clock is the real one.
@@ -47,7 +57,7 @@ func NewController(kube client.Client, clk clock.Clock) *Controller {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Controller{kube: kube, clock: clk}
+	return &Controller{kube: kube, clock: clk, stamped: map[types.UID]time.Time{}}
 }
 
 // Register adds the controller to mgr. Pod events are mapped to the node
@@ -123,7 +133,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if !nc.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if last := nc.Status.LastPodEventTime; !last.IsZero() && now.Sub(last.Time) < DedupeTimeout {
+		if last := c.last(nc); !last.IsZero() && now.Sub(last) < DedupeTimeout {
 			continue
 		}
 		stored := nc.DeepCopy()
@@ -136,6 +146,36 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// The other controllers' guarded writes from the version this
 		// replaced are then known to be refused as well as from ours.
 		guardedpatch.Record(stored, nc)
+		c.stamp(nc, now)
 	}
 	return reconcile.Result{}, nil
+}
+
+// last is nc's lastPodEventTime: the later of the cached one and this
+// controller's own last stamp.
+func (c *Controller) last(nc *v1.NodeClaim) time.Time {
+	last := nc.Status.LastPodEventTime.Time
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if own, ok := c.stamped[nc.UID]; ok && own.After(last) {
+		return own
+	}
+	return last
+}
+
+// stamp remembers the stamp written on nc (as stored: the API server keeps
+// whole seconds), and forgets those that no longer deduplicate anything.
+func (c *Controller) stamp(nc *v1.NodeClaim, now time.Time) {
+	at := nc.Status.LastPodEventTime.Time
+	if at.IsZero() {
+		at = now
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid, t := range c.stamped {
+		if now.Sub(t) >= DedupeTimeout {
+			delete(c.stamped, uid)
+		}
+	}
+	c.stamped[nc.UID] = at
 }

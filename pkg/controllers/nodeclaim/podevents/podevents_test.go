@@ -3,6 +3,7 @@ package podevents_test
 import (
 	"context"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
@@ -100,4 +102,95 @@ func TestLastPodEventTime(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: "missing"}})
 	require.NoError(t, err)
+}
+
+// TestStaleCacheDoesNotRestamp: pods bind to a busy node faster than the
+// cache delivers the NodeClaim's stamp, so the next event may read the
+// NodeClaim as it was before it. Within 10 s of the stamp that event
+// writes nothing; after them it stamps again.
+func TestStaleCacheDoesNotRestamp(t *testing.T) {
+	tests := []struct {
+		name   string
+		after  time.Duration
+		writes int
+	}{
+		{"within 10s of the stamp", podevents.DedupeTimeout - time.Second, 0},
+		{"10s after the stamp", podevents.DedupeTimeout, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+			name := testutil.UniqueName("node")
+			providerID := "fake:///" + name
+			nc := &v1.NodeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: v1.NodeClaimSpec{
+					Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
+					NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
+				},
+			}
+			require.NoError(t, cp.Client.Create(ctx, nc))
+			nc.Status.ProviderID = providerID
+			require.NoError(t, cp.Client.Status().Update(ctx, nc))
+			require.NoError(t, cp.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}))
+
+			// The cache serves the NodeClaim as it was before any stamp
+			// once stale is set; the status patches are counted.
+			var mu sync.Mutex
+			var stale *v1.NodeClaim
+			writes := 0
+			base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
+			require.NoError(t, err)
+			kube := interceptor.NewClient(base, interceptor.Funcs{
+				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					if err := c.List(ctx, list, opts...); err != nil {
+						return err
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if l, ok := list.(*v1.NodeClaimList); ok && stale != nil {
+						for i := range l.Items {
+							if l.Items[i].Name == stale.Name {
+								stale.DeepCopyInto(&l.Items[i])
+							}
+						}
+					}
+					return nil
+				},
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					mu.Lock()
+					writes++
+					mu.Unlock()
+					return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				},
+			})
+			before := &v1.NodeClaim{}
+			require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: name}, before))
+
+			c := podevents.NewController(kube, clk)
+			reconcileNode := func() {
+				t.Helper()
+				_, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+				require.NoError(t, err)
+			}
+			reconcileNode()
+			require.Equal(t, 1, writes, "the first event stamps")
+
+			mu.Lock()
+			stale, writes = before, 0
+			mu.Unlock()
+			clk.Step(tt.after)
+			reconcileNode()
+			require.Equal(t, tt.writes, writes)
+			got := &v1.NodeClaim{}
+			require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: name}, got))
+			want := clk.Now().Add(-tt.after)
+			if tt.writes > 0 {
+				want = clk.Now()
+			}
+			require.True(t, got.Status.LastPodEventTime.Time.Equal(want), "lastPodEventTime %s, want %s", got.Status.LastPodEventTime, want)
+		})
+	}
 }
