@@ -69,3 +69,25 @@ func TestDrainedAndVolumesDetachedInOneWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestInstanceGoneAtDelete: a Ready Node whose instance is already gone
+// (reclaimed, or terminated by hand) when the drained pass deletes it loses
+// its finalizer in that pass, and its NodeClaim records
+// InstanceTerminating=True first, as upstream's.
+func TestInstanceGoneAtDelete(t *testing.T) {
+	e := newEnv(t)
+	nc, node := e.managedNode(nil)
+	e.cloud.Lock()
+	delete(e.cloud.Instances, nc.Status.ProviderID)
+	e.cloud.Unlock()
+	require.NoError(t, cp.Client.Delete(e.ctx, node))
+
+	res, err := e.ctrl.Reconcile(e.ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: node.Name}})
+	require.NoError(t, err)
+	require.Zero(t, res.RequeueAfter)
+	require.True(t, e.nodeGone(node), "finalizer removed once the instance is found gone")
+	got := e.nodeClaim(nc.Name)
+	for _, ct := range []string{v1.ConditionTypeDrained, v1.ConditionTypeVolumesDetached, v1.ConditionTypeInstanceTerminating} {
+		require.True(t, got.IsTrue(ct), "%s should be True", ct)
+	}
+}

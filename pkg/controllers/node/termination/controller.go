@@ -275,14 +275,19 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if target.Status.ProviderID == "" {
 		target.Status.ProviderID = node.Spec.ProviderID
 	}
-	if err := c.cloud.Delete(ctx, target); err == nil {
-		if err := c.setCondition(ctx, nodeClaim, v1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, v1.ConditionTypeInstanceTerminating, ""); err != nil {
-			return reconcile.Result{}, err
-		}
+	deleteErr := c.cloud.Delete(ctx, target)
+	if deleteErr != nil && !cloudprovider.IsNodeClaimNotFoundError(deleteErr) {
+		c.eventOnChange(node, corev1.EventTypeWarning, "FailedTermination", "Failed to terminate instance %s, %s", target.Status.ProviderID, events.Truncate(deleteErr.Error()))
+		return reconcile.Result{}, fmt.Errorf("terminating instance %s: %w", target.Status.ProviderID, deleteErr)
+	}
+	// InstanceTerminating turns True also when the instance is already
+	// gone (reclaimed, or terminated by hand), as upstream's: the
+	// NodeClaim's last status then says how its instance ended.
+	if err := c.setCondition(ctx, nodeClaim, v1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, v1.ConditionTypeInstanceTerminating, ""); err != nil {
+		return reconcile.Result{}, err
+	}
+	if deleteErr == nil {
 		return reconcile.Result{RequeueAfter: instanceTerminationRequeue}, nil
-	} else if !cloudprovider.IsNodeClaimNotFoundError(err) {
-		c.eventOnChange(node, corev1.EventTypeWarning, "FailedTermination", "Failed to terminate instance %s, %s", target.Status.ProviderID, events.Truncate(err.Error()))
-		return reconcile.Result{}, fmt.Errorf("terminating instance %s: %w", target.Status.ProviderID, err)
 	}
 	return reconcile.Result{}, c.removeFinalizer(ctx, node)
 }
