@@ -51,6 +51,14 @@ type Options[In, Out any] struct {
 	// arrivals, the requests that come in meanwhile gather into one call
 	// instead of each gap opening a call of its own; MaxTimeout still
 	// bounds how long any request waits.
+	//
+	// A bucket opened within IdleTimeout of the moment the key's calls
+	// began (the first of those now running) is not held: its requests are
+	// the tail of the burst whose window just closed, which would have
+	// joined it had they come a few milliseconds sooner, and holding them
+	// would make them wait a whole call for nothing to gather. Only the
+	// first such bucket of a busy spell qualifies, so stragglers cannot
+	// chain into a stream of small calls.
 	HoldWhileBusy bool
 	// Observe, when set, is told of each executed batch: how long its
 	// window stayed open and how many requests it merged (upstream's
@@ -64,14 +72,17 @@ type Batcher[In, Out any] struct {
 
 	mu      sync.Mutex
 	buckets map[string]*bucket[In, Out]
-	// busy holds, per key with an Exec running, how many run and a channel
-	// closed when the last returns (HoldWhileBusy).
+	// busy holds, per key with an Exec running, how many run, since when
+	// and a channel closed when the last returns (HoldWhileBusy).
 	busy map[string]*running
 }
 
 type running struct {
-	n    int
-	done chan struct{}
+	n int
+	// since is when the first of the Execs running now started: the busy
+	// spell began then.
+	since time.Time
+	done  chan struct{}
 }
 
 type request[In, Out any] struct {
@@ -173,7 +184,7 @@ func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
 				idle.Reset(b.opts.IdleTimeout)
 			}
 		case <-idle.C:
-			if held = b.running(key); held == nil {
+			if held = b.running(key, opened); held == nil {
 				open = false
 			}
 		case <-held:
@@ -213,17 +224,19 @@ func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
 }
 
 // running is closed when the key's running Execs have all returned; nil
-// when none runs or the batcher does not hold.
-func (b *Batcher[In, Out]) running(key string) <-chan struct{} {
+// when none runs, the batcher does not hold, or the bucket opened at
+// opened is the straggling tail of the spell's first call (HoldWhileBusy).
+func (b *Batcher[In, Out]) running(key string, opened time.Time) <-chan struct{} {
 	if !b.opts.HoldWhileBusy {
 		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if r := b.busy[key]; r != nil {
-		return r.done
+	r := b.busy[key]
+	if r == nil || opened.Before(r.since.Add(b.opts.IdleTimeout)) {
+		return nil
 	}
-	return nil
+	return r.done
 }
 
 func (b *Batcher[In, Out]) started(key string) {
@@ -231,7 +244,7 @@ func (b *Batcher[In, Out]) started(key string) {
 	defer b.mu.Unlock()
 	r := b.busy[key]
 	if r == nil {
-		r = &running{done: make(chan struct{})}
+		r = &running{since: time.Now(), done: make(chan struct{})}
 		b.busy[key] = r
 	}
 	r.n++

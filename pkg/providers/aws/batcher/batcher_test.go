@@ -129,17 +129,44 @@ func TestBatcherWindows(t *testing.T) {
 // arrivals, a request that arrives while a call of its key runs waits for
 // that call to return (within MaxTimeout) and gathers the requests behind
 // it; without the hold each gap opens a call of its own. Another key is
-// not held by the running call.
+// not held by the running call. The straggling tail of a burst, arriving
+// within the idle window of the first running call's start, is not held:
+// it goes as soon as its own window closes, beside that call, and only
+// once per busy spell.
 func TestBatcherHoldWhileBusy(t *testing.T) {
+	type arrival struct {
+		at time.Duration // since the test began
+		in string
+	}
+	// a1 opens a window at 0 that closes at 50ms; its call runs 250ms.
+	// trickle: a2..a5 arrive 60ms apart (beyond the 50ms idle window)
+	// from 110ms, after a1's call has run for longer than the idle window.
+	trickle := []arrival{{0, "a1"}, {110 * time.Millisecond, "b1"}, {110 * time.Millisecond, "a2"},
+		{170 * time.Millisecond, "a3"}, {230 * time.Millisecond, "a4"}, {290 * time.Millisecond, "a5"}}
 	cases := []struct {
 		name      string
 		hold      bool
+		arrivals  []arrival
 		wantSizes []int
+		// wantDone is when each request's answer came back.
+		wantDone map[string]time.Duration
 	}{
-		// a1 runs alone for 250ms; a2..a5 arrive 60ms apart (beyond the
-		// 50ms idle window) while it runs.
-		{"without the hold each gap is a call", false, []int{1, 1, 1, 1, 1, 1}},
-		{"held, the arrivals gather behind the running call", true, []int{1, 1, 4}},
+		{"without the hold each gap is a call", false, trickle, []int{1, 1, 1, 1, 1, 1}, nil},
+		{"held, the arrivals gather behind the running call", true, trickle, []int{1, 1, 4},
+			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 550 * time.Millisecond, "a5": 550 * time.Millisecond}},
+		// a2 comes 10ms after a1's window closed: its window closes at
+		// 110ms and its call runs beside a1's instead of after it (held,
+		// it would be answered at 550ms).
+		{"a straggler of the closed window is not held", true,
+			[]arrival{{0, "a1"}, {60 * time.Millisecond, "a2"}}, []int{1, 1},
+			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 360 * time.Millisecond}},
+		// a3 opens its window 120ms in, 10ms after the straggler's call
+		// began but 70ms after the spell's first: it is held until both
+		// calls return, and a4 joins it.
+		{"stragglers do not chain", true,
+			[]arrival{{0, "a1"}, {60 * time.Millisecond, "a2"}, {120 * time.Millisecond, "a3"}, {200 * time.Millisecond, "a4"}},
+			[]int{1, 1, 2},
+			map[string]time.Duration{"a2": 360 * time.Millisecond, "a3": 610 * time.Millisecond, "a4": 610 * time.Millisecond}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,25 +176,29 @@ func TestBatcherHoldWhileBusy(t *testing.T) {
 					IdleTimeout: 50 * time.Millisecond, MaxTimeout: time.Second, HoldWhileBusy: tc.hold,
 					Hash: keyOf, Exec: rec.exec,
 				})
+				begin := time.Now()
+				var mu sync.Mutex
+				done := map[string]time.Duration{}
 				var wg sync.WaitGroup
-				add := func(in string) {
+				for _, a := range tc.arrivals {
+					time.Sleep(begin.Add(a.at).Sub(time.Now()))
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						out, err := b.Add(context.Background(), in)
+						out, err := b.Add(context.Background(), a.in)
 						assert.NoError(t, err)
-						assert.Regexp(t, "^"+in+"/[0-9]+$", out)
+						assert.Regexp(t, "^"+a.in+"/[0-9]+$", out)
+						mu.Lock()
+						done[a.in] = time.Since(begin)
+						mu.Unlock()
 					}()
-				}
-				add("a1")
-				time.Sleep(60 * time.Millisecond) // a1's call is running
-				add("b1")                         // another key: not held
-				for _, in := range []string{"a2", "a3", "a4", "a5"} {
-					add(in)
-					time.Sleep(60 * time.Millisecond)
+					synctest.Wait()
 				}
 				wg.Wait()
 				assert.Equal(t, tc.wantSizes, rec.sizes())
+				for in, want := range tc.wantDone {
+					assert.Equal(t, want, done[in], "%s answered at", in)
+				}
 			})
 		})
 	}
