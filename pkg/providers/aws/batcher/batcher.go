@@ -52,13 +52,14 @@ type Options[In, Out any] struct {
 	// instead of each gap opening a call of its own; MaxTimeout still
 	// bounds how long any request waits.
 	//
-	// A bucket opened within IdleTimeout of the moment the key's calls
-	// began (the first of those now running) is not held: its requests are
-	// the tail of the burst whose window just closed, which would have
-	// joined it had they come a few milliseconds sooner, and holding them
-	// would make them wait a whole call for nothing to gather. Only the
-	// first such bucket of a busy spell qualifies, so stragglers cannot
-	// chain into a stream of small calls.
+	// The first bucket to go idle in a busy spell (while the key's calls
+	// run without a break) is not held: it goes beside the running call.
+	// Its requests are typically the rest of the burst whose first part
+	// went in that call (a round's launches reach the batcher spread over
+	// the API server's answers), and holding them would add a whole call
+	// to their wait for nothing more to gather. Every later bucket of the
+	// spell is held, so at most one call per spell goes early and a large
+	// scale-up's trickle still gathers into calls as large as before.
 	HoldWhileBusy bool
 	// Observe, when set, is told of each executed batch: how long its
 	// window stayed open and how many requests it merged (upstream's
@@ -72,17 +73,16 @@ type Batcher[In, Out any] struct {
 
 	mu      sync.Mutex
 	buckets map[string]*bucket[In, Out]
-	// busy holds, per key with an Exec running, how many run, since when
-	// and a channel closed when the last returns (HoldWhileBusy).
+	// busy holds, per key with an Exec running, how many run, whether the
+	// spell let a bucket through, and a channel closed when the last
+	// returns (HoldWhileBusy).
 	busy map[string]*running
 }
 
 type running struct {
-	n int
-	// since is when the first of the Execs running now started: the busy
-	// spell began then.
-	since time.Time
-	done  chan struct{}
+	n      int
+	spared bool // a bucket of this spell went without the hold
+	done   chan struct{}
 }
 
 type request[In, Out any] struct {
@@ -184,7 +184,7 @@ func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
 				idle.Reset(b.opts.IdleTimeout)
 			}
 		case <-idle.C:
-			if held = b.running(key, opened); held == nil {
+			if held = b.running(key); held == nil {
 				open = false
 			}
 		case <-held:
@@ -223,17 +223,22 @@ func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
 	}
 }
 
-// running is closed when the key's running Execs have all returned; nil
-// when none runs, the batcher does not hold, or the bucket opened at
-// opened is the straggling tail of the spell's first call (HoldWhileBusy).
-func (b *Batcher[In, Out]) running(key string, opened time.Time) <-chan struct{} {
+// running is what an idle bucket of key waits for: a channel closed when
+// the key's running Execs have all returned, or nil (go now) when none
+// runs, the batcher does not hold, or this is the spell's first bucket to
+// ask (HoldWhileBusy). Each bucket asks once.
+func (b *Batcher[In, Out]) running(key string) <-chan struct{} {
 	if !b.opts.HoldWhileBusy {
 		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.busy[key]
-	if r == nil || opened.Before(r.since.Add(b.opts.IdleTimeout)) {
+	if r == nil {
+		return nil
+	}
+	if !r.spared {
+		r.spared = true
 		return nil
 	}
 	return r.done
@@ -244,7 +249,7 @@ func (b *Batcher[In, Out]) started(key string) {
 	defer b.mu.Unlock()
 	r := b.busy[key]
 	if r == nil {
-		r = &running{since: time.Now(), done: make(chan struct{})}
+		r = &running{done: make(chan struct{})}
 		b.busy[key] = r
 	}
 	r.n++

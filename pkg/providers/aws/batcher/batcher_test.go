@@ -127,22 +127,22 @@ func TestBatcherWindows(t *testing.T) {
 
 // TestBatcherHoldWhileBusy: with Exec slower than the gaps between
 // arrivals, a request that arrives while a call of its key runs waits for
-// that call to return (within MaxTimeout) and gathers the requests behind
-// it; without the hold each gap opens a call of its own. Another key is
-// not held by the running call. The straggling tail of a burst, arriving
-// within the idle window of the first running call's start, is not held:
-// it goes as soon as its own window closes, beside that call, and only
-// once per busy spell.
+// the running calls to return (within MaxTimeout) and gathers the requests
+// behind it; without the hold each gap opens a call of its own. Another
+// key is not held by the running call. The first bucket to go idle while
+// calls run (the rest of a burst whose first part went in the running
+// call) is not held: it goes as soon as its own window closes, beside that
+// call, and only one per busy spell.
 func TestBatcherHoldWhileBusy(t *testing.T) {
 	type arrival struct {
 		at time.Duration // since the test began
 		in string
 	}
 	// a1 opens a window at 0 that closes at 50ms; its call runs 250ms.
-	// trickle: a2..a5 arrive 60ms apart (beyond the 50ms idle window)
-	// from 110ms, after a1's call has run for longer than the idle window.
-	trickle := []arrival{{0, "a1"}, {110 * time.Millisecond, "b1"}, {110 * time.Millisecond, "a2"},
-		{170 * time.Millisecond, "a3"}, {230 * time.Millisecond, "a4"}, {290 * time.Millisecond, "a5"}}
+	// a2..a5 arrive 60ms apart (beyond the 50ms idle window) while it
+	// runs.
+	trickle := []arrival{{0, "a1"}, {60 * time.Millisecond, "b1"}, {60 * time.Millisecond, "a2"},
+		{120 * time.Millisecond, "a3"}, {180 * time.Millisecond, "a4"}, {240 * time.Millisecond, "a5"}}
 	cases := []struct {
 		name      string
 		hold      bool
@@ -152,18 +152,18 @@ func TestBatcherHoldWhileBusy(t *testing.T) {
 		wantDone map[string]time.Duration
 	}{
 		{"without the hold each gap is a call", false, trickle, []int{1, 1, 1, 1, 1, 1}, nil},
-		{"held, the arrivals gather behind the running call", true, trickle, []int{1, 1, 4},
-			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 550 * time.Millisecond, "a5": 550 * time.Millisecond}},
-		// a2 comes 10ms after a1's window closed: its window closes at
-		// 110ms and its call runs beside a1's instead of after it (held,
-		// it would be answered at 550ms).
-		{"a straggler of the closed window is not held", true,
-			[]arrival{{0, "a1"}, {60 * time.Millisecond, "a2"}}, []int{1, 1},
-			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 360 * time.Millisecond}},
-		// a3 opens its window 120ms in, 10ms after the straggler's call
-		// began but 70ms after the spell's first: it is held until both
-		// calls return, and a4 joins it.
-		{"stragglers do not chain", true,
+		// a2's window (60-110ms) is the spell's first to go idle: its call
+		// runs 110-360ms beside a1's; a3..a5 gather behind both.
+		{"held, the arrivals gather behind the running calls", true, trickle, []int{1, 1, 1, 3},
+			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 360 * time.Millisecond, "a3": 610 * time.Millisecond, "a5": 610 * time.Millisecond}},
+		// a2 comes 70ms after a1's window closed, during its call: its
+		// own call runs 170-420ms (held, 300-550ms).
+		{"the rest of a burst goes beside its first call", true,
+			[]arrival{{0, "a1"}, {120 * time.Millisecond, "a2"}}, []int{1, 1},
+			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 420 * time.Millisecond}},
+		// a3 opens its window 120ms in, once a2's went: it is held until
+		// both calls return, and a4 joins it.
+		{"one bucket per spell goes early", true,
 			[]arrival{{0, "a1"}, {60 * time.Millisecond, "a2"}, {120 * time.Millisecond, "a3"}, {200 * time.Millisecond, "a4"}},
 			[]int{1, 1, 2},
 			map[string]time.Duration{"a2": 360 * time.Millisecond, "a3": 610 * time.Millisecond, "a4": 610 * time.Millisecond}},
