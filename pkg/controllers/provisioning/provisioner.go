@@ -33,9 +33,6 @@ import (
 // controllerName labels logs and metrics of the provisioning loop.
 const controllerName = "provisioner"
 
-// createParallelism bounds concurrent NodeClaim creates in one round.
-const createParallelism = 10
-
 // Options tune the provisioner; zero values are upstream's defaults.
 type Options struct {
 	BatchIdleDuration time.Duration
@@ -469,11 +466,16 @@ func (p *Provisioner) record(ctx context.Context, res *scheduling.Result) {
 // node are passed to the solver under the NodeClaim's name.
 func nodeTarget(name string) string { return "node/" + name }
 
-// CreateNodeClaims creates the planned NodeClaims in parallel, re-checking
-// each pool's limits against current usage first (another round or a
-// manual NodeClaim may have used the headroom since the plan was made). It
-// returns the created objects in plan order, nil where creation was skipped
-// or failed, and the joined errors.
+// CreateNodeClaims creates the planned NodeClaims all at once, as upstream
+// does, re-checking each pool's limits against current usage first
+// (another round or a manual NodeClaim may have used the headroom since the
+// plan was made). It returns the created objects in plan order, nil where
+// creation was skipped or failed, and the joined errors.
+//
+// No bound below the round's size: the NodeClaims past it would wait out
+// a create's round trip and reach the launch after the others, missing the
+// provider's batch window (AWS: one CreateFleet for identical launches).
+// The client's rate limiter is what paces the API server.
 func (p *Provisioner) CreateNodeClaims(ctx context.Context, planned []*scheduling.NewNodeClaim, pools map[string]*v1.NodePool) ([]*v1.NodeClaim, error) {
 	out := make([]*v1.NodeClaim, len(planned))
 	errs := make([]error, len(planned))
@@ -508,7 +510,6 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, planned []*schedulin
 		extraNodes[np.Name]++
 		return nil
 	}
-	sem := make(chan struct{}, createParallelism)
 	var wg sync.WaitGroup
 	for i, nnc := range planned {
 		np := pools[nnc.NodePool]
@@ -517,10 +518,8 @@ func (p *Provisioner) CreateNodeClaims(ctx context.Context, planned []*schedulin
 			continue
 		}
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
 			// A panic (in the provider's client, a webhook's decoder, ...)
 			// fails this NodeClaim only; the round and the process go on.
 			if err := recovery.Do(ctx, "creating nodeclaim", func() {

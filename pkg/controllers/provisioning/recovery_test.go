@@ -112,3 +112,60 @@ func TestPanickingCreateFailsOnlyItsNodeClaim(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, created[0])
 }
+
+// barrierCreates holds every NodeClaim create until `want` are in flight
+// (or the wait times out) and records how many were in flight at most.
+type barrierCreates struct {
+	client.Client
+	want     int32
+	inFlight atomic.Int32
+	most     atomic.Int32
+}
+
+func (c *barrierCreates) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if _, ok := obj.(*v1.NodeClaim); ok {
+		n := c.inFlight.Add(1)
+		defer c.inFlight.Add(-1)
+		for m := c.most.Load(); n > m && !c.most.CompareAndSwap(m, n); m = c.most.Load() {
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for c.most.Load() < c.want && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+// TestRoundCreatesItsNodeClaimsTogether: every NodeClaim of a round is
+// created at once, however many, so they reach the provider's launch
+// together (and AWS batches them into one CreateFleet) instead of the ones
+// past a bound waiting for a create's round trip.
+func TestRoundCreatesItsNodeClaimsTogether(t *testing.T) {
+	cases := []struct {
+		name string
+		n    int
+	}{
+		{"a few", 3},
+		{"more than ten", 16},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cleanup(t)
+			np := nodePool(t, "lab-general", nil)
+			kw, err := kwok.New(context.Background(), cp.Client, kwok.Options{})
+			require.NoError(t, err)
+			kube := &barrierCreates{Client: cp.Client, want: int32(tc.n)}
+			p := provisioning.NewProvisioner(kube, kw, &fakeCluster{kube: cp.Client}, &fakeRecorder{}, provisioning.Options{})
+			reqs := scheduling.NewRequirements(scheduling.NewRequirement(scheduling.LabelArch, scheduling.OpIn, "amd64"))
+			planned := make([]*scheduling.NewNodeClaim, tc.n)
+			for i := range planned {
+				planned[i] = &scheduling.NewNodeClaim{NodePool: np.Name, Requirements: reqs}
+			}
+			created, err := p.CreateNodeClaims(context.Background(), planned, map[string]*v1.NodePool{np.Name: np})
+			require.NoError(t, err)
+			assert.Len(t, created, tc.n)
+			assert.Equal(t, int32(tc.n), kube.most.Load(), "NodeClaim creates in flight at once")
+			assert.Len(t, nodeClaims(t), tc.n)
+		})
+	}
+}

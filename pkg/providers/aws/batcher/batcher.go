@@ -51,6 +51,15 @@ type Options[In, Out any] struct {
 	// arrivals, the requests that come in meanwhile gather into one call
 	// instead of each gap opening a call of its own; MaxTimeout still
 	// bounds how long any request waits.
+	//
+	// The first bucket to go idle in a busy spell (while the key's calls
+	// run without a break) is not held: it goes beside the running call.
+	// Its requests are typically the rest of the burst whose first part
+	// went in that call (a round's launches reach the batcher spread over
+	// the API server's answers), and holding them would add a whole call
+	// to their wait for nothing more to gather. Every later bucket of the
+	// spell is held, so at most one call per spell goes early and a large
+	// scale-up's trickle still gathers into calls as large as before.
 	HoldWhileBusy bool
 	// Observe, when set, is told of each executed batch: how long its
 	// window stayed open and how many requests it merged (upstream's
@@ -64,14 +73,16 @@ type Batcher[In, Out any] struct {
 
 	mu      sync.Mutex
 	buckets map[string]*bucket[In, Out]
-	// busy holds, per key with an Exec running, how many run and a channel
-	// closed when the last returns (HoldWhileBusy).
+	// busy holds, per key with an Exec running, how many run, whether the
+	// spell let a bucket through, and a channel closed when the last
+	// returns (HoldWhileBusy).
 	busy map[string]*running
 }
 
 type running struct {
-	n    int
-	done chan struct{}
+	n      int
+	spared bool // a bucket of this spell went without the hold
+	done   chan struct{}
 }
 
 type request[In, Out any] struct {
@@ -212,18 +223,25 @@ func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
 	}
 }
 
-// running is closed when the key's running Execs have all returned; nil
-// when none runs or the batcher does not hold.
+// running is what an idle bucket of key waits for: a channel closed when
+// the key's running Execs have all returned, or nil (go now) when none
+// runs, the batcher does not hold, or this is the spell's first bucket to
+// ask (HoldWhileBusy). Each bucket asks once.
 func (b *Batcher[In, Out]) running(key string) <-chan struct{} {
 	if !b.opts.HoldWhileBusy {
 		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if r := b.busy[key]; r != nil {
-		return r.done
+	r := b.busy[key]
+	if r == nil {
+		return nil
 	}
-	return nil
+	if !r.spared {
+		r.spared = true
+		return nil
+	}
+	return r.done
 }
 
 func (b *Batcher[In, Out]) started(key string) {

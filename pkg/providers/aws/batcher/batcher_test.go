@@ -127,19 +127,46 @@ func TestBatcherWindows(t *testing.T) {
 
 // TestBatcherHoldWhileBusy: with Exec slower than the gaps between
 // arrivals, a request that arrives while a call of its key runs waits for
-// that call to return (within MaxTimeout) and gathers the requests behind
-// it; without the hold each gap opens a call of its own. Another key is
-// not held by the running call.
+// the running calls to return (within MaxTimeout) and gathers the requests
+// behind it; without the hold each gap opens a call of its own. Another
+// key is not held by the running call. The first bucket to go idle while
+// calls run (the rest of a burst whose first part went in the running
+// call) is not held: it goes as soon as its own window closes, beside that
+// call, and only one per busy spell.
 func TestBatcherHoldWhileBusy(t *testing.T) {
+	type arrival struct {
+		at time.Duration // since the test began
+		in string
+	}
+	// a1 opens a window at 0 that closes at 50ms; its call runs 250ms.
+	// a2..a5 arrive 60ms apart (beyond the 50ms idle window) while it
+	// runs.
+	trickle := []arrival{{0, "a1"}, {60 * time.Millisecond, "b1"}, {60 * time.Millisecond, "a2"},
+		{120 * time.Millisecond, "a3"}, {180 * time.Millisecond, "a4"}, {240 * time.Millisecond, "a5"}}
 	cases := []struct {
 		name      string
 		hold      bool
+		arrivals  []arrival
 		wantSizes []int
+		// wantDone is when each request's answer came back.
+		wantDone map[string]time.Duration
 	}{
-		// a1 runs alone for 250ms; a2..a5 arrive 60ms apart (beyond the
-		// 50ms idle window) while it runs.
-		{"without the hold each gap is a call", false, []int{1, 1, 1, 1, 1, 1}},
-		{"held, the arrivals gather behind the running call", true, []int{1, 1, 4}},
+		{"without the hold each gap is a call", false, trickle, []int{1, 1, 1, 1, 1, 1}, nil},
+		// a2's window (60-110ms) is the spell's first to go idle: its call
+		// runs 110-360ms beside a1's; a3..a5 gather behind both.
+		{"held, the arrivals gather behind the running calls", true, trickle, []int{1, 1, 1, 3},
+			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 360 * time.Millisecond, "a3": 610 * time.Millisecond, "a5": 610 * time.Millisecond}},
+		// a2 comes 70ms after a1's window closed, during its call: its
+		// own call runs 170-420ms (held, 300-550ms).
+		{"the rest of a burst goes beside its first call", true,
+			[]arrival{{0, "a1"}, {120 * time.Millisecond, "a2"}}, []int{1, 1},
+			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 420 * time.Millisecond}},
+		// a3 opens its window 120ms in, once a2's went: it is held until
+		// both calls return, and a4 joins it.
+		{"one bucket per spell goes early", true,
+			[]arrival{{0, "a1"}, {60 * time.Millisecond, "a2"}, {120 * time.Millisecond, "a3"}, {200 * time.Millisecond, "a4"}},
+			[]int{1, 1, 2},
+			map[string]time.Duration{"a2": 360 * time.Millisecond, "a3": 610 * time.Millisecond, "a4": 610 * time.Millisecond}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,25 +176,29 @@ func TestBatcherHoldWhileBusy(t *testing.T) {
 					IdleTimeout: 50 * time.Millisecond, MaxTimeout: time.Second, HoldWhileBusy: tc.hold,
 					Hash: keyOf, Exec: rec.exec,
 				})
+				begin := time.Now()
+				var mu sync.Mutex
+				done := map[string]time.Duration{}
 				var wg sync.WaitGroup
-				add := func(in string) {
+				for _, a := range tc.arrivals {
+					time.Sleep(begin.Add(a.at).Sub(time.Now()))
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						out, err := b.Add(context.Background(), in)
+						out, err := b.Add(context.Background(), a.in)
 						assert.NoError(t, err)
-						assert.Regexp(t, "^"+in+"/[0-9]+$", out)
+						assert.Regexp(t, "^"+a.in+"/[0-9]+$", out)
+						mu.Lock()
+						done[a.in] = time.Since(begin)
+						mu.Unlock()
 					}()
-				}
-				add("a1")
-				time.Sleep(60 * time.Millisecond) // a1's call is running
-				add("b1")                         // another key: not held
-				for _, in := range []string{"a2", "a3", "a4", "a5"} {
-					add(in)
-					time.Sleep(60 * time.Millisecond)
+					synctest.Wait()
 				}
 				wg.Wait()
 				assert.Equal(t, tc.wantSizes, rec.sizes())
+				for in, want := range tc.wantDone {
+					assert.Equal(t, want, done[in], "%s answered at", in)
+				}
 			})
 		})
 	}
