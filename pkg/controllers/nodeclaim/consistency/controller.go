@@ -12,7 +12,6 @@ package consistency
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/capacity"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/events"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
@@ -39,8 +39,6 @@ const Name = "nodeclaim.consistency"
 const (
 	// ScanPeriod is how often a NodeClaim is checked (upstream's).
 	ScanPeriod = 10 * time.Minute
-	// minShare is the fraction of the promised capacity a node must have.
-	minShare = 0.90
 	// Condition reason and message on failure, and the event reason.
 	ReasonFailed  = "ConsistencyCheckFailed"
 	messageFailed = "Consistency Check Failed"
@@ -100,7 +98,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if len(nodes) != 1 {
 		return reconcile.Result{RequeueAfter: ScanPeriod}, nil // registration's business
 	}
-	issues := Check(nc, nodes[0])
+	issues := capacity.Shortfalls(nc, nodes[0])
 	stored := nc.DeepCopy()
 	if len(issues) > 0 {
 		for _, issue := range issues {
@@ -120,31 +118,6 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	events.PublishTransitions(c.recorder, stored, nc)
 	c.scanned(nc.UID, now)
 	return reconcile.Result{RequeueAfter: ScanPeriod}, nil
-}
-
-// Check returns one message per requested resource whose node capacity is
-// below 90% of the NodeClaim's, sorted by resource name.
-func Check(nc *v1.NodeClaim, node *corev1.Node) []string {
-	names := make([]string, 0, len(nc.Spec.Resources.Requests))
-	for name := range nc.Spec.Resources.Requests {
-		names = append(names, string(name))
-	}
-	sort.Strings(names)
-	var out []string
-	for _, n := range names {
-		name := corev1.ResourceName(n)
-		expected, ok := nc.Status.Capacity[name]
-		if !ok || expected.IsZero() {
-			continue
-		}
-		actual := node.Status.Capacity[name]
-		share := actual.AsApproximateFloat64() / expected.AsApproximateFloat64()
-		if share < minShare {
-			out = append(out, fmt.Sprintf("expected %s of resource %s, but found %s (%0.1f%% of expected)",
-				expected.String(), name, actual.String(), share*100))
-		}
-	}
-	return out
 }
 
 func (c *Controller) due(uid types.UID, now time.Time) time.Duration {

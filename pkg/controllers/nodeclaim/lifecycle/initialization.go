@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
+	"github.com/karpenter-go/karpenter/pkg/controllers/internal/capacity"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/guardedpatch"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/index"
-	"github.com/karpenter-go/karpenter/pkg/controllers/nodeclaim/consistency"
 	"github.com/karpenter-go/karpenter/pkg/scheduling"
 )
 
@@ -92,7 +92,7 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, p *pass) 
 	// in hand, and the consistency controller's own first write, a moment
 	// later, would change nothing else. A Node that falls short is left to
 	// it, to report.
-	if nc.Condition(v1.ConditionTypeConsistentStateFound) == nil && len(consistency.Check(nc, node)) == 0 {
+	if nc.Condition(v1.ConditionTypeConsistentStateFound) == nil && len(capacity.Shortfalls(nc, node)) == 0 {
 		nc.SetCondition(now, v1.ConditionTypeConsistentStateFound, metav1.ConditionTrue, v1.ConditionTypeConsistentStateFound, "")
 	}
 	allocatable := node.Status.Allocatable.DeepCopy()
