@@ -263,7 +263,43 @@ func BenchmarkTraces(b *testing.B) {
 					}
 				}
 				b.Log("\n" + TraceTable(rs))
+				reportEvictionBound(b, t, rs)
 			}
 		})
+	}
+}
+
+// reportEvictionBound logs and reports the lower bound on the evictions
+// any algorithm needs, from the fleet step 1 starts from (the same for
+// every algorithm), to end step 1 at or below upstream's $/h then
+// (EvictionLowerBound), over upstream's step-1 evictions. On a trace of
+// one consolidating step that is the whole run; on the others it bounds
+// step 1 alone. A run that ends step 1 at or below that $/h with fewer
+// evictions than the bound fails the benchmark: the bound is wrong.
+func reportEvictionBound(b *testing.B, t Trace, rs []TraceResult) {
+	b.Helper()
+	c, err := t.FleetAt(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	up := rs[0].Steps[0]
+	eb, err := c.EvictionLowerBound(up.PriceEnd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	scope := "the run"
+	if len(t.Replicas) > 2 {
+		scope = "step 1 of " + fmt.Sprint(len(t.Replicas)-1)
+	}
+	b.Logf("eviction lower bound (%s): %d (weak %d), bound / upstream's evictions %.2f; fleet $%.3f/h, %d nodes (%d empty, %d do-not-disrupt) to $%.3f/h, reachable %v",
+		scope, eb.Evictions, eb.Weak, float64(eb.Evictions)/math.Max(1, float64(up.Evictions)), eb.Fleet, eb.Nodes, eb.Empty, eb.Blocked, eb.Target, eb.Reachable)
+	b.ReportMetric(float64(eb.Evictions), "eviction-bound")
+	b.ReportMetric(float64(eb.Evictions)/math.Max(1, float64(up.Evictions)), "eviction-bound/upstream")
+	for _, r := range rs {
+		s := r.Steps[0]
+		if s.PriceEnd <= eb.Target+1e-9 && (!eb.Reachable || s.Evictions < eb.Evictions) {
+			b.Errorf("%s ends step 1 at $%.4f/h (target $%.4f/h) with %d evictions, below the bound %d (reachable %v)",
+				r.Algorithm, s.PriceEnd, eb.Target, s.Evictions, eb.Evictions, eb.Reachable)
+		}
 	}
 }

@@ -113,10 +113,20 @@ type TraceResult struct {
 	Passes, Busy int
 	Settle       time.Duration
 	Capped       bool
+	// Steps are the consolidating steps' own figures, in order (step 1
+	// first).
+	Steps []StepResult
 	// Moves logs every command carried out, one line each: when, what it
 	// did to which nodes (instance type, pods evicted), the replacements'
 	// cheapest types and the $/h saved (BENCH_TRACE_MOVES prints them).
 	Moves []string
+}
+
+// StepResult is one consolidating step of a trace run: the evictions of
+// its passes and the fleet's $/h when its consolidation stopped.
+type StepResult struct {
+	Evictions int
+	PriceEnd  float64
 }
 
 // run plays the trace with alg.
@@ -147,22 +157,13 @@ func (t Trace) steps(c *Cluster, alg Algorithm) (TraceResult, error) {
 	methods := disruption.MethodsOf(alg.Strategy)
 	ev0, fr0, cm0, re0 := c.Evictions, c.Fresh, c.Commands, c.Reevictions
 	for s := range t.Replicas {
-		c.Snap.Now = Epoch.Add(time.Duration(s) * t.StepEvery)
-		pending := t.scale(c, s, rng)
-		// Pods arrive in waves (a rollout's surge, an autoscaler's steps),
-		// each provisioned on its own: one solve of a whole scale-up would
-		// buy a few large nodes that consolidation has nothing to do with.
-		for len(pending) > 0 {
-			k := min(len(pending), provisionBatch)
-			if _, err := c.Provision(pending[:k], c.Snap.Now); err != nil {
-				return r, fmt.Errorf("%s step %d: provisioning: %w", t.Name, s, err)
-			}
-			pending = pending[k:]
+		if err := t.arrive(c, s, rng); err != nil {
+			return r, err
 		}
-		c.sortNodes()
 		if s == 0 {
 			continue
 		}
+		ev1 := c.Evictions
 		stepAt := c.Snap.Now
 		c.Snap.Now = c.Snap.Now.Add(time.Minute)
 		settled := c.Snap.Now
@@ -205,6 +206,7 @@ func (t Trace) steps(c *Cluster, alg Algorithm) (TraceResult, error) {
 			}
 		}
 		r.Settle += settled.Sub(stepAt) - time.Minute
+		r.Steps = append(r.Steps, StepResult{Evictions: c.Evictions - ev1, PriceEnd: c.Price()})
 	}
 	r.Evictions, r.Fresh, r.Commands = c.Evictions-ev0, c.Fresh-fr0, c.Commands-cm0
 	r.Reevictions = c.Reevictions - re0
@@ -224,6 +226,27 @@ func (t Trace) steps(c *Cluster, alg Algorithm) (TraceResult, error) {
 		r.AllocPerRequest, r.MemPerRequest = alloc[0]/req[0], alloc[1]/req[1]
 	}
 	return r, nil
+}
+
+// arrive moves the cluster to step s's replicas at the step's time: the
+// surplus pods removed, the missing ones provisioned. No algorithm acts
+// here, so the fleet a step's consolidation starts from is the same for
+// every algorithm as long as the earlier steps' consolidations were.
+func (t Trace) arrive(c *Cluster, s int, rng *rand.Rand) error {
+	c.Snap.Now = Epoch.Add(time.Duration(s) * t.StepEvery)
+	pending := t.scale(c, s, rng)
+	// Pods arrive in waves (a rollout's surge, an autoscaler's steps),
+	// each provisioned on its own: one solve of a whole scale-up would
+	// buy a few large nodes that consolidation has nothing to do with.
+	for len(pending) > 0 {
+		k := min(len(pending), provisionBatch)
+		if _, err := c.Provision(pending[:k], c.Snap.Now); err != nil {
+			return fmt.Errorf("%s step %d: provisioning: %w", t.Name, s, err)
+		}
+		pending = pending[k:]
+	}
+	c.sortNodes()
+	return nil
 }
 
 // moveLines describes a pass's commands before they are carried out.
