@@ -291,10 +291,15 @@ func reportEvictionBound(b *testing.B, t Trace, rs []TraceResult) {
 	if len(t.Replicas) > 2 {
 		scope = "step 1 of " + fmt.Sprint(len(t.Replicas)-1)
 	}
-	b.Logf("eviction lower bound (%s): %d (weak %d), bound / upstream's evictions %.2f; fleet $%.3f/h, %d nodes (%d empty, %d do-not-disrupt) to $%.3f/h, reachable %v",
-		scope, eb.Evictions, eb.Weak, float64(eb.Evictions)/math.Max(1, float64(up.Evictions)), eb.Fleet, eb.Nodes, eb.Empty, eb.Blocked, eb.Target, eb.Reachable)
+	ratio := float64(eb.Evictions) / math.Max(1, float64(up.Evictions))
+	verdict := "0.6x upstream's evictions not ruled out"
+	if ratio > 0.6 {
+		verdict = "0.6x upstream's evictions out of reach"
+	}
+	b.Logf("eviction lower bound (%s): %d (weak %d); upstream's evictions %d, bound / upstream's %.2f (%s); fleet $%.3f/h, %d nodes (%d empty, %d do-not-disrupt) to $%.3f/h, reachable %v",
+		scope, eb.Evictions, eb.Weak, up.Evictions, ratio, verdict, eb.Fleet, eb.Nodes, eb.Empty, eb.Blocked, eb.Target, eb.Reachable)
 	b.ReportMetric(float64(eb.Evictions), "eviction-bound")
-	b.ReportMetric(float64(eb.Evictions)/math.Max(1, float64(up.Evictions)), "eviction-bound/upstream")
+	b.ReportMetric(ratio, "eviction-bound/upstream")
 	for _, r := range rs {
 		s := r.Steps[0]
 		if s.PriceEnd <= eb.Target+1e-9 && (!eb.Reachable || s.Evictions < eb.Evictions) {
