@@ -227,7 +227,8 @@ func BenchmarkChurnRestartCost(b *testing.B) {
 // end, allocatable CPU over requested CPU and the passes to settle, with
 // the planner's $/h and evictions over upstream's. The issue-32 bar for
 // making the planner the default: on every held-out trace at most 1.00×
-// upstream's $/h and 0.6× its evictions.
+// upstream's $/h and 0.6× its evictions. It also logs the least evictions
+// any algorithm needs to reach upstream's step-1 $/h (reportEvictionBound).
 //
 //	go test -run '^$' -bench 'BenchmarkTraces' -benchtime 1x ./pkg/disruption/benchmark/
 //	go test -run '^$' -bench 'BenchmarkTraces/trace=mixed4$' -benchtime 1x ./pkg/disruption/benchmark/
