@@ -275,8 +275,9 @@ func BenchmarkTraces(b *testing.B) {
 // every algorithm), to end step 1 at or below upstream's $/h then
 // (EvictionLowerBound), over upstream's step-1 evictions. On a trace of
 // one consolidating step that is the whole run; on the others it bounds
-// step 1 alone. A run that ends step 1 at or below that $/h with fewer
-// evictions than the bound fails the benchmark: the bound is wrong.
+// step 1 alone. A run that starts step 1 from another fleet, or ends it
+// at or below that $/h with fewer evictions than the bound, fails the
+// benchmark: the bound is wrong.
 func reportEvictionBound(b *testing.B, t Trace, rs []TraceResult) {
 	b.Helper()
 	c, err := t.FleetAt(1)
@@ -303,6 +304,9 @@ func reportEvictionBound(b *testing.B, t Trace, rs []TraceResult) {
 	b.ReportMetric(ratio, "eviction-bound/upstream")
 	for _, r := range rs {
 		s := r.Steps[0]
+		if s.NodesStart != eb.Nodes || s.PriceStart != eb.Fleet {
+			b.Errorf("%s starts step 1 from %d nodes at $%.4f/h, the bound from %d at $%.4f/h", r.Algorithm, s.NodesStart, s.PriceStart, eb.Nodes, eb.Fleet)
+		}
 		if s.PriceEnd <= eb.Target+1e-9 && (!eb.Reachable || s.Evictions < eb.Evictions) {
 			b.Errorf("%s ends step 1 at $%.4f/h (target $%.4f/h) with %d evictions, below the bound %d (reachable %v)",
 				r.Algorithm, s.PriceEnd, eb.Target, s.Evictions, eb.Evictions, eb.Reachable)

@@ -131,9 +131,9 @@ func fleetPrint(c *Cluster) string {
 }
 
 // TestFleetAtDeterministic: the fleet step 1 starts from is the same on
-// every play of a trace, so every algorithm starts its first
-// consolidation from it, and a run that reaches upstream's $/h needs at
-// least the bound's evictions.
+// every play of a trace and is the one a run's first consolidation starts
+// from, and the planner's run, reaching its own end $/h, evicts at least
+// the bound for that $/h.
 func TestFleetAtDeterministic(t *testing.T) {
 	tr := traceNamed(t, "anti-affinity")
 	a, err := tr.FleetAt(1)
@@ -150,6 +150,9 @@ func TestFleetAtDeterministic(t *testing.T) {
 	r, err := tr.run(Planner("planner", repack.Options{SpotToSpot: true}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s := r.Steps[0]; s.NodesStart != len(a.Snap.Nodes) || s.PriceStart != a.Price() {
+		t.Fatalf("the run starts step 1 from %d nodes at $%.4f/h, FleetAt(1) is %d at $%.4f/h", s.NodesStart, s.PriceStart, len(a.Snap.Nodes), a.Price())
 	}
 	eb, err := a.EvictionLowerBound(r.PriceEnd)
 	if err != nil {

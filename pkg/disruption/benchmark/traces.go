@@ -122,11 +122,14 @@ type TraceResult struct {
 	Moves []string
 }
 
-// StepResult is one consolidating step of a trace run: the evictions of
-// its passes and the fleet's $/h when its consolidation stopped.
+// StepResult is one consolidating step of a trace run: the fleet's nodes
+// and $/h when its consolidation started, the evictions of its passes and
+// the fleet's $/h when its consolidation stopped.
 type StepResult struct {
-	Evictions int
-	PriceEnd  float64
+	NodesStart int
+	PriceStart float64
+	Evictions  int
+	PriceEnd   float64
 }
 
 // run plays the trace with alg.
@@ -163,7 +166,7 @@ func (t Trace) steps(c *Cluster, alg Algorithm) (TraceResult, error) {
 		if s == 0 {
 			continue
 		}
-		ev1 := c.Evictions
+		ev1, start, nodes := c.Evictions, c.Price(), len(c.Snap.Nodes)
 		stepAt := c.Snap.Now
 		c.Snap.Now = c.Snap.Now.Add(time.Minute)
 		settled := c.Snap.Now
@@ -206,7 +209,7 @@ func (t Trace) steps(c *Cluster, alg Algorithm) (TraceResult, error) {
 			}
 		}
 		r.Settle += settled.Sub(stepAt) - time.Minute
-		r.Steps = append(r.Steps, StepResult{Evictions: c.Evictions - ev1, PriceEnd: c.Price()})
+		r.Steps = append(r.Steps, StepResult{NodesStart: nodes, PriceStart: start, Evictions: c.Evictions - ev1, PriceEnd: c.Price()})
 	}
 	r.Evictions, r.Fresh, r.Commands = c.Evictions-ev0, c.Fresh-fr0, c.Commands-cm0
 	r.Reevictions = c.Reevictions - re0
