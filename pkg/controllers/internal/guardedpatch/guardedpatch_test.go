@@ -269,19 +269,7 @@ func TestOwnWriteRefusesAtOnce(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
-			require.NoError(t, err)
-			var sent int
-			kube := interceptor.NewClient(base, interceptor.Funcs{
-				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-					sent++
-					return c.Patch(ctx, obj, p, opts...)
-				},
-				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-					sent++
-					return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-				},
-			})
+			kube, sent := countingClient(t)
 			patch := guardedpatch.Patch
 			if tc.status {
 				patch = guardedpatch.PatchStatus
@@ -291,15 +279,7 @@ func TestOwnWriteRefusesAtOnce(t *testing.T) {
 			if !tc.bare {
 				node.Annotations = map[string]string{"kept": "yes"}
 			}
-			require.NoError(t, cp.Client.Create(ctx, node))
-			defer func() {
-				got := &corev1.Node{}
-				if cp.Client.Get(ctx, client.ObjectKeyFromObject(node), got) == nil && len(got.Finalizers) > 0 {
-					got.Finalizers = nil
-					_ = cp.Client.Update(ctx, got)
-				}
-				_ = cp.Client.Delete(ctx, node)
-			}()
+			createNode(ctx, t, node)
 			stored := node.DeepCopy()
 
 			from, want := stored, 1
@@ -313,18 +293,18 @@ func TestOwnWriteRefusesAtOnce(t *testing.T) {
 			first := from.DeepCopy()
 			tc.first(first)
 			require.NoError(t, patch(ctx, kube, from, first))
-			require.Equal(t, want, sent)
+			require.Equal(t, want, *sent)
 
 			second := stored.DeepCopy()
 			tc.second(second)
-			err = patch(ctx, kube, stored, second)
+			err := patch(ctx, kube, stored, second)
 			if tc.refused {
 				require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
-				assert.Equal(t, want, sent, "a write the server would refuse is not sent")
+				assert.Equal(t, want, *sent, "a write the server would refuse is not sent")
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, want+1, sent)
+			assert.Equal(t, want+1, *sent)
 		})
 	}
 }
@@ -347,29 +327,13 @@ func TestOwnWritesFromOneVersion(t *testing.T) {
 		{name: "the third adds a finalizer", third: func(n *corev1.Node) { n.Finalizers = []string{"example.com/ours"} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
-			require.NoError(t, err)
-			var sent int
-			kube := interceptor.NewClient(base, interceptor.Funcs{
-				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-					sent++
-					return c.Patch(ctx, obj, p, opts...)
-				},
-			})
+			kube, sent := countingClient(t)
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("guardedpatch-one-version-%d", i),
 				Labels: map[string]string{"kept": "yes"}, Annotations: map[string]string{"kept": "yes"}},
 				// The provider ID keeps the spec from being empty once the
 				// taints are gone: a spec added whole is locked on the version.
 				Spec: corev1.NodeSpec{ProviderID: fmt.Sprintf("example:///one-version-%d", i), Taints: []corev1.Taint{startup}}}
-			require.NoError(t, cp.Client.Create(ctx, node))
-			defer func() {
-				got := &corev1.Node{}
-				if cp.Client.Get(ctx, client.ObjectKeyFromObject(node), got) == nil && len(got.Finalizers) > 0 {
-					got.Finalizers = nil
-					_ = cp.Client.Update(ctx, got)
-				}
-				_ = cp.Client.Delete(ctx, node)
-			}()
+			createNode(ctx, t, node)
 			stored := node.DeepCopy()
 
 			first := stored.DeepCopy()
@@ -384,18 +348,18 @@ func TestOwnWritesFromOneVersion(t *testing.T) {
 			fromThird := third.DeepCopy()
 			tc.third(third)
 			require.NoError(t, guardedpatch.Patch(ctx, kube, fromThird, third))
-			require.Equal(t, 3, sent)
+			require.Equal(t, 3, *sent)
 
 			second := first.DeepCopy()
 			second.Spec.Taints = []corev1.Taint{startup}
-			err = guardedpatch.Patch(ctx, kube, first, second)
+			err := guardedpatch.Patch(ctx, kube, first, second)
 			if tc.refused {
 				require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
-				assert.Equal(t, 3, sent, "a write the server would refuse is not sent")
+				assert.Equal(t, 3, *sent, "a write the server would refuse is not sent")
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, 4, sent)
+			assert.Equal(t, 4, *sent)
 		})
 	}
 }
@@ -406,20 +370,11 @@ func TestOwnWritesFromOneVersion(t *testing.T) {
 // one made is still refused without a request: the later one came after it.
 func TestOwnWritesRecordedOutOfOrder(t *testing.T) {
 	ctx := context.Background()
-	base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
-	require.NoError(t, err)
-	var sent int
-	kube := interceptor.NewClient(base, interceptor.Funcs{
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			sent++
-			return c.Patch(ctx, obj, p, opts...)
-		},
-	})
+	kube, sent := countingClient(t)
 	// Bare: a first annotation is added as a map, locked on the version.
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "guardedpatch-out-of-order", Labels: map[string]string{"kept": "yes"}},
 		Spec: corev1.NodeSpec{ProviderID: "example:///out-of-order"}}
-	require.NoError(t, cp.Client.Create(ctx, node))
-	defer func() { _ = cp.Client.Delete(ctx, node) }()
+	createNode(ctx, t, node)
 	stored := node.DeepCopy()
 
 	earlier, later := stored.DeepCopy(), stored.DeepCopy()
@@ -432,7 +387,43 @@ func TestOwnWritesRecordedOutOfOrder(t *testing.T) {
 
 	annotated := earlier.DeepCopy()
 	annotated.Annotations = map[string]string{"example.com/note": "d"}
-	err = guardedpatch.Patch(ctx, kube, earlier, annotated)
+	err := guardedpatch.Patch(ctx, kube, earlier, annotated)
 	require.True(t, apierrors.IsConflict(err), "want a conflict, got %v", err)
-	assert.Equal(t, 2, sent, "a write the server would refuse is not sent")
+	assert.Equal(t, 2, *sent, "a write the server would refuse is not sent")
+}
+
+// countingClient is a client of the control plane that counts the patches
+// it sends, of the object and of its subresources: a write the ledger
+// refuses must not reach the server.
+func countingClient(t *testing.T) (client.Client, *int) {
+	t.Helper()
+	base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
+	require.NoError(t, err)
+	sent := new(int)
+	kube := interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			*sent++
+			return c.Patch(ctx, obj, p, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			*sent++
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	})
+	return kube, sent
+}
+
+// createNode creates node and removes it, finalizers first, when the test
+// ends.
+func createNode(ctx context.Context, t *testing.T, node *corev1.Node) {
+	t.Helper()
+	require.NoError(t, cp.Client.Create(ctx, node))
+	t.Cleanup(func() {
+		got := &corev1.Node{}
+		if cp.Client.Get(ctx, client.ObjectKeyFromObject(node), got) == nil && len(got.Finalizers) > 0 {
+			got.Finalizers = nil
+			_ = cp.Client.Update(ctx, got)
+		}
+		_ = cp.Client.Delete(ctx, node)
+	})
 }

@@ -64,19 +64,7 @@ func TestLastPodEventTime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
-	name := testutil.UniqueName("node")
-	providerID := "fake:///" + name
-	nc := &v1.NodeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.NodeClaimSpec{
-			Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
-			NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
-		},
-	}
-	require.NoError(t, cp.Client.Create(ctx, nc))
-	nc.Status.ProviderID = providerID
-	require.NoError(t, cp.Client.Status().Update(ctx, nc))
-	require.NoError(t, cp.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}))
+	name := launchedNode(ctx, t)
 
 	c := podevents.NewController(cp.Client, clk)
 	stamp := func() time.Time {
@@ -122,19 +110,7 @@ func TestStaleCacheDoesNotRestamp(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
-			name := testutil.UniqueName("node")
-			providerID := "fake:///" + name
-			nc := &v1.NodeClaim{
-				ObjectMeta: metav1.ObjectMeta{Name: name},
-				Spec: v1.NodeClaimSpec{
-					Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
-					NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
-				},
-			}
-			require.NoError(t, cp.Client.Create(ctx, nc))
-			nc.Status.ProviderID = providerID
-			require.NoError(t, cp.Client.Status().Update(ctx, nc))
-			require.NoError(t, cp.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}))
+			name := launchedNode(ctx, t)
 
 			// The cache serves the NodeClaim as it was before any stamp
 			// once stale is set; the status patches are counted.
@@ -193,4 +169,25 @@ func TestStaleCacheDoesNotRestamp(t *testing.T) {
 			require.True(t, got.Status.LastPodEventTime.Time.Equal(want), "lastPodEventTime %s, want %s", got.Status.LastPodEventTime, want)
 		})
 	}
+}
+
+// launchedNode creates a NodeClaim with a provider ID and its Node, both
+// named after the returned name, as the lifecycle leaves them once the
+// Node has registered.
+func launchedNode(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	name := testutil.UniqueName("node")
+	providerID := "fake:///" + name
+	nc := &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.NodeClaimSpec{
+			Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
+			NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
+		},
+	}
+	require.NoError(t, cp.Client.Create(ctx, nc))
+	nc.Status.ProviderID = providerID
+	require.NoError(t, cp.Client.Status().Update(ctx, nc))
+	require.NoError(t, cp.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}))
+	return name
 }
