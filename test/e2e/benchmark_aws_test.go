@@ -67,6 +67,9 @@ spec:
 // used again. It runs only with -bench, e.g.
 //
 //	go test ./test/e2e -run '^$' -bench ProvisioningAWS1000 -benchtime 1x -timeout 50m
+//
+// While iterating, BENCH_SKIP_UPSTREAM=1 leaves upstream's run out and
+// BENCH_AWS_BURST_ONLY=1 ends the benchmark after the burst's figures.
 func BenchmarkProvisioningAWS1000(b *testing.B) {
 	// Our controller on the simulated provider first, on a control plane
 	// of its own that is gone before the AWS run starts: the bound-time
@@ -180,6 +183,13 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 		b.Logf("CreateFleet on the local AWS: %d call(s), %.1fs on average", n, sum/float64(n))
 		b.ReportMetric(sum/float64(n), "s-createfleet-mean")
 	}
+	// Requeues and errors are retries: a Node write refused (a taint
+	// changed since the read) waits out the rate limiter.
+	if results, err := reconcileResults(metricsPort["controller"], "nodeclaim.lifecycle"); err != nil {
+		b.Logf("reading the lifecycle controller's reconciles: %v", err)
+	} else {
+		b.Logf("lifecycle reconciles by result: %v", results)
+	}
 	ratio := res.bound.Seconds() / kwokRes.bound.Seconds()
 	b.ReportMetric(ratio, "bound-ratio-aws/kwok")
 	b.ReportMetric(kwokRes.bound.Seconds(), "kwok-s-bound")
@@ -201,6 +211,12 @@ func BenchmarkProvisioningAWS1000(b *testing.B) {
 			res.firstClaimAt.Seconds(), upRes.firstClaimAt.Seconds(), res.bound.Seconds(), upRes.bound.Seconds(), upRatio,
 			res.running.Seconds(), upRes.running.Seconds(), len(res.claims), len(upRes.claims), res.cost, upRes.cost,
 			fleets, upRes.calls["ec2:CreateFleet"], res.peakMiB, upRes.peakMiB)
+	}
+
+	// BENCH_AWS_BURST_ONLY=1 ends the run here, for iterating on the
+	// burst.
+	if os.Getenv("BENCH_AWS_BURST_ONLY") != "" {
+		return
 	}
 
 	// A restart, as a rolling update does it, then a burst the running
@@ -392,4 +408,34 @@ func sdkCallSeconds(port int, service, action string) (int, float64, error) {
 		}
 	}
 	return n, sum, nil
+}
+
+// reconcileResults reads the controller's controller_runtime_reconcile_total
+// for one controller: the reconciles by result (success, requeue,
+// requeue_after, error).
+func reconcileResults(port int, controller string) (map[string]int, error) {
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("scraping the controller's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading the controller's metrics: %w", err)
+	}
+	out := map[string]int{}
+	prefix := `controller_runtime_reconcile_total{controller="` + controller + `",result="`
+	for _, line := range strings.Split(string(raw), "\n") {
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		result, value, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseFloat(value, 64)
+		out[result] = int(n)
+	}
+	return out, nil
 }

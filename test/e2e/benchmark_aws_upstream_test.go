@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -32,7 +33,13 @@ type upstreamAWSResult struct {
 // not end its run) and throttled at EC2's figures. Everything is stopped
 // on return, so the run that follows has the machine to itself. ok is
 // false, with the reason logged, when the anchors are not built.
+//
+// BENCH_SKIP_UPSTREAM=1 skips the run (ok false), for iterating on ours.
 func upstreamAWSProvisioning(b *testing.B) (upstreamAWSResult, bool) {
+	if os.Getenv("BENCH_SKIP_UPSTREAM") != "" {
+		b.Logf("upstream's AWS controller not run: BENCH_SKIP_UPSTREAM is set")
+		return upstreamAWSResult{}, false
+	}
 	bins, err := anchors.Find("")
 	if err != nil {
 		b.Logf("upstream's AWS controller not run: %v", err)

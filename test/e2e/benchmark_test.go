@@ -374,33 +374,63 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 	}
 	// When each node first became schedulable: Ready, with no NoSchedule
 	// or NoExecute taint left. The gap between that and the first binding
-	// is the kube-scheduler's own delay.
+	// is the kube-scheduler's own delay. Before it, when the Node was first
+	// seen, Ready, and without the unregistered taint.
 	var nodesMu sync.Mutex
 	schedulableAt, registeredAt := map[string]time.Duration{}, map[string]time.Duration{}
+	readyAt, syncedAt := map[string]time.Duration{}, map[string]time.Duration{}
+	// taintSpans are, per node and NoSchedule or NoExecute taint key, when
+	// the taint was first seen on it and when it was first seen gone.
+	type span struct{ on, off time.Duration }
+	taintSpans := map[string]map[string]*span{}
 	nodeFactory := informers.NewSharedInformerFactory(cp.Kubernetes, 0)
 	observeNode := func(obj interface{}) {
 		n, ok := obj.(*corev1.Node)
 		if !ok || progress.start.IsZero() {
 			return
 		}
-		nodesMu.Lock()
-		if _, seen := registeredAt[n.Name]; !seen {
-			registeredAt[n.Name] = time.Since(progress.start)
+		at := time.Since(progress.start)
+		first := func(m map[string]time.Duration) {
+			if _, seen := m[n.Name]; !seen {
+				m[n.Name] = at
+			}
 		}
-		nodesMu.Unlock()
+		nodesMu.Lock()
+		defer nodesMu.Unlock()
+		first(registeredAt)
+		ready, unregistered, tainted := false, false, false
+		spans := taintSpans[n.Name]
+		if spans == nil {
+			spans = map[string]*span{}
+			taintSpans[n.Name] = spans
+		}
+		on := map[string]bool{}
 		for _, t := range n.Spec.Taints {
+			unregistered = unregistered || t.MatchTaint(&v1.UnregisteredNoExecuteTaint)
 			if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
-				return
+				tainted = true
+				on[t.Key] = true
+				if spans[t.Key] == nil {
+					spans[t.Key] = &span{on: at, off: -1}
+				}
+			}
+		}
+		for key, sp := range spans {
+			if !on[key] && sp.off < 0 {
+				sp.off = at
 			}
 		}
 		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				nodesMu.Lock()
-				if _, seen := schedulableAt[n.Name]; !seen {
-					schedulableAt[n.Name] = time.Since(progress.start)
-				}
-				nodesMu.Unlock()
-			}
+			ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}
+		if ready {
+			first(readyAt)
+		}
+		if !unregistered {
+			first(syncedAt)
+		}
+		if ready && !tainted {
+			first(schedulableAt)
 		}
 	}
 	if _, err := nodeFactory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -513,10 +543,40 @@ func (pb provisioningBench) run(b *testing.B, ctx context.Context) provisioningR
 		registered = append(registered, d.Seconds())
 	}
 	nodesMu.Unlock()
+	names := make([]string, 0, len(registeredAt))
+	for name := range registeredAt {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return registeredAt[names[i]] < registeredAt[names[j]] })
+	at := func(m map[string]time.Duration, name string) string {
+		if d, ok := m[name]; ok {
+			return fmt.Sprintf("%.1f", d.Seconds())
+		}
+		return "-"
+	}
+	var timeline []string
+	for _, name := range names {
+		entry := at(registeredAt, name) + "/" + at(readyAt, name) + "/" + at(syncedAt, name) + "/" + at(schedulableAt, name)
+		keys := make([]string, 0, len(taintSpans[name]))
+		for key := range taintSpans[name] {
+			keys = append(keys, key)
+		}
+		sort.Strings(keys)
+		for _, key := range keys {
+			sp := taintSpans[name][key]
+			off := "-"
+			if sp.off >= 0 {
+				off = fmt.Sprintf("%.1f", sp.off.Seconds())
+			}
+			entry += fmt.Sprintf(" %s:%.1f-%s", key, sp.on.Seconds(), off)
+		}
+		timeline = append(timeline, "("+entry+")")
+	}
 	sort.Float64s(ready)
 	sort.Float64s(registered)
 	b.Logf("nodes registered at %.1f s", registered)
 	b.Logf("nodes schedulable at %.1f s", ready)
+	b.Logf("%snodes seen/Ready/unregistered taint gone/schedulable at (s): %v", labelPrefix(pb.label), timeline)
 	b.Logf("first pod bound at %.1fs, half at %.1fs; bound per second: %v", res.firstBoundAt.Seconds(), res.halfBoundAt.Seconds(), perSecond)
 	b.Logf("controller CPU since start (incl. start-up): %.1fs", res.cpuSeconds)
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
