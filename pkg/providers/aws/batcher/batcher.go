@@ -46,8 +46,8 @@ type Options[In, Out any] struct {
 	// ExecTimeout bounds one Exec call (0: one minute).
 	ExecTimeout time.Duration
 	// HoldWhileBusy keeps a bucket open past IdleTimeout while an Exec of
-	// the same key is running, until that Exec returns or MaxTimeout ends
-	// the window. When the calls are slower than the gaps between
+	// the same key is running, until one of the key's running Execs
+	// returns or MaxTimeout ends the window. When the calls are slower than the gaps between
 	// arrivals, the requests that come in meanwhile gather into one call
 	// instead of each gap opening a call of its own; MaxTimeout still
 	// bounds how long any request waits.
@@ -60,6 +60,11 @@ type Options[In, Out any] struct {
 	// to their wait for nothing more to gather. Every later bucket of the
 	// spell is held, so at most one call per spell goes early and a large
 	// scale-up's trickle still gathers into calls as large as before.
+	//
+	// A held bucket goes when the first of the running calls returns, not
+	// the last: its requests wait for one call's answer, not for the
+	// slowest of several. Each return releases at most the one bucket
+	// that is open, so the calls in flight do not grow with the returns.
 	HoldWhileBusy bool
 	// Observe, when set, is told of each executed batch: how long its
 	// window stayed open and how many requests it merged (upstream's
@@ -74,15 +79,17 @@ type Batcher[In, Out any] struct {
 	mu      sync.Mutex
 	buckets map[string]*bucket[In, Out]
 	// busy holds, per key with an Exec running, how many run, whether the
-	// spell let a bucket through, and a channel closed when the last
-	// returns (HoldWhileBusy).
+	// spell let a bucket through, and a channel closed when the next of
+	// them returns (HoldWhileBusy).
 	busy map[string]*running
 }
 
 type running struct {
 	n      int
 	spared bool // a bucket of this spell went without the hold
-	done   chan struct{}
+	// returned is closed when one of the running Execs returns; the
+	// Execs still running then get a new one.
+	returned chan struct{}
 }
 
 type request[In, Out any] struct {
@@ -224,7 +231,7 @@ func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
 }
 
 // running is what an idle bucket of key waits for: a channel closed when
-// the key's running Execs have all returned, or nil (go now) when none
+// the first of the key's running Execs returns, or nil (go now) when none
 // runs, the batcher does not hold, or this is the spell's first bucket to
 // ask (HoldWhileBusy). Each bucket asks once.
 func (b *Batcher[In, Out]) running(key string) <-chan struct{} {
@@ -241,7 +248,7 @@ func (b *Batcher[In, Out]) running(key string) <-chan struct{} {
 		r.spared = true
 		return nil
 	}
-	return r.done
+	return r.returned
 }
 
 func (b *Batcher[In, Out]) started(key string) {
@@ -249,7 +256,7 @@ func (b *Batcher[In, Out]) started(key string) {
 	defer b.mu.Unlock()
 	r := b.busy[key]
 	if r == nil {
-		r = &running{done: make(chan struct{})}
+		r = &running{returned: make(chan struct{})}
 		b.busy[key] = r
 	}
 	r.n++
@@ -259,10 +266,12 @@ func (b *Batcher[In, Out]) finished(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.busy[key]
+	close(r.returned)
 	if r.n--; r.n == 0 {
-		close(r.done)
 		delete(b.busy, key)
+		return
 	}
+	r.returned = make(chan struct{})
 }
 
 // exec runs Exec and turns a panic into every caller's error, so no

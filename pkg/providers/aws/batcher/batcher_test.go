@@ -127,12 +127,12 @@ func TestBatcherWindows(t *testing.T) {
 
 // TestBatcherHoldWhileBusy: with Exec slower than the gaps between
 // arrivals, a request that arrives while a call of its key runs waits for
-// the running calls to return (within MaxTimeout) and gathers the requests
-// behind it; without the hold each gap opens a call of its own. Another
-// key is not held by the running call. The first bucket to go idle while
-// calls run (the rest of a burst whose first part went in the running
-// call) is not held: it goes as soon as its own window closes, beside that
-// call, and only one per busy spell.
+// the first running call to return (within MaxTimeout) and gathers the
+// requests behind it; without the hold each gap opens a call of its own.
+// Another key is not held by the running call. The first bucket to go idle
+// while calls run (the rest of a burst whose first part went in the
+// running call) is not held: it goes as soon as its own window closes,
+// beside that call, and only one per busy spell.
 func TestBatcherHoldWhileBusy(t *testing.T) {
 	type arrival struct {
 		at time.Duration // since the test began
@@ -153,20 +153,29 @@ func TestBatcherHoldWhileBusy(t *testing.T) {
 	}{
 		{"without the hold each gap is a call", false, trickle, []int{1, 1, 1, 1, 1, 1}, nil},
 		// a2's window (60-110ms) is the spell's first to go idle: its call
-		// runs 110-360ms beside a1's; a3..a5 gather behind both.
+		// runs 110-360ms beside a1's; a3..a5 gather until a1's call
+		// returns at 300ms, not a2's at 360ms.
 		{"held, the arrivals gather behind the running calls", true, trickle, []int{1, 1, 1, 3},
-			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 360 * time.Millisecond, "a3": 610 * time.Millisecond, "a5": 610 * time.Millisecond}},
+			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 360 * time.Millisecond, "a3": 550 * time.Millisecond, "a5": 550 * time.Millisecond}},
 		// a2 comes 70ms after a1's window closed, during its call: its
 		// own call runs 170-420ms (held, 300-550ms).
 		{"the rest of a burst goes beside its first call", true,
 			[]arrival{{0, "a1"}, {120 * time.Millisecond, "a2"}}, []int{1, 1},
 			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 420 * time.Millisecond}},
 		// a3 opens its window 120ms in, once a2's went: it is held until
-		// both calls return, and a4 joins it.
+		// a1's call returns at 300ms, and a4 joins it.
 		{"one bucket per spell goes early", true,
 			[]arrival{{0, "a1"}, {60 * time.Millisecond, "a2"}, {120 * time.Millisecond, "a3"}, {200 * time.Millisecond, "a4"}},
 			[]int{1, 1, 2},
-			map[string]time.Duration{"a2": 360 * time.Millisecond, "a3": 610 * time.Millisecond, "a4": 610 * time.Millisecond}},
+			map[string]time.Duration{"a2": 360 * time.Millisecond, "a3": 550 * time.Millisecond, "a4": 550 * time.Millisecond}},
+		// a3's window goes at a1's return (300ms) beside a2's call; a4
+		// opens the next window at 320ms, which a2's return (360ms) does
+		// not release (it was not yet idle then): it is held until a3's
+		// call returns at 550ms. One return, one released window.
+		{"each return releases one window", true,
+			[]arrival{{0, "a1"}, {60 * time.Millisecond, "a2"}, {120 * time.Millisecond, "a3"}, {320 * time.Millisecond, "a4"}},
+			[]int{1, 1, 1, 1},
+			map[string]time.Duration{"a3": 550 * time.Millisecond, "a4": 800 * time.Millisecond}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
