@@ -79,8 +79,9 @@ func TestFleetRequestShape(t *testing.T) {
 }
 
 // TestLaunchedInstanceBootsFromItsUserData: the instance joins as the Node
-// its user data describes (the NodeClaim's labels and taints, max-pods of
-// its type), with the provider ID Create returned.
+// its user data describes (the NodeClaim's labels and taints, the
+// unregistered taint, max-pods of its type), with the provider ID Create
+// returned.
 func TestLaunchedInstanceBootsFromItsUserData(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -109,6 +110,7 @@ func TestLaunchedInstanceBootsFromItsUserData(t *testing.T) {
 	assert.Equal(t, "default", node.Labels[v1.NodePoolLabelKey])
 	assert.Equal(t, got.Labels[corev1.LabelInstanceTypeStable], node.Labels[corev1.LabelInstanceTypeStable])
 	assert.Contains(t, node.Spec.Taints, nc.Spec.Taints[0])
+	assert.Contains(t, node.Spec.Taints, v1.UnregisteredNoExecuteTaint, "registered with the unregistered taint, as upstream's user data does")
 	assert.True(t, got.Status.Capacity.Pods().Equal(*node.Status.Capacity.Pods()), "max-pods %s from the user data, nodeclaim says %s",
 		node.Status.Capacity.Pods(), got.Status.Capacity.Pods())
 

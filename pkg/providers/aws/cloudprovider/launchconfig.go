@@ -181,7 +181,7 @@ func (c *CloudProvider) launch(nc *v1.NodeClaim, nodeClass *awsv1.EC2NodeClass, 
 	for k, v := range extra {
 		labels[k] = v
 	}
-	taints := append(append([]corev1.Taint(nil), nc.Spec.Taints...), nc.Spec.StartupTaints...)
+	taints := registerTaints(nc)
 	tags := instance.Tags(c.opts.Cluster.Name, nc.Labels[v1.NodePoolLabelKey], "", nodeClass.Name, nodeClass.Spec.Tags)
 	maxPods := int32(pods)
 	l := launchtemplate.Launch{ImageID: image, Labels: labels, Taints: taints, MaxPods: &maxPods, Tags: tags, CapacityReservation: cr}
@@ -239,4 +239,18 @@ func imageFor(nodeClass *awsv1.EC2NodeClass, it *scheduling.InstanceType) (strin
 		}
 	}
 	return "", false
+}
+
+// registerTaints are the taints the node registers with: the NodeClaim's
+// taints and startup taints and, as upstream, the unregistered taint, so
+// no pod lands on the node before registration has put the NodeClaim's
+// labels and taints on it (registration removes it).
+func registerTaints(nc *v1.NodeClaim) []corev1.Taint {
+	taints := append(append([]corev1.Taint(nil), nc.Spec.Taints...), nc.Spec.StartupTaints...)
+	for i := range taints {
+		if taints[i].MatchTaint(&v1.UnregisteredNoExecuteTaint) {
+			return taints
+		}
+	}
+	return append(taints, v1.UnregisteredNoExecuteTaint)
 }
