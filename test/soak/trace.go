@@ -26,11 +26,13 @@ type TraceConfig struct {
 	Logf                         func(format string, args ...any)
 }
 
-// Defaults fills what c leaves zero: a minute of quiet within 20 minutes,
-// 10 minutes for the scale-up.
+// Defaults fills what c leaves zero: the offline suite's quiet
+// (benchmark.QuietFor, 6 minutes, longer than the planner's cool-down, so
+// that a move it holds back is counted) within 20 minutes, 10 minutes for
+// the scale-up.
 func (c TraceConfig) Defaults() TraceConfig {
 	if c.Quiet == 0 {
-		c.Quiet = time.Minute
+		c.Quiet = benchmark.QuietFor
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 20 * time.Minute

@@ -16,9 +16,9 @@ import (
 // BenchmarkScaleInTraces plays offline traces (benchmark.Traces) end to
 // end, one controller after another on a fresh control plane each: the
 // scale-up, then the scale-ins, until the node set has not changed for
-// TRACE_QUIET (1m) or TRACE_TIMEOUT (20m) has passed since the first
-// scale-in. It prints, per trace, a column per controller and the ratios
-// to upstream's kwok controller:
+// TRACE_QUIET (6m, beyond the planner's cool-down) or TRACE_TIMEOUT (20m)
+// has passed since the first scale-in. It prints, per trace, a column per
+// controller and the ratios to upstream's kwok controller:
 //
 //	TRACES=mixed4 TRACE_CONTROLLERS=upstream-kwok,ours-upstream,ours-planner \
 //	  go test ./test/soak -run '^$' -bench ScaleInTraces -benchtime 1x -timeout 2h -v
