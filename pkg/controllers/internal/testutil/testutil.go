@@ -13,7 +13,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,4 +127,17 @@ func DeleteNodeClaims(ctx context.Context, c client.Client, opts ...client.ListO
 		}
 	}
 	return nil
+}
+
+// SpotNodeClaim is a NodeClaim named name for the kwok provider's default
+// node class, asking for spot capacity: the least a NodeClaim needs to pass
+// validation, for tests that create one directly.
+func SpotNodeClaim(name string) *v1.NodeClaim {
+	return &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.NodeClaimSpec{
+			Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
+			NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
+		},
+	}
 }

@@ -42,14 +42,8 @@ func TestConsistencyController(t *testing.T) {
 	events := &testutil.Recorder{}
 	name := testutil.UniqueName("nc")
 	providerID := "fake:///" + name
-	nc := &v1.NodeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.NodeClaimSpec{
-			Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
-			NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
-			Resources:    v1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "1Gi")},
-		},
-	}
+	nc := testutil.SpotNodeClaim(name)
+	nc.Spec.Resources = v1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "1Gi")}
 	require.NoError(t, cp.Client.Create(ctx, nc))
 	nc.Status.ProviderID = providerID
 	nc.Status.Capacity = rl("cpu", "4", "memory", "16Gi")

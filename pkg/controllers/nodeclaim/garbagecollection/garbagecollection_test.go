@@ -30,13 +30,7 @@ func TestMain(m *testing.M) {
 // marked Registered.
 func nodeClaim(t *testing.T, ctx context.Context, name, providerID string, registered bool) *v1.NodeClaim {
 	t.Helper()
-	nc := &v1.NodeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.NodeClaimSpec{
-			Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
-			NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
-		},
-	}
+	nc := testutil.SpotNodeClaim(name)
 	require.NoError(t, cp.Client.Create(ctx, nc))
 	nc.Status.ProviderID = providerID
 	if registered {

@@ -178,13 +178,7 @@ func launchedNode(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	name := testutil.UniqueName("node")
 	providerID := "fake:///" + name
-	nc := &v1.NodeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.NodeClaimSpec{
-			Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
-			NodeClassRef: &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"},
-		},
-	}
+	nc := testutil.SpotNodeClaim(name)
 	require.NoError(t, cp.Client.Create(ctx, nc))
 	nc.Status.ProviderID = providerID
 	require.NoError(t, cp.Client.Status().Update(ctx, nc))
