@@ -36,7 +36,7 @@ verify: generate
 ## the rest of test/e2e, and every other package.
 test: tools verify
 	GO_TEST_FLAGS='$(GO_TEST_FLAGS)' hack/test.sh
-	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 10s ./pkg/providers/aws/interruption/messages
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 300000x ./pkg/providers/aws/interruption/messages
 
 ## run: a local cluster with the examples applied and the controller on the local AWS
 ## (PROVIDER=aws, the default; needs moto_server) or the simulated provider
