@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -27,14 +26,6 @@ func TestMain(m *testing.M) {
 	os.Exit(controlplane.Main(m, controlplane.Options{}, &cp))
 }
 
-func rl(kv ...string) corev1.ResourceList {
-	out := corev1.ResourceList{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
-	}
-	return out
-}
-
 func TestConsistencyController(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -43,15 +34,15 @@ func TestConsistencyController(t *testing.T) {
 	name := testutil.UniqueName("nc")
 	providerID := "fake:///" + name
 	nc := testutil.SpotNodeClaim(name)
-	nc.Spec.Resources = v1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "1Gi")}
+	nc.Spec.Resources = v1.ResourceRequirements{Requests: testutil.ResourceList("cpu", "1", "memory", "1Gi")}
 	require.NoError(t, cp.Client.Create(ctx, nc))
 	nc.Status.ProviderID = providerID
-	nc.Status.Capacity = rl("cpu", "4", "memory", "16Gi")
+	nc.Status.Capacity = testutil.ResourceList("cpu", "4", "memory", "16Gi")
 	nc.Status.Conditions = []v1.Condition{{Type: v1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", LastTransitionTime: metav1.Now()}}
 	require.NoError(t, cp.Client.Status().Update(ctx, nc))
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}
 	require.NoError(t, cp.Client.Create(ctx, node))
-	node.Status.Capacity = rl("cpu", "4", "memory", "8Gi")
+	node.Status.Capacity = testutil.ResourceList("cpu", "4", "memory", "8Gi")
 	require.NoError(t, cp.Client.Status().Update(ctx, node))
 
 	c := consistency.NewController(cp.Client, clk, events)
@@ -82,7 +73,7 @@ func TestConsistencyController(t *testing.T) {
 
 	// Fixed node: True at the next scan.
 	require.NoError(t, cp.Client.Get(ctx, client.ObjectKeyFromObject(node), node))
-	node.Status.Capacity = rl("cpu", "4", "memory", "16Gi")
+	node.Status.Capacity = testutil.ResourceList("cpu", "4", "memory", "16Gi")
 	require.NoError(t, cp.Client.Status().Update(ctx, node))
 	clk.Step(consistency.ScanPeriod)
 	_, cond = run()

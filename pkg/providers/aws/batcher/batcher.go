@@ -47,8 +47,9 @@ type Options[In, Out any] struct {
 	ExecTimeout time.Duration
 	// HoldWhileBusy keeps a bucket open past IdleTimeout while an Exec of
 	// the same key is running, until one of the key's running Execs
-	// returns or MaxTimeout ends the window. When the calls are slower than the gaps between
-	// arrivals, the requests that come in meanwhile gather into one call
+	// returns or MaxTimeout ends the window. When the calls are slower
+	// than the gaps between arrivals, the requests that come in meanwhile
+	// gather into one call
 	// instead of each gap opening a call of its own; MaxTimeout still
 	// bounds how long any request waits.
 	//
