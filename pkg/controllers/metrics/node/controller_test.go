@@ -53,7 +53,11 @@ func TestGauges(t *testing.T) {
 	done := make(chan struct{})
 	go func() { _ = c.Start(ctx); close(done) }()
 	defer func() { cancel(); clk.Step(node.Interval); <-done }()
-	require.Eventually(t, func() bool { return testutil.CollectAndCount(c) > 0 }, 5*time.Second, 10*time.Millisecond)
+	// The pass sets the node gauges before the cluster's utilization:
+	// wait for both, or the utilization may be read between them.
+	require.Eventually(t, func() bool {
+		return testutil.CollectAndCount(c) > 0 && testutil.CollectAndCount(metrics.ClusterUtilizationPercent) > 0
+	}, 5*time.Second, 10*time.Millisecond)
 
 	labels := func(resourceType string) string {
 		out := "instance_type=m5.large,managed=true,node_name=n1,nodepool=default,phase=Running"
