@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -354,6 +355,31 @@ type templateAuth struct {
 	Specs map[string]map[string]string
 }
 
+// templateFor is templateForAuth read once per call (two moto calls each):
+// a launch's authorization, limits and consistency checks all read the
+// template it names, as EC2 resolves it once. Each caller gets its own
+// copy to amend.
+func (f *front) templateFor(ctx context.Context, c *call, id, name, version string) (*templateAuth, error) {
+	key := id + "\x00" + name + "\x00" + version
+	t, ok := c.templates[key]
+	if !ok {
+		var err error
+		if t, err = f.templateForAuth(ctx, c.Region, id, name, version); err != nil {
+			return nil, err
+		}
+		if c.templates == nil {
+			c.templates = map[string]*templateAuth{}
+		}
+		c.templates[key] = t
+	}
+	if t == nil {
+		return nil, nil
+	}
+	cp := *t
+	cp.SecurityGroups = slices.Clip(cp.SecurityGroups)
+	return &cp, nil
+}
+
 func (f *front) templateForAuth(ctx context.Context, region, id, name, version string) (*templateAuth, error) {
 	ltID, tags, found, err := f.launchTemplateTags(ctx, region, id, name)
 	if err != nil || !found {
@@ -545,7 +571,7 @@ func (f *front) fleetAuth(ctx context.Context, a *authContext, c *call) error {
 		templates: map[string]*templateAuth{}, subnets: map[string]bool{}, images: map[string]bool{}, requestSpecs: specs}
 	for _, n := range listIndexes(c.Form, "LaunchTemplateConfigs") {
 		p := fmt.Sprintf("LaunchTemplateConfigs.%d.", n)
-		t, err := f.templateForAuth(ctx, c.Region, c.Form.Get(p+"LaunchTemplateSpecification.LaunchTemplateId"),
+		t, err := f.templateFor(ctx, c, c.Form.Get(p+"LaunchTemplateSpecification.LaunchTemplateId"),
 			c.Form.Get(p+"LaunchTemplateSpecification.LaunchTemplateName"), c.Form.Get(p+"LaunchTemplateSpecification.Version"))
 		if err != nil {
 			return err
@@ -577,7 +603,7 @@ func (f *front) fleetAuth(ctx context.Context, a *authContext, c *call) error {
 func (f *front) runInstancesAuth(ctx context.Context, a *authContext, c *call) error {
 	l := launchAuth{actions: []string{"ec2:RunInstances"}, create: "RunInstances", templates: map[string]*templateAuth{},
 		subnets: map[string]bool{}, images: map[string]bool{}, requestSpecs: tagSpecs(c.Form, "TagSpecification")}
-	t, err := f.templateForAuth(ctx, c.Region, c.Form.Get("LaunchTemplate.LaunchTemplateId"), c.Form.Get("LaunchTemplate.LaunchTemplateName"), c.Form.Get("LaunchTemplate.Version"))
+	t, err := f.templateFor(ctx, c, c.Form.Get("LaunchTemplate.LaunchTemplateId"), c.Form.Get("LaunchTemplate.LaunchTemplateName"), c.Form.Get("LaunchTemplate.Version"))
 	if err != nil {
 		return err
 	}

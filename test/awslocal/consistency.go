@@ -227,7 +227,7 @@ func (f *front) refuseUnseen(ctx context.Context, w http.ResponseWriter, c *call
 			code, msg = s.profileRefusal(c.Form.Get("IamInstanceProfile.Name"), c.Form.Get("IamInstanceProfile.Arn"))
 		}
 		if code == "" && c.Form.Get("IamInstanceProfile.Name") == "" && c.Form.Get("IamInstanceProfile.Arn") == "" {
-			if t, err := f.templateForAuth(ctx, c.Region, c.Form.Get("LaunchTemplate.LaunchTemplateId"), c.Form.Get("LaunchTemplate.LaunchTemplateName"), c.Form.Get("LaunchTemplate.Version")); err == nil && t != nil {
+			if t, err := f.templateFor(ctx, c, c.Form.Get("LaunchTemplate.LaunchTemplateId"), c.Form.Get("LaunchTemplate.LaunchTemplateName"), c.Form.Get("LaunchTemplate.Version")); err == nil && t != nil {
 				code, msg = s.profileRefusal(t.Profile, "")
 			}
 		}

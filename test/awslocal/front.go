@@ -28,6 +28,9 @@ type call struct {
 	Body []byte
 	// Principal signed the call; nil for the account's root key.
 	Principal *principal
+	// templates are the launch templates the call names, read once for
+	// its authorization, limits and consistency checks (templateFor).
+	templates map[string]*templateAuth
 }
 
 // scopeRE picks region and service out of

@@ -243,7 +243,7 @@ func (f *front) launchTagLimits(ctx context.Context, c *call, ltID, ltName, vers
 	if ltID == "" && ltName == "" {
 		return nil, nil
 	}
-	t, err := f.templateForAuth(ctx, c.Region, ltID, ltName, version)
+	t, err := f.templateFor(ctx, c, ltID, ltName, version)
 	if err != nil || t == nil {
 		return nil, err
 	}
