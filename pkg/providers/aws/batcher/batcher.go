@@ -46,21 +46,23 @@ type Options[In, Out any] struct {
 	// ExecTimeout bounds one Exec call (0: one minute).
 	ExecTimeout time.Duration
 	// HoldWhileBusy keeps a bucket open past IdleTimeout while an Exec of
-	// the same key is running, until one of the key's running Execs
-	// returns or MaxTimeout ends the window. When the calls are slower
-	// than the gaps between arrivals, the requests that come in meanwhile
-	// gather into one call
+	// the same key is running, once one of the key's calls has returned
+	// in this busy spell (while the key's calls run without a break): the
+	// bucket goes when the next running call returns, or when MaxTimeout
+	// ends the window. When the calls are slower than the gaps between
+	// arrivals, the requests that come in meanwhile gather into one call
 	// instead of each gap opening a call of its own; MaxTimeout still
 	// bounds how long any request waits.
 	//
-	// The first bucket to go idle in a busy spell (while the key's calls
-	// run without a break) is not held: it goes beside the running call.
-	// Its requests are typically the rest of the burst whose first part
-	// went in that call (a round's launches reach the batcher spread over
-	// the API server's answers), and holding them would add a whole call
-	// to their wait for nothing more to gather. Every later bucket of the
-	// spell is held, so at most one call per spell goes early and a large
-	// scale-up's trickle still gathers into calls as large as before.
+	// What the hold gathers is the trickle a return sets off: the callers'
+	// workers come back from the returned call a few at a time, each with
+	// its next request. Before the spell's first return no worker has come
+	// back, so whatever arrives then is the rest of the burst whose first
+	// part went in the running call (a round's launches reach the batcher
+	// spread over the API server's answers and the callers' own work), and
+	// holding it would add a whole call to its wait for nothing more to
+	// gather: those buckets go as their windows close, beside the running
+	// calls.
 	//
 	// A held bucket goes when the first of the running calls returns, not
 	// the last: its requests wait for one call's answer, not for the
@@ -79,15 +81,15 @@ type Batcher[In, Out any] struct {
 
 	mu      sync.Mutex
 	buckets map[string]*bucket[In, Out]
-	// busy holds, per key with an Exec running, how many run, whether the
-	// spell let a bucket through, and a channel closed when the next of
-	// them returns (HoldWhileBusy).
+	// busy holds, per key with an Exec running, how many run, whether one
+	// of the spell's calls has returned, and a channel closed when the
+	// next of them returns (HoldWhileBusy).
 	busy map[string]*running
 }
 
 type running struct {
-	n      int
-	spared bool // a bucket of this spell went without the hold
+	n        int
+	answered bool // a call of this spell has returned
 	// returned is closed when one of the running Execs returns; the
 	// Execs still running then get a new one.
 	returned chan struct{}
@@ -219,7 +221,7 @@ func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
 	}
 	ctx, cancel := context.WithTimeout(bk.ctx, b.opts.ExecTimeout)
 	defer cancel()
-	b.started(key)
+	b.started(key, held != nil)
 	results := b.exec(ctx, ins)
 	b.finished(key)
 	for i, r := range requests {
@@ -233,8 +235,8 @@ func (b *Batcher[In, Out]) wait(key string, bk *bucket[In, Out]) {
 
 // running is what an idle bucket of key waits for: a channel closed when
 // the first of the key's running Execs returns, or nil (go now) when none
-// runs, the batcher does not hold, or this is the spell's first bucket to
-// ask (HoldWhileBusy). Each bucket asks once.
+// runs, the batcher does not hold, or none of the spell's calls has
+// returned yet (HoldWhileBusy). Each bucket asks once.
 func (b *Batcher[In, Out]) running(key string) <-chan struct{} {
 	if !b.opts.HoldWhileBusy {
 		return nil
@@ -242,22 +244,21 @@ func (b *Batcher[In, Out]) running(key string) <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.busy[key]
-	if r == nil {
-		return nil
-	}
-	if !r.spared {
-		r.spared = true
+	if r == nil || !r.answered {
 		return nil
 	}
 	return r.returned
 }
 
-func (b *Batcher[In, Out]) started(key string) {
+// started counts a call of key as running. A call the hold kept back
+// (held) goes on the spell that held it even if that spell's last call
+// has just returned: the trickle it gathered goes on behind it.
+func (b *Batcher[In, Out]) started(key string, held bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.busy[key]
 	if r == nil {
-		r = &running{returned: make(chan struct{})}
+		r = &running{returned: make(chan struct{}), answered: held}
 		b.busy[key] = r
 	}
 	r.n++
@@ -268,6 +269,7 @@ func (b *Batcher[In, Out]) finished(key string) {
 	defer b.mu.Unlock()
 	r := b.busy[key]
 	close(r.returned)
+	r.answered = true
 	if r.n--; r.n == 0 {
 		delete(b.busy, key)
 		return

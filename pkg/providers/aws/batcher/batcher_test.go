@@ -126,23 +126,23 @@ func TestBatcherWindows(t *testing.T) {
 }
 
 // TestBatcherHoldWhileBusy: with Exec slower than the gaps between
-// arrivals, a request that arrives while a call of its key runs waits for
-// the first running call to return (within MaxTimeout) and gathers the
-// requests behind it; without the hold each gap opens a call of its own.
-// Another key is not held by the running call. The first bucket to go idle
-// while calls run (the rest of a burst whose first part went in the
-// running call) is not held: it goes as soon as its own window closes,
-// beside that call, and only one per busy spell.
+// arrivals, once a call of the key has returned, a request that arrives
+// while another runs waits for the next running call to return (within
+// MaxTimeout) and gathers the requests behind it; without the hold each
+// gap opens a call of its own. Another key is not held by the running
+// call. Before any call of the busy spell has returned, every bucket goes
+// as soon as its own window closes, beside the running calls: it is the
+// rest of the burst whose first part went in them.
 func TestBatcherHoldWhileBusy(t *testing.T) {
 	type arrival struct {
 		at time.Duration // since the test began
 		in string
 	}
-	// a1 opens a window at 0 that closes at 50ms; its call runs 250ms.
-	// a2..a5 arrive 60ms apart (beyond the 50ms idle window) while it
-	// runs.
-	trickle := []arrival{{0, "a1"}, {60 * time.Millisecond, "b1"}, {60 * time.Millisecond, "a2"},
-		{120 * time.Millisecond, "a3"}, {180 * time.Millisecond, "a4"}, {240 * time.Millisecond, "a5"}}
+	// a1's window closes at 50ms and its call runs to 300ms; a2's runs
+	// 150-400ms. a3..a5 and b1 come after a1's return, 60ms apart
+	// (beyond the 50ms idle window), while a2's runs.
+	trickle := []arrival{{0, "a1"}, {100 * time.Millisecond, "a2"}, {310 * time.Millisecond, "a3"},
+		{320 * time.Millisecond, "b1"}, {370 * time.Millisecond, "a4"}, {430 * time.Millisecond, "a5"}}
 	cases := []struct {
 		name      string
 		hold      bool
@@ -152,30 +152,34 @@ func TestBatcherHoldWhileBusy(t *testing.T) {
 		wantDone map[string]time.Duration
 	}{
 		{"without the hold each gap is a call", false, trickle, []int{1, 1, 1, 1, 1, 1}, nil},
-		// a2's window (60-110ms) is the spell's first to go idle: its call
-		// runs 110-360ms beside a1's; a3..a5 gather until a1's call
-		// returns at 300ms, not a2's at 360ms.
-		{"held, the arrivals gather behind the running calls", true, trickle, []int{1, 1, 1, 3},
-			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 360 * time.Millisecond, "a3": 550 * time.Millisecond, "a5": 550 * time.Millisecond}},
+		// a3's window (310-360ms) is held until a2's call returns at
+		// 400ms, and a4 joins it; a5's window, opened after that return,
+		// waits for the next, a3's call at 650ms, though a2's return
+		// ended the calls that were running when a3 was held. b1 goes at
+		// once.
+		{"held after a return, the arrivals gather behind the running calls", true, trickle, []int{1, 1, 1, 1, 2},
+			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 400 * time.Millisecond, "a3": 650 * time.Millisecond,
+				"a4": 650 * time.Millisecond, "a5": 900 * time.Millisecond, "b1": 620 * time.Millisecond}},
 		// a2 comes 70ms after a1's window closed, during its call: its
 		// own call runs 170-420ms (held, 300-550ms).
 		{"the rest of a burst goes beside its first call", true,
 			[]arrival{{0, "a1"}, {120 * time.Millisecond, "a2"}}, []int{1, 1},
 			map[string]time.Duration{"a1": 300 * time.Millisecond, "a2": 420 * time.Millisecond}},
-		// a3 opens its window 120ms in, once a2's went: it is held until
-		// a1's call returns at 300ms, and a4 joins it.
-		{"one bucket per spell goes early", true,
+		// Every window that closes before a1's call returns at 300ms goes.
+		{"until a call returns, every window goes", true,
 			[]arrival{{0, "a1"}, {60 * time.Millisecond, "a2"}, {120 * time.Millisecond, "a3"}, {200 * time.Millisecond, "a4"}},
-			[]int{1, 1, 2},
-			map[string]time.Duration{"a2": 360 * time.Millisecond, "a3": 550 * time.Millisecond, "a4": 550 * time.Millisecond}},
-		// a3's window goes at a1's return (300ms) beside a2's call; a4
-		// opens the next window at 320ms, which a2's return (360ms) does
-		// not release (it was not yet idle then): it is held until a3's
-		// call returns at 550ms. One return, one released window.
-		{"each return releases one window", true,
-			[]arrival{{0, "a1"}, {60 * time.Millisecond, "a2"}, {120 * time.Millisecond, "a3"}, {320 * time.Millisecond, "a4"}},
 			[]int{1, 1, 1, 1},
-			map[string]time.Duration{"a3": 550 * time.Millisecond, "a4": 800 * time.Millisecond}},
+			map[string]time.Duration{"a2": 360 * time.Millisecond, "a3": 420 * time.Millisecond, "a4": 500 * time.Millisecond}},
+		// Calls run 50-300 (a1), 150-400 (a2) and 250-500ms (a3). a4's
+		// window is held from 360ms and goes at a2's return (400ms) with
+		// a5; a6 opens the next window at 410ms, which that return does
+		// not release (it was not yet open): it goes at a3's return at
+		// 500ms. One return, one released window.
+		{"each return releases one window", true,
+			[]arrival{{0, "a1"}, {100 * time.Millisecond, "a2"}, {200 * time.Millisecond, "a3"}, {310 * time.Millisecond, "a4"},
+				{380 * time.Millisecond, "a5"}, {410 * time.Millisecond, "a6"}},
+			[]int{1, 1, 1, 1, 2},
+			map[string]time.Duration{"a3": 500 * time.Millisecond, "a4": 650 * time.Millisecond, "a5": 650 * time.Millisecond, "a6": 750 * time.Millisecond}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -327,11 +327,13 @@ func NewProvider(api EC2API, clusterName string, unavailable UnavailableOffering
 	}
 	p.fleets = batcher.New(batcher.Options[*launch, *Instance]{
 		IdleTimeout: p.batchIdle, MaxTimeout: p.batchMax, MaxItems: FleetBatchMaxItems,
-		// While a CreateFleet of the same request is on the wire, the
-		// launches that follow gather for the next one (up to the one-second
-		// window) instead of each opening a small call: in a large scale-up
-		// the lifecycle's workers come back a few at a time as calls return,
-		// and without the hold the batches stay as small as those returns.
+		// Once a CreateFleet of the same request has returned while others
+		// are on the wire, the launches that follow gather for the next one
+		// (up to the one-second window) instead of each opening a small
+		// call: in a large scale-up the lifecycle's workers come back a few
+		// at a time as calls return, and without the hold the batches stay
+		// as small as those returns. A round's own launches, spread over a
+		// few windows, all go at once.
 		HoldWhileBusy: true,
 		Hash:          (*launch).hash, Exec: p.launchAll,
 		Observe: func(window time.Duration, size int) {
