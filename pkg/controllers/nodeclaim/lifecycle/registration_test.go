@@ -147,7 +147,8 @@ func racePodEvents(e *env) *tally {
 // that write removed). Initialization judges the Node as registration left
 // it: a Node with nothing left to wait for is Initialized in that same
 // reconcile, and one still waiting says what for (not the unregistered
-// taint), so one NodeClaim status write covers both.
+// taint), so one NodeClaim status write covers both; the Node is written
+// once too, its initialized label in registration's write.
 func TestInitializationJudgesTheRegisteredNode(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -189,7 +190,14 @@ func TestInitializationJudgesTheRegisteredNode(t *testing.T) {
 			// Node reads return the Node as it was before registration;
 			// NodeClaim status writes are counted.
 			var statusWrites tally
+			nodeWrites := 0
 			e.intercept(interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					if _, ok := obj.(*corev1.Node); ok {
+						nodeWrites++
+					}
+					return c.Patch(ctx, obj, patch, opts...)
+				},
 				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 					if err := c.List(ctx, list, opts...); err != nil {
 						return err
@@ -215,8 +223,11 @@ func TestInitializationJudgesTheRegisteredNode(t *testing.T) {
 			require.Equal(t, tc.message, got.Condition(v1.ConditionTypeInitialized).Message)
 			writes, _, _ := statusWrites.counts()
 			require.Equal(t, 1, writes, "one status write for registration and initialization")
+			require.Equal(t, 1, nodeWrites, "one Node write for registration and initialization")
 			require.NoError(t, cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node))
 			require.Equal(t, "true", node.Labels[v1.NodeRegisteredLabelKey])
+			_, labeled := node.Labels[v1.NodeInitializedLabelKey]
+			require.Equal(t, tc.initialized == metav1.ConditionTrue, labeled, "initialized label")
 			if tc.initialized == metav1.ConditionTrue {
 				require.Equal(t, "true", node.Labels[v1.NodeInitializedLabelKey])
 				require.NotEmpty(t, e.events.Events("Initialized"))
