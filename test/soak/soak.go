@@ -335,6 +335,9 @@ type Result struct {
 	ControllerRequests     float64
 	ControllerAudited      map[string]float64
 	ControllerAuditedTotal float64
+	// StatusWrites and NodeWrites are the controller's NodeClaim status
+	// and Node patches by what they changed (Writes), with AuditDir.
+	StatusWrites, NodeWrites map[string]float64
 	// ControllerEvents are the Events the controller created during the
 	// soak, by reason: one per Event object, that is one CREATE each (a
 	// repeat the recorder folds into an existing Event is a PATCH).
@@ -717,8 +720,11 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 		res.ControllerAuditedTotal += v
 	}
 	if cfg.AuditDir != "" {
-		if err := keepAudit(cp.AuditLogPath, apiStartAt, filepath.Join(cfg.AuditDir, ctrl.Name+"-audit.log")); err != nil {
+		kept := filepath.Join(cfg.AuditDir, ctrl.Name+"-audit.log")
+		if err := keepAudit(cp.AuditLogPath, apiStartAt, kept); err != nil {
 			logf("%s: audit log not kept: %v", ctrl.Name, err)
+		} else if res.StatusWrites, res.NodeWrites, err = Writes(kept); err != nil {
+			logf("%s: writes not classified: %v", ctrl.Name, err)
 		}
 	}
 	if res.EvictionLog, err = auditedEvictions(cp.AuditLogPath, apiStartAt); err != nil {
