@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,6 +62,13 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, p *pass) 
 			return set("NodeNotFound", "Node not registered with cluster")
 		}
 		node = nodes[0]
+		// A cached Node our own write (registration's, say) replaced
+		// says less than that write's answer did: judging it would write
+		// a reason older than the one written. The write's event is on
+		// its way.
+		if guardedpatch.Superseded(node) {
+			return reconcile.Result{RequeueAfter: time.Second}, false, nil
+		}
 	}
 	if reason, message := uninitialized(nc, node); reason != "" {
 		return set(reason, "%s", message)
