@@ -33,12 +33,12 @@ type launched struct {
 // launch starts a control plane (kube-controller-manager, kube-scheduler,
 // kwok, the API server auditing User), lets setup create the workload,
 // starts ctrl as User and waits (a minute at most) for pools to be Ready.
-// stop kills the controller and the control plane and returns the
-// controller's log.
-func launch(ctx context.Context, ctrl Controller, pools []string, setup func(context.Context, *controlplane.ControlPlane) error) (*launched, error) {
+// policy is the audit policy (auditPolicy or auditBodiesPolicy). stop kills
+// the controller and the control plane and returns the controller's log.
+func launch(ctx context.Context, ctrl Controller, pools []string, policy string, setup func(context.Context, *controlplane.ControlPlane) error) (*launched, error) {
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		ControllerManager: true, Scheduler: true, Kwok: true, APIQPS: 200, APIBurst: 300,
-		Users: []controlplane.User{{Name: User, Groups: []string{"system:masters"}}}, AuditPolicy: auditPolicy,
+		Users: []controlplane.User{{Name: User, Groups: []string{"system:masters"}}}, AuditPolicy: policy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting control plane: %w", err)

@@ -71,6 +71,11 @@ type Config struct {
 	// end of the churn (<controller>-heap.pb.gz, from /debug/pprof/heap on
 	// its metrics port; controllers that serve none are skipped).
 	ProfileDir string
+	// AuditDir, when set, has the API server record the request bodies of
+	// the controller's NodeClaim and Node patches and receives the audit
+	// log at the end (<controller>-audit.log), to say what each write
+	// changed.
+	AuditDir string
 	// Logf reports progress.
 	Logf func(format string, args ...any)
 }
@@ -261,6 +266,23 @@ rules:
   - level: None
 `
 
+// auditBodiesPolicy is auditPolicy with the bodies of the controller's
+// NodeClaim (metadata and status) and Node patches.
+const auditBodiesPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+  - level: Request
+    users: [` + User + `]
+    verbs: [patch]
+    resources:
+      - {group: "", resources: [nodes]}
+      - {group: karpenter.sh, resources: [nodeclaims, nodeclaims/status]}
+  - level: Metadata
+    users: [` + User + `]
+  - level: None
+`
+
 // Sample is one row of the recording.
 type Sample struct {
 	At             time.Duration
@@ -313,6 +335,9 @@ type Result struct {
 	ControllerRequests     float64
 	ControllerAudited      map[string]float64
 	ControllerAuditedTotal float64
+	// StatusWrites and NodeWrites are the controller's NodeClaim status
+	// and Node patches by what they changed (Writes), with AuditDir.
+	StatusWrites, NodeWrites map[string]float64
 	// ControllerEvents are the Events the controller created during the
 	// soak, by reason: one per Event object, that is one CREATE each (a
 	// repeat the recorder folds into an existing Event is a PATCH).
@@ -517,7 +542,11 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := launch(ctx, ctrl, []string{PoolName}, func(ctx context.Context, cp *controlplane.ControlPlane) error {
+	policy := auditPolicy
+	if cfg.AuditDir != "" {
+		policy = auditBodiesPolicy
+	}
+	l, err := launch(ctx, ctrl, []string{PoolName}, policy, func(ctx context.Context, cp *controlplane.ControlPlane) error {
 		return controlplane.Apply(ctx, cp.Client, []byte(Manifests()))
 	})
 	if err != nil {
@@ -689,6 +718,14 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	}
 	for _, v := range res.ControllerAudited {
 		res.ControllerAuditedTotal += v
+	}
+	if cfg.AuditDir != "" {
+		kept := filepath.Join(cfg.AuditDir, ctrl.Name+"-audit.log")
+		if err := keepAudit(cp.AuditLogPath, apiStartAt, kept); err != nil {
+			logf("%s: audit log not kept: %v", ctrl.Name, err)
+		} else if res.StatusWrites, res.NodeWrites, err = Writes(kept); err != nil {
+			logf("%s: writes not classified: %v", ctrl.Name, err)
+		}
 	}
 	if res.EvictionLog, err = auditedEvictions(cp.AuditLogPath, apiStartAt); err != nil {
 		return nil, fmt.Errorf("reading the audit log: %w", err)
@@ -1081,6 +1118,46 @@ func audited(path string, since time.Time) (map[string]float64, error) {
 		out[key]++
 	}
 	return out, sc.Err()
+}
+
+// keepAudit copies the audit log's events of User from since on (those
+// audited counts) to path.
+func keepAudit(path string, since time.Time, to string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(out)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct {
+			User              struct{ Username string } `json:"user"`
+			RequestReceivedAt time.Time                 `json:"requestReceivedTimestamp"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != User || ev.RequestReceivedAt.Before(since) {
+			continue
+		}
+		w.Write(sc.Bytes())
+		w.WriteByte('\n')
+	}
+	if err := sc.Err(); err != nil {
+		out.Close()
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // auditedEvictions are User's successful evictions in the audit log from

@@ -216,8 +216,10 @@ func churnRSS(res *soak.Result) (first, last float64) {
 // SOAK_STEP (2m), SOAK_SEED, SOAK_CONTROLLERS (ours-upstream,ours-planner,
 // upstream-kwok), SOAK_OUT (a folder for each run's samples as CSV and
 // its controller log) and SOAK_PROFILE (a folder for each controller's heap
-// profile at the end of the churn; TestSoakMinute reads it too) are read
-// too.
+// profile at the end of the churn; TestSoakMinute reads it too) and
+// SOAK_AUDIT (a folder for the audit log with the bodies of the
+// controller's NodeClaim and Node patches, <controller>-audit.log) are
+// read too.
 func BenchmarkSoak(b *testing.B) {
 	// Settling waits for the drift to be done: the evictions to the end of
 	// settling are then the same work for every controller.
@@ -228,6 +230,7 @@ func BenchmarkSoak(b *testing.B) {
 	cfg.Duration = envDuration(b, "SOAK_DURATION")
 	cfg.Step = envDuration(b, "SOAK_STEP")
 	cfg.ProfileDir = os.Getenv("SOAK_PROFILE")
+	cfg.AuditDir = os.Getenv("SOAK_AUDIT")
 	up, err := anchors.Find("")
 	if err != nil {
 		b.Fatal(err)

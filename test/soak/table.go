@@ -50,6 +50,8 @@ func Table(results []*Result) string {
 	rows = append(rows, keyRows(results, "  ", func(r *Result) map[string]float64 { return r.APIRequests })...)
 	rows = append(rows, keyRows(results, "  controller ", func(r *Result) map[string]float64 { return r.ControllerAudited })...)
 	rows = append(rows, keyRows(results, "  controller events ", func(r *Result) map[string]float64 { return r.ControllerEvents })...)
+	rows = append(rows, keyRows(results, "  status write ", func(r *Result) map[string]float64 { return r.StatusWrites })...)
+	rows = append(rows, keyRows(results, "  node write ", func(r *Result) map[string]float64 { return r.NodeWrites })...)
 	rows = append(rows,
 		row{"nodes at end", func(r *Result) float64 { return float64(r.NodesAtEnd) }, "%.0f"},
 		row{"pending at end", func(r *Result) float64 { return float64(r.PendingAtEnd) }, "%.0f"},

@@ -121,7 +121,7 @@ func RunTrace(ctx context.Context, tr benchmark.Trace, cfg TraceConfig, ctrl Con
 	for _, np := range objs.NodePools {
 		pools = append(pools, np.Name)
 	}
-	l, err := launch(ctx, ctrl, pools, func(ctx context.Context, cp *controlplane.ControlPlane) error {
+	l, err := launch(ctx, ctrl, pools, auditPolicy, func(ctx context.Context, cp *controlplane.ControlPlane) error {
 		if err := controlplane.Apply(ctx, cp.Client, []byte(nodeClass+"\n")); err != nil {
 			return err
 		}

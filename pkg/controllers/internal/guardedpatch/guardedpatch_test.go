@@ -427,3 +427,21 @@ func createNode(ctx context.Context, t *testing.T, node *corev1.Node) {
 		_ = cp.Client.Delete(ctx, node)
 	})
 }
+
+// TestSuperseded: the version a write of ours replaced is superseded; the
+// version it made, and a version of an object we never wrote, are not.
+func TestSuperseded(t *testing.T) {
+	ctx := context.Background()
+	kube, _ := countingClient(t)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "guardedpatch-superseded", Labels: map[string]string{"kept": "yes"}},
+		Spec: corev1.NodeSpec{ProviderID: "example:///superseded", Taints: []corev1.Taint{startup}}}
+	createNode(ctx, t, node)
+	stored := node.DeepCopy()
+	require.False(t, guardedpatch.Superseded(stored), "not written yet")
+
+	written := stored.DeepCopy()
+	written.Spec.Taints = nil
+	require.NoError(t, guardedpatch.Patch(ctx, kube, stored, written))
+	assert.True(t, guardedpatch.Superseded(stored), "the version written over")
+	assert.False(t, guardedpatch.Superseded(written), "the version written")
+}

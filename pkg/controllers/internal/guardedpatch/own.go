@@ -137,3 +137,17 @@ func (l *ledger) replaced(stored client.Object, paths []string) bool {
 	}
 	return false
 }
+
+// Superseded says whether obj is a version one of this process's writes
+// (in the last minute) replaced: a cache that has not delivered that write
+// yet, whose copy says less than the process already knows.
+func Superseded(obj client.Object) bool {
+	uid, v := string(obj.GetUID()), obj.GetResourceVersion()
+	if uid == "" || v == "" {
+		return false
+	}
+	own.mu.Lock()
+	defer own.mu.Unlock()
+	s, ok := own.objects[uid][v]
+	return ok && time.Since(s.at) <= ownTTL
+}

@@ -18,7 +18,9 @@ import (
 
 // TestDrainedAndVolumesDetachedInOneWrite: the pass that finds the Node
 // drained writes Drained and VolumesDetached in one NodeClaim status
-// patch, whether the volumes are detached already or still awaited.
+// patch, whether the volumes are detached already or still awaited; with
+// them detached it terminates the instance and InstanceTerminating goes in
+// that same write.
 func TestDrainedAndVolumesDetachedInOneWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -61,11 +63,9 @@ func TestDrainedAndVolumesDetachedInOneWrite(t *testing.T) {
 			detached := got.Condition(v1.ConditionTypeVolumesDetached)
 			require.NotNil(t, detached)
 			require.Equal(t, tc.detached, detached.Status)
-			want := 1
-			if !tc.attached {
-				want++ // InstanceTerminating, after the instance's Delete
-			}
-			require.Len(t, statusWrites, want, "NodeClaim status writes")
+			terminating := got.Condition(v1.ConditionTypeInstanceTerminating)
+			require.Equal(t, !tc.attached, terminating != nil && terminating.Status == metav1.ConditionTrue, "InstanceTerminating once the volumes are detached")
+			require.Len(t, statusWrites, 1, "NodeClaim status writes")
 		})
 	}
 }

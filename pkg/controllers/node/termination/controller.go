@@ -239,32 +239,26 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	// Drained and VolumesDetached go in one write, as upstream's one
-	// status patch per pass.
+	// Drained and VolumesDetached go in one write, and, once the instance's
+	// Delete is accepted, InstanceTerminating with them: the pass that
+	// finds the Node drained and its volumes detached (or past waiting for)
+	// writes the NodeClaim once.
 	drained := condition{v1.ConditionTypeDrained, metav1.ConditionTrue, v1.ConditionTypeDrained, ""}
-	awaiting := false
+	var detached condition
 	switch {
 	case len(pending) == 0:
-		err = c.setConditions(ctx, nodeClaim, drained, condition{v1.ConditionTypeVolumesDetached, metav1.ConditionTrue, v1.ConditionTypeVolumesDetached, ""})
+		detached = condition{v1.ConditionTypeVolumesDetached, metav1.ConditionTrue, v1.ConditionTypeVolumesDetached, ""}
 	case deadline == nil || c.clock.Now().Before(*deadline):
 		// The attach-detach controller removes these once the pods are
 		// gone; terminating first would strand the volumes.
 		c.eventOnChange(node, corev1.EventTypeWarning, "AwaitingVolumeDetachment", "Awaiting deletion of %d VolumeAttachments bound to node", len(pending))
-		err = c.setConditions(ctx, nodeClaim, drained, condition{v1.ConditionTypeVolumesDetached, metav1.ConditionUnknown, "AwaitingVolumeDetachment", "AwaitingVolumeDetachment"})
-		awaiting = true
-	default:
-		err = c.setConditions(ctx, nodeClaim, drained, condition{v1.ConditionTypeVolumesDetached, metav1.ConditionFalse, "TerminationGracePeriodElapsed", "TerminationGracePeriodElapsed"})
-	}
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	// Counted once, when the condition turns True (as upstream, only for
-	// nodes with a NodeClaim).
-	if nodeClaim != nil && !wasDrained {
-		metrics.NodesDrainedTotal.WithLabelValues(node.Labels[v1.NodePoolLabelKey]).Inc()
-	}
-	if awaiting {
+		if err := c.setConditions(ctx, nodeClaim, drained, condition{v1.ConditionTypeVolumesDetached, metav1.ConditionUnknown, "AwaitingVolumeDetachment", "AwaitingVolumeDetachment"}); err != nil {
+			return reconcile.Result{}, err
+		}
+		c.countDrained(node, nodeClaim, wasDrained)
 		return reconcile.Result{RequeueAfter: drainRequeue}, nil
+	default:
+		detached = condition{v1.ConditionTypeVolumesDetached, metav1.ConditionFalse, "TerminationGracePeriodElapsed", "TerminationGracePeriodElapsed"}
 	}
 
 	target := nodeClaim
@@ -277,19 +271,33 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	deleteErr := c.cloud.Delete(ctx, target)
 	if deleteErr != nil && !cloudprovider.IsNodeClaimNotFoundError(deleteErr) {
+		// The drain is done all the same.
+		if err := c.setConditions(ctx, nodeClaim, drained, detached); err != nil {
+			return reconcile.Result{}, err
+		}
+		c.countDrained(node, nodeClaim, wasDrained)
 		c.eventOnChange(node, corev1.EventTypeWarning, "FailedTermination", "Failed to terminate instance %s, %s", target.Status.ProviderID, events.Truncate(deleteErr.Error()))
 		return reconcile.Result{}, fmt.Errorf("terminating instance %s: %w", target.Status.ProviderID, deleteErr)
 	}
 	// InstanceTerminating turns True also when the instance is already
 	// gone (reclaimed, or terminated by hand), as upstream's: the
 	// NodeClaim's last status then says how its instance ended.
-	if err := c.setCondition(ctx, nodeClaim, v1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, v1.ConditionTypeInstanceTerminating, ""); err != nil {
+	if err := c.setConditions(ctx, nodeClaim, drained, detached, condition{v1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, v1.ConditionTypeInstanceTerminating, ""}); err != nil {
 		return reconcile.Result{}, err
 	}
+	c.countDrained(node, nodeClaim, wasDrained)
 	if deleteErr == nil {
 		return reconcile.Result{RequeueAfter: instanceTerminationRequeue}, nil
 	}
 	return reconcile.Result{}, c.removeFinalizer(ctx, node)
+}
+
+// countDrained counts the Node drained once, when its NodeClaim's Drained
+// condition turns True (as upstream, only for nodes with a NodeClaim).
+func (c *Controller) countDrained(node *corev1.Node, nodeClaim *v1.NodeClaim, wasDrained bool) {
+	if nodeClaim != nil && !wasDrained {
+		metrics.NodesDrainedTotal.WithLabelValues(node.Labels[v1.NodePoolLabelKey]).Inc()
+	}
 }
 
 // nodeClaimFor returns the NodeClaim with the node's provider ID, or nil

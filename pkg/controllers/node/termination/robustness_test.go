@@ -140,6 +140,9 @@ func TestFailedTermination(t *testing.T) {
 	require.Equal(t, "Failed to terminate instance "+nc.Status.ProviderID+", UnauthorizedOperation: not allowed to terminate", failed[0].Message)
 	require.Equal(t, node.Name, failed[0].Object)
 	require.False(t, e.nodeGone(node))
+	got := e.nodeClaim(nc.Name)
+	require.True(t, got.IsTrue(v1.ConditionTypeDrained), "the drain is recorded though the instance is not terminated")
+	require.Nil(t, got.Condition(v1.ConditionTypeInstanceTerminating))
 
 	e.cloud.Lock()
 	e.cloud.DeleteErr = nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,20 +62,16 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, p *pass) 
 			return set("NodeNotFound", "Node not registered with cluster")
 		}
 		node = nodes[0]
-	}
-	if !scheduling.NodeReady(node) {
-		return set("NodeNotReady", "Node status is NotReady")
-	}
-	for i := range nc.Spec.StartupTaints {
-		if t := findTaint(node.Spec.Taints, &nc.Spec.StartupTaints[i]); t != nil {
-			return set("StartupTaintsExist", "StartupTaint %q still exists", taintString(t))
+		// A cached Node our own write (registration's, say) replaced
+		// says less than that write's answer did: judging it would write
+		// a reason older than the one written. The write's event is on
+		// its way.
+		if guardedpatch.Superseded(node) {
+			return reconcile.Result{RequeueAfter: time.Second}, false, nil
 		}
 	}
-	if t := ephemeralTaint(node.Spec.Taints); t != nil {
-		return set("KnownEphemeralTaintsExist", "KnownEphemeralTaint %q still exists", taintString(t))
-	}
-	if name, ok := resourcesRegistered(node, nc); !ok {
-		return set("ResourceNotRegistered", "Resource %q was requested but not registered", name)
+	if reason, message := uninitialized(nc, node); reason != "" {
+		return set(reason, "%s", message)
 	}
 	if node.Labels[v1.NodeInitializedLabelKey] != "true" {
 		stored := node.DeepCopy()
@@ -103,6 +100,28 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, p *pass) 
 			"allocatable", allocatable)
 	})
 	return reconcile.Result{}, false, nil
+}
+
+// uninitialized is why node is not usable yet for nc (a reason and a
+// message for the Initialized condition), or "" when it is: Ready, no
+// startup or known ephemeral taint left, every requested resource in
+// allocatable.
+func uninitialized(nc *v1.NodeClaim, node *corev1.Node) (reason, message string) {
+	if !scheduling.NodeReady(node) {
+		return "NodeNotReady", "Node status is NotReady"
+	}
+	for i := range nc.Spec.StartupTaints {
+		if t := findTaint(node.Spec.Taints, &nc.Spec.StartupTaints[i]); t != nil {
+			return "StartupTaintsExist", fmt.Sprintf("StartupTaint %q still exists", taintString(t))
+		}
+	}
+	if t := ephemeralTaint(node.Spec.Taints); t != nil {
+		return "KnownEphemeralTaintsExist", fmt.Sprintf("KnownEphemeralTaint %q still exists", taintString(t))
+	}
+	if name, ok := resourcesRegistered(node, nc); !ok {
+		return "ResourceNotRegistered", fmt.Sprintf("Resource %q was requested but not registered", name)
+	}
+	return "", ""
 }
 
 func findTaint(taints []corev1.Taint, t *corev1.Taint) *corev1.Taint {

@@ -19,7 +19,8 @@ import (
 
 // register finds the Node the instance registered as and makes it the
 // NodeClaim's: labels, annotations, taints, the termination finalizer and an
-// owner reference go on, and the unregistered taint comes off, in one write.
+// owner reference go on, and the unregistered taint comes off, in one write
+// (with the initialized label when the Node is usable already).
 func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, p *pass) (reconcile.Result, bool, error) {
 	if !nc.IsTrue(v1.ConditionTypeLaunched) || nc.IsTrue(v1.ConditionTypeRegistered) {
 		return reconcile.Result{}, false, nil
@@ -105,6 +106,14 @@ func (c *Controller) syncNode(ctx context.Context, nc *v1.NodeClaim, node *corev
 		}
 	}
 	node.Spec.Taints = kept
+	// A Node that registration leaves usable gets initialization's label
+	// in the same write; initialization then judges it again, finds the
+	// label on and writes the Node no more. Only when the write replaces
+	// the taints: it is then refused if they changed since the read, so
+	// the taints judged are the Node's.
+	if reason, _ := uninitialized(nc, node); reason == "" && !equality.Semantic.DeepEqual(stored.Spec.Taints, node.Spec.Taints) {
+		node.Labels[v1.NodeInitializedLabelKey] = "true"
+	}
 	if equality.Semantic.DeepEqual(stored, node) {
 		return nil
 	}

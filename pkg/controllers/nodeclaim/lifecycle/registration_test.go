@@ -147,7 +147,8 @@ func racePodEvents(e *env) *tally {
 // that write removed). Initialization judges the Node as registration left
 // it: a Node with nothing left to wait for is Initialized in that same
 // reconcile, and one still waiting says what for (not the unregistered
-// taint), so one NodeClaim status write covers both.
+// taint), so one NodeClaim status write covers both; the Node is written
+// once too, its initialized label in registration's write.
 func TestInitializationJudgesTheRegisteredNode(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -189,7 +190,14 @@ func TestInitializationJudgesTheRegisteredNode(t *testing.T) {
 			// Node reads return the Node as it was before registration;
 			// NodeClaim status writes are counted.
 			var statusWrites tally
+			nodeWrites := 0
 			e.intercept(interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					if _, ok := obj.(*corev1.Node); ok {
+						nodeWrites++
+					}
+					return c.Patch(ctx, obj, patch, opts...)
+				},
 				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 					if err := c.List(ctx, list, opts...); err != nil {
 						return err
@@ -215,12 +223,78 @@ func TestInitializationJudgesTheRegisteredNode(t *testing.T) {
 			require.Equal(t, tc.message, got.Condition(v1.ConditionTypeInitialized).Message)
 			writes, _, _ := statusWrites.counts()
 			require.Equal(t, 1, writes, "one status write for registration and initialization")
+			require.Equal(t, 1, nodeWrites, "one Node write for registration and initialization")
 			require.NoError(t, cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node))
 			require.Equal(t, "true", node.Labels[v1.NodeRegisteredLabelKey])
+			_, labeled := node.Labels[v1.NodeInitializedLabelKey]
+			require.Equal(t, tc.initialized == metav1.ConditionTrue, labeled, "initialized label")
 			if tc.initialized == metav1.ConditionTrue {
 				require.Equal(t, "true", node.Labels[v1.NodeInitializedLabelKey])
 				require.NotEmpty(t, e.events.Events("Initialized"))
 			}
 		})
 	}
+}
+
+// TestInitializationSkipsASupersededNode: a pass after registration reads
+// the Node from a cache that has not delivered registration's write yet
+// (the unregistered taint still on). Initialization does not judge that
+// copy: the NodeClaim keeps the reason registration's pass wrote, with no
+// status write, until the cache catches up.
+func TestInitializationSkipsASupersededNode(t *testing.T) {
+	e := newEnv(t)
+	nc := e.nodeClaim(func(nc *v1.NodeClaim) { nc.Spec.StartupTaints = nil })
+	e.reconcile(nc.Name) // launch
+	node := e.kubeletNode(e.get(nc.Name))
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node); err != nil {
+			return err
+		}
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
+		return cp.Client.Status().Update(e.ctx, node)
+	}))
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node); err != nil {
+			return err
+		}
+		node.Spec.Taints = removeTaint(node.Spec.Taints, "example.com/startup")
+		return cp.Client.Update(e.ctx, node)
+	}))
+	registering := node.DeepCopy()
+
+	// Node reads return the Node as it was before registration; NodeClaim
+	// status writes are counted.
+	var statusWrites tally
+	e.intercept(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if l, ok := list.(*corev1.NodeList); ok {
+				for i := range l.Items {
+					if l.Items[i].Name == registering.Name {
+						registering.DeepCopyInto(&l.Items[i])
+					}
+				}
+			}
+			return nil
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			return statusWrites.add(c.SubResource(sub).Patch(ctx, obj, patch, opts...))
+		},
+	})
+
+	e.reconcile(nc.Name) // registration
+	got := e.get(nc.Name)
+	requireCondition(t, got, v1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered")
+	requireCondition(t, got, v1.ConditionTypeInitialized, metav1.ConditionUnknown, "KnownEphemeralTaintsExist")
+	want := got.Condition(v1.ConditionTypeInitialized).Message
+	writes, _, _ := statusWrites.counts()
+	require.Equal(t, 1, writes)
+
+	e.reconcile(nc.Name) // the cache still has the Node registration wrote over
+	got = e.get(nc.Name)
+	require.Equal(t, want, got.Condition(v1.ConditionTypeInitialized).Message)
+	writes, _, _ = statusWrites.counts()
+	require.Equal(t, 1, writes, "no status write from the superseded Node")
 }

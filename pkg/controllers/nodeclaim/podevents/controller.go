@@ -6,6 +6,13 @@
 // below disruption's 15 s validation delay. The controller remembers its
 // own stamps for those 10 s, so an event read from a cache that has not
 // delivered the last stamp yet does not write it again.
+//
+// A stamp restarts consolidateAfter, so the disruption conditions
+// controller would remove a NodeClaim's Consolidatable condition as soon as
+// it read the stamp; the stamp removes it in the same write instead (one
+// write, not two), guarded like every conditions write. When the guard
+// refuses it, the stamp goes alone and the removal is left to the
+// disruption conditions controller.
 package podevents
 
 import (
@@ -15,6 +22,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -136,19 +144,69 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if last := c.last(nc); !last.IsZero() && now.Sub(last) < DedupeTimeout {
 			continue
 		}
-		stored := nc.DeepCopy()
-		nc.Status.LastPodEventTime = metav1.NewTime(now)
-		// Only this field is sent, so no other writer's change can be lost
-		// and no optimistic lock is needed.
-		if err := c.kube.Status().Patch(ctx, nc, client.MergeFrom(stored)); err != nil {
+		if err := c.write(ctx, nc, now); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("updating lastPodEventTime of nodeclaim %s: %w", nc.Name, err))
 		}
-		// The other controllers' guarded writes from the version this
-		// replaced are then known to be refused as well as from ours.
-		guardedpatch.Record(stored, nc)
 		c.stamp(nc, now)
 	}
 	return reconcile.Result{}, nil
+}
+
+// write stamps nc with now and, when the stamp ends its Consolidatable
+// condition, removes that in the same write.
+func (c *Controller) write(ctx context.Context, nc *v1.NodeClaim, now time.Time) error {
+	stored := nc.DeepCopy()
+	nc.Status.LastPodEventTime = metav1.NewTime(now)
+	if c.endsConsolidatable(ctx, nc, now) {
+		removeConsolidatable(nc)
+		err := guardedpatch.PatchStatus(ctx, c.kube, stored, nc)
+		if err == nil || !apierrors.IsConflict(err) {
+			return err
+		}
+		// The conditions changed since the read: the stamp alone.
+		stored.DeepCopyInto(nc)
+		nc.Status.LastPodEventTime = metav1.NewTime(now)
+	}
+	// Only this field is sent, so no other writer's change can be lost
+	// and no optimistic lock is needed.
+	if err := c.kube.Status().Patch(ctx, nc, client.MergeFrom(stored)); err != nil {
+		return err
+	}
+	// The other controllers' guarded writes from the version this
+	// replaced are then known to be refused as well as from ours.
+	guardedpatch.Record(stored, nc)
+	return nil
+}
+
+// endsConsolidatable is whether nc, stamped (its lastPodEventTime set as
+// the server keeps it, in whole seconds), holds a Consolidatable condition
+// the disruption conditions controller would remove: its pool's
+// consolidateAfter has not passed since the stamp.
+func (c *Controller) endsConsolidatable(ctx context.Context, nc *v1.NodeClaim, now time.Time) bool {
+	if nc.Condition(v1.ConditionTypeConsolidatable) == nil {
+		return false
+	}
+	pool, ok := nc.Labels[v1.NodePoolLabelKey]
+	if !ok {
+		return false
+	}
+	np := &v1.NodePool{}
+	if err := c.kube.Get(ctx, types.NamespacedName{Name: pool}, np); err != nil {
+		return false
+	}
+	after := np.Spec.Disruption.ConsolidateAfter.Duration
+	return after != nil && now.Sub(now.Truncate(time.Second)) < *after
+}
+
+// removeConsolidatable drops nc's Consolidatable condition.
+func removeConsolidatable(nc *v1.NodeClaim) {
+	conds := make([]v1.Condition, 0, len(nc.Status.Conditions))
+	for _, cond := range nc.Status.Conditions {
+		if cond.Type != v1.ConditionTypeConsolidatable {
+			conds = append(conds, cond)
+		}
+	}
+	nc.Status.Conditions = conds
 }
 
 // last is nc's lastPodEventTime: the later of the cached one and this

@@ -173,15 +173,92 @@ func TestStaleCacheDoesNotRestamp(t *testing.T) {
 
 // launchedNode creates a NodeClaim with a provider ID and its Node, both
 // named after the returned name, as the lifecycle leaves them once the
-// Node has registered.
-func launchedNode(ctx context.Context, t *testing.T) string {
+// Node has registered; mutate, when given, changes the NodeClaim before it
+// is created.
+func launchedNode(ctx context.Context, t *testing.T, mutate ...func(*v1.NodeClaim)) string {
 	t.Helper()
 	name := testutil.UniqueName("node")
 	providerID := "fake:///" + name
 	nc := testutil.SpotNodeClaim(name)
+	for _, m := range mutate {
+		m(nc)
+	}
 	require.NoError(t, cp.Client.Create(ctx, nc))
 	nc.Status.ProviderID = providerID
 	require.NoError(t, cp.Client.Status().Update(ctx, nc))
 	require.NoError(t, cp.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}))
 	return name
+}
+
+// TestStampEndsConsolidatable: a stamp restarts consolidateAfter, so it
+// removes a Consolidatable condition in its own write (one status write
+// where the stamp and the disruption conditions controller's removal were
+// two) when its pool's consolidateAfter has not passed since the stamp;
+// with consolidateAfter 0s the condition stays. When the conditions
+// changed on the server since the read, the guarded write is refused and
+// the stamp goes alone.
+func TestStampEndsConsolidatable(t *testing.T) {
+	tests := []struct {
+		name             string
+		consolidateAfter string
+		// changed: another writer changes the conditions after the read.
+		changed            bool
+		writes             int
+		wantConsolidatable bool
+	}{
+		{"consolidateAfter 30s: removed in the stamp's write", "30s", false, 1, false},
+		{"consolidateAfter 0s: kept", "0s", false, 1, true},
+		{"conditions changed since the read: the stamp alone", "30s", true, 2, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+			np := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: testutil.UniqueName("pool")}}
+			np.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: "karpenter.kwok.sh", Kind: "KWOKNodeClass", Name: "default"}
+			np.Spec.Template.Spec.Requirements = []v1.NodeSelectorRequirementWithMinValues{
+				{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
+			}
+			np.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration(tt.consolidateAfter)
+			require.NoError(t, cp.Client.Create(ctx, np))
+			t.Cleanup(func() { _ = cp.Client.Delete(context.Background(), np) })
+			name := launchedNode(ctx, t, func(nc *v1.NodeClaim) { nc.Labels = map[string]string{v1.NodePoolLabelKey: np.Name} })
+			nc := &v1.NodeClaim{}
+			require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: name}, nc))
+			nc.SetCondition(clk.Now().Add(-time.Minute), v1.ConditionTypeInitialized, "True", "", "")
+			nc.SetCondition(clk.Now().Add(-time.Minute), v1.ConditionTypeConsolidatable, "True", "", "")
+			require.NoError(t, cp.Client.Status().Update(ctx, nc))
+
+			// The status patches are counted; with changed, the first one
+			// is preceded by another writer's condition.
+			writes := 0
+			base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
+			require.NoError(t, err)
+			kube := interceptor.NewClient(base, interceptor.Funcs{
+				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+					if writes == 0 && tt.changed {
+						other := &v1.NodeClaim{}
+						require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: name}, other))
+						other.SetCondition(clk.Now(), "Other", "True", "", "")
+						require.NoError(t, cp.Client.Status().Update(ctx, other))
+					}
+					writes++
+					return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				},
+			})
+			c := podevents.NewController(kube, clk)
+			_, err = c.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+			require.NoError(t, err)
+			require.Equal(t, tt.writes, writes)
+			got := &v1.NodeClaim{}
+			require.NoError(t, cp.Client.Get(ctx, client.ObjectKey{Name: name}, got))
+			require.True(t, got.Status.LastPodEventTime.Time.Equal(clk.Now()), "stamped: %s", got.Status.LastPodEventTime)
+			require.Equal(t, tt.wantConsolidatable, got.Condition(v1.ConditionTypeConsolidatable) != nil)
+			require.NotNil(t, got.Condition(v1.ConditionTypeInitialized), "the other conditions stay")
+			if tt.changed {
+				require.NotNil(t, got.Condition("Other"), "another writer's condition stays")
+			}
+		})
+	}
 }
