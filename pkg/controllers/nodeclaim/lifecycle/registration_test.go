@@ -168,23 +168,11 @@ func TestInitializationJudgesTheRegisteredNode(t *testing.T) {
 			nc := e.nodeClaim(func(nc *v1.NodeClaim) { nc.Spec.StartupTaints = nil })
 			e.reconcile(nc.Name) // launch
 			node := e.kubeletNode(e.get(nc.Name))
-			require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				if err := cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node); err != nil {
-					return err
-				}
-				node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
-				return cp.Client.Status().Update(e.ctx, node)
-			}))
-			require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				if err := cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node); err != nil {
-					return err
-				}
-				node.Spec.Taints = removeTaint(node.Spec.Taints, "example.com/startup")
-				if tc.lift {
-					node.Spec.Taints = removeTaint(node.Spec.Taints, corev1.TaintNodeNotReady)
-				}
-				return cp.Client.Update(e.ctx, node)
-			}))
+			lift := []string{"example.com/startup"}
+			if tc.lift {
+				lift = append(lift, corev1.TaintNodeNotReady)
+			}
+			e.readyWithout(node, lift...)
 			registering := node.DeepCopy()
 
 			// Node reads return the Node as it was before registration;
@@ -198,19 +186,7 @@ func TestInitializationJudgesTheRegisteredNode(t *testing.T) {
 					}
 					return c.Patch(ctx, obj, patch, opts...)
 				},
-				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-					if err := c.List(ctx, list, opts...); err != nil {
-						return err
-					}
-					if l, ok := list.(*corev1.NodeList); ok {
-						for i := range l.Items {
-							if l.Items[i].Name == registering.Name {
-								registering.DeepCopyInto(&l.Items[i])
-							}
-						}
-					}
-					return nil
-				},
+				List: listAsOf(registering),
 				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 					return statusWrites.add(c.SubResource(sub).Patch(ctx, obj, patch, opts...))
 				},
@@ -246,39 +222,14 @@ func TestInitializationSkipsASupersededNode(t *testing.T) {
 	nc := e.nodeClaim(func(nc *v1.NodeClaim) { nc.Spec.StartupTaints = nil })
 	e.reconcile(nc.Name) // launch
 	node := e.kubeletNode(e.get(nc.Name))
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node); err != nil {
-			return err
-		}
-		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
-		return cp.Client.Status().Update(e.ctx, node)
-	}))
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node); err != nil {
-			return err
-		}
-		node.Spec.Taints = removeTaint(node.Spec.Taints, "example.com/startup")
-		return cp.Client.Update(e.ctx, node)
-	}))
+	e.readyWithout(node, "example.com/startup")
 	registering := node.DeepCopy()
 
 	// Node reads return the Node as it was before registration; NodeClaim
 	// status writes are counted.
 	var statusWrites tally
 	e.intercept(interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if err := c.List(ctx, list, opts...); err != nil {
-				return err
-			}
-			if l, ok := list.(*corev1.NodeList); ok {
-				for i := range l.Items {
-					if l.Items[i].Name == registering.Name {
-						registering.DeepCopyInto(&l.Items[i])
-					}
-				}
-			}
-			return nil
-		},
+		List: listAsOf(registering),
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			return statusWrites.add(c.SubResource(sub).Patch(ctx, obj, patch, opts...))
 		},
@@ -297,4 +248,24 @@ func TestInitializationSkipsASupersededNode(t *testing.T) {
 	require.Equal(t, want, got.Condition(v1.ConditionTypeInitialized).Message)
 	writes, _, _ = statusWrites.counts()
 	require.Equal(t, 1, writes, "no status write from the superseded Node")
+}
+
+// listAsOf is a List interceptor answering Node lists with node as it is
+// now, whatever is written to it later: a cache that has not delivered
+// those writes yet.
+func listAsOf(node *corev1.Node) func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+	node = node.DeepCopy()
+	return func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if err := c.List(ctx, list, opts...); err != nil {
+			return err
+		}
+		if l, ok := list.(*corev1.NodeList); ok {
+			for i := range l.Items {
+				if l.Items[i].Name == node.Name {
+					node.DeepCopyInto(&l.Items[i])
+				}
+			}
+		}
+		return nil
+	}
 }

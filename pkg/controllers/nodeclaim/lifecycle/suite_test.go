@@ -167,7 +167,17 @@ func (e *env) kubeletNode(nc *v1.NodeClaim) *corev1.Node {
 	return node
 }
 
+// setNodeReady is the kubelet reporting Ready and the node lifecycle
+// controller lifting the not-ready taint the API server's
+// TaintNodesByCondition admission put on at creation.
 func (e *env) setNodeReady(node *corev1.Node) {
+	e.t.Helper()
+	e.readyWithout(node, corev1.TaintNodeNotReady)
+}
+
+// readyWithout reports node Ready as its kubelet would and then takes the
+// named taints off it.
+func (e *env) readyWithout(node *corev1.Node, taints ...string) {
 	e.t.Helper()
 	// A running controller may write the Node between our read and write:
 	// retry on conflict as a kubelet would.
@@ -178,13 +188,13 @@ func (e *env) setNodeReady(node *corev1.Node) {
 		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
 		return cp.Client.Status().Update(e.ctx, node)
 	}))
-	// The API server's TaintNodesByCondition admission put the not-ready
-	// taint on at creation; the node lifecycle controller would lift it.
 	require.NoError(e.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := cp.Client.Get(e.ctx, client.ObjectKeyFromObject(node), node); err != nil {
 			return err
 		}
-		node.Spec.Taints = removeTaint(node.Spec.Taints, corev1.TaintNodeNotReady)
+		for _, key := range taints {
+			node.Spec.Taints = removeTaint(node.Spec.Taints, key)
+		}
 		return cp.Client.Update(e.ctx, node)
 	}))
 }
