@@ -51,6 +51,19 @@ func (in *NodeClaim) SetCondition(now time.Time, conditionType string, status me
 	return true
 }
 
+// RemoveCondition drops the NodeClaim's condition of the given type
+// (upstream removes Drifted and Consolidatable rather than setting them
+// False). It reports whether the condition was there.
+func (in *NodeClaim) RemoveCondition(conditionType string) bool {
+	for i := range in.Status.Conditions {
+		if in.Status.Conditions[i].Type == conditionType {
+			in.Status.Conditions = append(in.Status.Conditions[:i], in.Status.Conditions[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
 // InitializeConditions adds the lifecycle conditions (Launched, Registered,
 // Initialized and Ready) as Unknown where missing, so their first real
 // transition reads "Unknown -> True" and liveness can time from them.

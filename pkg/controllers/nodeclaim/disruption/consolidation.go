@@ -22,14 +22,14 @@ func (c *consolidation) reconcile(ctx context.Context, np *v1.NodePool, nc *v1.N
 	after := np.Spec.Disruption.ConsolidateAfter.Duration
 	// consolidateAfter: Never turns consolidation, emptiness included, off.
 	if after == nil {
-		if removeCondition(nc, v1.ConditionTypeConsolidatable) {
+		if nc.RemoveCondition(v1.ConditionTypeConsolidatable) {
 			log.FromContext(ctx).V(1).Info("removing consolidatable status condition, consolidation is disabled")
 		}
 		return reconcile.Result{}, nil
 	}
 	initialized := nc.Condition(v1.ConditionTypeInitialized)
 	if initialized == nil || initialized.Status != "True" {
-		if removeCondition(nc, v1.ConditionTypeConsolidatable) {
+		if nc.RemoveCondition(v1.ConditionTypeConsolidatable) {
 			log.FromContext(ctx).V(1).Info("removing consolidatable status condition, isn't initialized")
 		}
 		return reconcile.Result{}, nil
@@ -42,7 +42,7 @@ func (c *consolidation) reconcile(ctx context.Context, np *v1.NodePool, nc *v1.N
 	}
 	now := c.clock.Now()
 	if now.Sub(since) < *after {
-		if removeCondition(nc, v1.ConditionTypeConsolidatable) {
+		if nc.RemoveCondition(v1.ConditionTypeConsolidatable) {
 			log.FromContext(ctx).V(1).Info("removing consolidatable status condition")
 		}
 		return reconcile.Result{RequeueAfter: since.Add(*after).Sub(now)}, nil

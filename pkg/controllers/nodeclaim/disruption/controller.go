@@ -149,7 +149,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		res, err = c.consolidation.reconcile(ctx, np, nc)
 		results, errs = append(results, res), append(errs, err)
 	} else {
-		removeCondition(nc, v1.ConditionTypeConsolidatable)
+		nc.RemoveCondition(v1.ConditionTypeConsolidatable)
 	}
 	if !equality.Semantic.DeepEqual(stored, nc) {
 		// The guard matters: the patch replaces the whole conditions
@@ -176,19 +176,6 @@ func minResult(results ...reconcile.Result) reconcile.Result {
 		}
 	}
 	return out
-}
-
-// removeCondition drops a condition; upstream removes Drifted and
-// Consolidatable rather than setting them False. It reports whether the
-// condition was there.
-func removeCondition(nc *v1.NodeClaim, conditionType string) bool {
-	for i := range nc.Status.Conditions {
-		if nc.Status.Conditions[i].Type == conditionType {
-			nc.Status.Conditions = append(nc.Status.Conditions[:i], nc.Status.Conditions[i+1:]...)
-			return true
-		}
-	}
-	return false
 }
 
 // setTrue sets a condition True with reason and message, keeping the

@@ -62,7 +62,7 @@ func (d *drift) reconcile(ctx context.Context, np *v1.NodePool, nc *v1.NodeClaim
 	// compare, and a drifted unlaunched NodeClaim would only be replaced by
 	// another unlaunched one.
 	if !nc.IsTrue(v1.ConditionTypeLaunched) {
-		if removeCondition(nc, v1.ConditionTypeDrifted) {
+		if nc.RemoveCondition(v1.ConditionTypeDrifted) {
 			log.FromContext(ctx).V(1).Info("removing drift status condition, isn't launched")
 		}
 		return reconcile.Result{}, nil
@@ -75,7 +75,7 @@ func (d *drift) reconcile(ctx context.Context, np *v1.NodePool, nc *v1.NodeClaim
 		return reconcile.Result{}, fmt.Errorf("getting drift of nodeclaim %s: %w", nc.Name, err)
 	}
 	if reason == "" {
-		if removeCondition(nc, v1.ConditionTypeDrifted) {
+		if nc.RemoveCondition(v1.ConditionTypeDrifted) {
 			log.FromContext(ctx).V(1).Info("removing drifted status condition, not drifted")
 		}
 		return reconcile.Result{RequeueAfter: driftRequeue}, nil

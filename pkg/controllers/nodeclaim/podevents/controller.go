@@ -158,7 +158,7 @@ func (c *Controller) write(ctx context.Context, nc *v1.NodeClaim, now time.Time)
 	stored := nc.DeepCopy()
 	nc.Status.LastPodEventTime = metav1.NewTime(now)
 	if c.endsConsolidatable(ctx, nc, now) {
-		removeConsolidatable(nc)
+		nc.RemoveCondition(v1.ConditionTypeConsolidatable)
 		err := guardedpatch.PatchStatus(ctx, c.kube, stored, nc)
 		if err == nil || !apierrors.IsConflict(err) {
 			return err
@@ -195,18 +195,8 @@ func (c *Controller) endsConsolidatable(ctx context.Context, nc *v1.NodeClaim, n
 		return false
 	}
 	after := np.Spec.Disruption.ConsolidateAfter.Duration
-	return after != nil && now.Sub(now.Truncate(time.Second)) < *after
-}
-
-// removeConsolidatable drops nc's Consolidatable condition.
-func removeConsolidatable(nc *v1.NodeClaim) {
-	conds := make([]v1.Condition, 0, len(nc.Status.Conditions))
-	for _, cond := range nc.Status.Conditions {
-		if cond.Type != v1.ConditionTypeConsolidatable {
-			conds = append(conds, cond)
-		}
-	}
-	nc.Status.Conditions = conds
+	stamp := now.Truncate(time.Second) // as the server keeps lastPodEventTime
+	return after != nil && now.Sub(stamp) < *after
 }
 
 // last is nc's lastPodEventTime: the later of the cached one and this
