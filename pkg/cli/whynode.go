@@ -10,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
-	"github.com/karpenter-go/karpenter/pkg/disruption/strategies"
-
 	"github.com/karpenter-go/karpenter/pkg/disruption"
+	"github.com/karpenter-go/karpenter/pkg/disruption/strategies"
 	"github.com/karpenter-go/karpenter/pkg/providers/kwok"
+	"github.com/karpenter-go/karpenter/pkg/snapshot"
 )
 
 // NodeAnswer is `why node`.
@@ -150,7 +150,7 @@ func (s *Session) WhyNode(ctx context.Context, name string) (*NodeAnswer, error)
 // controller's, without its history: the CLI cannot see which moves the
 // controller made within its cool-down.
 func (s *Session) disruptionPass(snap *disruption.Snapshot) (*disruption.Decision, error) {
-	sim := disruption.SolverSimulator{View: s.view, Request: s.request}
+	sim := disruption.SolverSimulator{View: snapshot.Memo(s.view), Request: s.request}
 	snap.Pending = s.pendingPods()
 	p := s.opts.Planner
 	strategy, err := strategies.New(strategies.Options{Algorithm: s.opts.ConsolidationAlgorithm, WellKnownLabels: kwok.WellKnownLabels(),

@@ -9,37 +9,32 @@ import (
 
 func (s *solver) buildNodes() {
 	for _, n := range s.in.Nodes {
+		d := n.derived()
 		b := &bin{existing: true, node: n, taints: n.Taints, alloc: s.ri.vec(n.Allocatable), topo: map[int32]*binCount{},
 			used: make(vec, len(s.ri.names)), lenient: n.Requirements != nil, ignoreEphemeral: n.Managed && !n.Initialized,
 			volumes: map[string]int{}}
-		b.reqs = RequirementsFromLabels(n.Labels)
-		for _, k := range n.Requirements.Keys() {
-			b.reqs.Add(n.Requirements[k])
-		}
-		if h, ok := b.reqs[LabelHostname]; ok && len(h.Values()) == 1 {
-			b.host = h.Values()[0]
-		} else {
-			b.host = n.Name
-			b.reqs[LabelHostname] = NewRequirement(LabelHostname, OpIn, n.Name)
-		}
+		// Shared with every solve of a prepared node: an existing node's
+		// requirements are only read.
+		b.reqs, b.host = d.reqs, d.host
 		if _, ok := n.Allocatable[corev1.ResourcePods]; !ok {
 			b.alloc[resPods] = math.MaxInt32
 		}
+		for k, x := range d.used {
+			if i, ok := s.ri.pos[k]; ok {
+				b.used[i] += x
+			}
+		}
+		b.used[resPods] += d.count
+		b.ports = d.ports[:len(d.ports):len(d.ports)]
 		for _, p := range n.Pods {
-			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			if len(n.VolumeLimits) == 0 || len(p.Spec.Volumes) == 0 || finished(p) {
 				continue
 			}
-			r := s.ri.vec(PodRequests(p))
-			r[resPods] = 1
-			b.used.add(r)
-			b.ports = append(b.ports, podHostPorts(p)...)
-			if len(n.VolumeLimits) > 0 && len(p.Spec.Volumes) > 0 {
-				if s.vols == nil {
-					s.vols = newVolumeIndex(s.in)
-				}
-				for d, k := range s.vols.drivers(p) {
-					b.volumes[d] += k
-				}
+			if s.vols == nil {
+				s.vols = newVolumeIndex(s.in)
+			}
+			for d, k := range s.vols.drivers(p) {
+				b.volumes[d] += k
 			}
 		}
 		if !n.Initialized {

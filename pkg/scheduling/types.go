@@ -188,6 +188,9 @@ type ExistingNode struct {
 	// VolumeLimits is the CSI attach limit per driver (from CSINode); absent
 	// drivers are unlimited.
 	VolumeLimits map[string]int
+
+	// prepared is set by PrepareNodes.
+	prepared *nodeDerivation
 }
 
 // Result is the solver's answer.

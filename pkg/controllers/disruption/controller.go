@@ -54,10 +54,13 @@ type Launcher interface {
 type Simulators func(ctx context.Context) disruption.Simulator
 
 // SimulateOver is Simulators over view, every snapshot built with req's
-// options.
+// options. Each simulator reads view once (snapshot.Memo): a pass
+// simulates every candidate over one picture of the cluster instead of
+// re-reading it per candidate, and validation, which makes its own
+// simulator, reads it afresh.
 func SimulateOver(view snapshot.View, req snapshot.Request) Simulators {
 	return func(ctx context.Context) disruption.Simulator {
-		return disruption.SolverSimulator{Context: ctx, View: view, Request: req}
+		return disruption.SolverSimulator{Context: ctx, View: snapshot.Memo(view), Request: req}
 	}
 }
 

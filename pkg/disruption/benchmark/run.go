@@ -27,14 +27,14 @@ func Planner(name string, opts repack.Options) Algorithm {
 
 // Upstream is upstream's consolidation with spot-to-spot on, its 1 and 3
 // minute timeouts on the wall clock, and the solver-backed simulator
-// (Robust, as the controller's).
+// (Robust, and reading each pass's snapshot once, as the controller's).
 func Upstream() Algorithm {
 	return Algorithm{
 		Name:     "upstream",
 		Strategy: disruption.NewUpstream(disruption.ConsolidationOptions{SpotToSpot: true, Now: time.Now}),
 		Simulator: func(snap *disruption.Snapshot) disruption.Simulator {
 			snap.DaemonSets = daemonSetsOf(snap)
-			return disruption.SolverSimulator{View: snap.View(), Request: snapshot.Request{Options: snapshot.Options{Solver: scheduling.Options{Robust: true}}}}
+			return disruption.SolverSimulator{View: snapshot.Memo(snap.View()), Request: snapshot.Request{Options: snapshot.Options{Solver: scheduling.Options{Robust: true}}}}
 		},
 	}
 }
