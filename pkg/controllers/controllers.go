@@ -165,6 +165,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		return nil, fmt.Errorf("registering cluster state: %w", err)
 	}
 	provisioner := provisioning.NewProvisioner(kube, cloud, cluster, op.EventRecorder, provisioning.Options{
+		Informers:             op.Manager.GetCache(),
 		BatchIdleDuration:     op.Options.BatchIdleDuration,
 		BatchMaxDuration:      op.Options.BatchMaxDuration,
 		PreferencePolicy:      op.Options.PreferencePolicy,
@@ -179,9 +180,8 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		Buffers:               buffers,
 	})
 	// Disruption simulates with a builder of its own, configured as
-	// provisioning's, so its plans match what a provisioning round would do.
-	// It reads the pods from the informer's store: it builds a snapshot per
-	// candidate.
+	// provisioning's, so its plans match what a provisioning round would do,
+	// and reads the pods from the informer's store as provisioning does.
 	simulators := disruption.SimulateOver(snapshot.Live{Reader: kube, Cloud: cloud, Cluster: cluster, Informers: op.Manager.GetCache()}, snapshot.Request{Options: snapshot.Options{
 		Solver: scheduling.Options{
 			PreferencePolicy: scheduling.PreferencePolicy(op.Options.PreferencePolicy),
