@@ -37,21 +37,33 @@ type memo struct {
 
 	mu            sync.Mutex
 	synced        bool
-	nodes         []*scheduling.ExistingNode
-	nodesRead     bool
-	leaving       map[string]bool
-	pods          []*corev1.Pod
-	podsRead      bool
-	nodePools     []*v1.NodePool
-	poolsRead     bool
+	nodes         read[[]*scheduling.ExistingNode]
+	leaving       read[map[string]bool]
+	pods          read[[]*corev1.Pod]
+	nodePools     read[[]*v1.NodePool]
+	daemonSets    read[[]*appsv1.DaemonSet]
+	namespaces    read[[]*corev1.Namespace]
+	volumes       read[*Volumes]
 	instanceTypes map[string][]*scheduling.InstanceType
 	resources     map[string]corev1.ResourceList
-	daemonSets    []*appsv1.DaemonSet
-	dsRead        bool
-	namespaces    []*corev1.Namespace
-	nsRead        bool
-	volumes       *Volumes
 	replicaSets   map[string]*appsv1.ReplicaSet
+}
+
+// read is one answer of the view, kept once it came without an error.
+type read[T any] struct {
+	v    T
+	done bool
+}
+
+func (r *read[T]) get(ask func() (T, error)) (T, error) {
+	if !r.done {
+		v, err := ask()
+		if err != nil {
+			return v, err
+		}
+		r.v, r.done = v, true
+	}
+	return r.v, nil
 }
 
 var _ View = (*memo)(nil)
@@ -69,11 +81,11 @@ func (m *memo) Synced(ctx context.Context) bool {
 func (m *memo) SchedulingNodes() []*scheduling.ExistingNode {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.nodesRead {
+	nodes, _ := m.nodes.get(func() ([]*scheduling.ExistingNode, error) {
 		// Prepared: every simulation solves over these same nodes.
-		m.nodes, m.nodesRead = scheduling.PrepareNodes(m.view.SchedulingNodes()), true
-	}
-	return clip(m.nodes)
+		return scheduling.PrepareNodes(m.view.SchedulingNodes()), nil
+	})
+	return clip(nodes)
 }
 
 func (m *memo) NodePoolResources(nodePool string) corev1.ResourceList {
@@ -90,44 +102,30 @@ func (m *memo) NodePoolResources(nodePool string) corev1.ResourceList {
 func (m *memo) LeavingNodes(ctx context.Context) (map[string]bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.leaving == nil {
-		leaving, err := m.view.LeavingNodes(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if leaving == nil {
-			leaving = map[string]bool{}
-		}
-		m.leaving = leaving
+	leaving, err := m.leaving.get(func() (map[string]bool, error) { return m.view.LeavingNodes(ctx) })
+	if err != nil {
+		return nil, err
 	}
 	// Build adds the nodes a simulation removes to the map it gets.
-	return maps.Clone(m.leaving), nil
+	out := maps.Clone(leaving)
+	if out == nil {
+		out = map[string]bool{}
+	}
+	return out, nil
 }
 
 func (m *memo) Pods(ctx context.Context) ([]*corev1.Pod, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.podsRead {
-		pods, err := m.view.Pods(ctx)
-		if err != nil {
-			return nil, err
-		}
-		m.pods, m.podsRead = pods, true
-	}
-	return clip(m.pods), nil
+	pods, err := m.pods.get(func() ([]*corev1.Pod, error) { return m.view.Pods(ctx) })
+	return clip(pods), err
 }
 
 func (m *memo) NodePools(ctx context.Context) ([]*v1.NodePool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.poolsRead {
-		pools, err := m.view.NodePools(ctx)
-		if err != nil {
-			return nil, err
-		}
-		m.nodePools, m.poolsRead = pools, true
-	}
-	return clip(m.nodePools), nil
+	pools, err := m.nodePools.get(func() ([]*v1.NodePool, error) { return m.view.NodePools(ctx) })
+	return clip(pools), err
 }
 
 // GetInstanceTypes is remembered by the pool's name: NodePools answers the
@@ -149,43 +147,28 @@ func (m *memo) GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*schedu
 func (m *memo) DaemonSets(ctx context.Context) ([]*appsv1.DaemonSet, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.dsRead {
-		ds, err := m.view.DaemonSets(ctx)
-		if err != nil {
-			return nil, err
-		}
-		m.daemonSets, m.dsRead = ds, true
-	}
-	return clip(m.daemonSets), nil
+	ds, err := m.daemonSets.get(func() ([]*appsv1.DaemonSet, error) { return m.view.DaemonSets(ctx) })
+	return clip(ds), err
 }
 
 func (m *memo) Namespaces(ctx context.Context) ([]*corev1.Namespace, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.nsRead {
-		ns, err := m.view.Namespaces(ctx)
-		if err != nil {
-			return nil, err
-		}
-		m.namespaces, m.nsRead = ns, true
-	}
-	return clip(m.namespaces), nil
+	ns, err := m.namespaces.get(func() ([]*corev1.Namespace, error) { return m.view.Namespaces(ctx) })
+	return clip(ns), err
 }
 
 func (m *memo) Volumes(ctx context.Context) (*Volumes, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.volumes == nil {
-		v, err := m.view.Volumes(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if v == nil {
-			v = &Volumes{}
-		}
-		m.volumes = v
+	v, err := m.volumes.get(func() (*Volumes, error) { return m.view.Volumes(ctx) })
+	if err != nil {
+		return nil, err
 	}
-	return &Volumes{Claims: clip(m.volumes.Claims), Volumes: clip(m.volumes.Volumes), StorageClasses: clip(m.volumes.StorageClasses)}, nil
+	if v == nil {
+		return &Volumes{}, nil
+	}
+	return &Volumes{Claims: clip(v.Claims), Volumes: clip(v.Volumes), StorageClasses: clip(v.StorageClasses)}, nil
 }
 
 func (m *memo) ReplicaSet(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error) {
