@@ -8,7 +8,8 @@ import (
 
 // nodeDerivation is what every solve derives from an existing node's
 // labels, requirements and pods before placing anything: the requirements
-// pods are matched against, its hostname, and each pod's requests.
+// pods are matched against, its hostname, what its pods request and their
+// host ports.
 type nodeDerivation struct {
 	// What it was derived from, to tell a node changed since (a copy
 	// given other labels, requirements or pods) from the one prepared.
@@ -18,9 +19,8 @@ type nodeDerivation struct {
 	reqs Requirements
 	host string
 	// used sums the requests of the pods that hold anything (not
-	// finished), each converted as the solver converts it (CPU in
-	// millicores rounded up, the rest in units), without the pods
-	// resource: count is how many pods that is.
+	// finished), each converted per pod as the solver converts it
+	// (units), without the pods resource: count is how many pods that is.
 	used  map[corev1.ResourceName]int64
 	count int64
 	// ports are those pods' host ports; the solver appends to a clipped
@@ -72,12 +72,8 @@ func derive(n *ExistingNode) *nodeDerivation {
 			continue
 		}
 		for k, q := range PodRequests(p) {
-			switch k {
-			case corev1.ResourcePods:
-			case corev1.ResourceCPU:
-				d.used[k] += q.MilliValue()
-			default:
-				d.used[k] += q.Value()
+			if k != corev1.ResourcePods {
+				d.used[k] += units(k, q)
 			}
 		}
 		d.count++

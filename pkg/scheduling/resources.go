@@ -138,13 +138,18 @@ func (ri *resIndex) vec(l corev1.ResourceList) vec {
 		if !ok {
 			continue
 		}
-		if i == resCPU {
-			v[i] = q.MilliValue()
-		} else {
-			v[i] = q.Value()
-		}
+		v[i] = units(k, q)
 	}
 	return v
+}
+
+// units is q as the solver counts it: CPU in millicores, the rest in
+// whole units, each rounded up.
+func units(name corev1.ResourceName, q resource.Quantity) int64 {
+	if name == corev1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
 }
 
 func (ri *resIndex) list(v vec) corev1.ResourceList {

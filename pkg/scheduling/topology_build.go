@@ -61,7 +61,7 @@ func (s *solver) buildTopology() {
 	// Count pods already running.
 	for _, b := range s.nodes {
 		for _, p := range b.node.Pods {
-			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			if finished(p) {
 				continue
 			}
 			for _, g := range s.topo.groups {
