@@ -85,7 +85,12 @@ func newCandidate(snap *Snapshot, n *Node, pdbs *pdbIndex) (*Candidate, *Verdict
 	case n.NodeClaim == nil:
 		return refuse(KindNotManaged, false)
 	case n.Node == nil:
-		return refuse(KindNoNode, true)
+		// Upstream's disruption waits while any NodeClaim is unlaunched
+		// (its cluster state is not synced then), so its users only ever
+		// see this event for a launched NodeClaim whose Node has not
+		// registered. Ours runs through launches; a NodeClaim still
+		// launching keeps the verdict (for `why`) without the event.
+		return refuse(KindNoNode, n.NodeClaim.Status.ProviderID != "")
 	case !n.Initialized:
 		return refuse(KindNotInitialized, true)
 	case n.Deleting || n.MarkedForDeletion:

@@ -24,7 +24,8 @@ func TestCandidateBlockers(t *testing.T) {
 	}{
 		{name: "plain node is a candidate", node: node("n", "p")},
 		{name: "unmanaged", node: &Node{Node: node("n", "p").Node}, kind: KindNotManaged},
-		{name: "no node yet", node: node("n", "p", func(n *Node) { n.Node = nil }), kind: KindNoNode, event: true},
+		{name: "launched, no node yet", node: node("n", "p", func(n *Node) { n.Node = nil; n.NodeClaim.Status.ProviderID = "kwok://n" }), kind: KindNoNode, event: true},
+		{name: "not launched yet (no event)", node: node("n", "p", func(n *Node) { n.Node = nil }), kind: KindNoNode},
 		{name: "not initialized", node: node("n", "p", func(n *Node) { n.Initialized = false }), kind: KindNotInitialized, event: true},
 		{name: "deleting", node: node("n", "p", func(n *Node) { n.Deleting = true }), kind: KindDeleting, event: true},
 		{name: "marked for deletion", node: node("n", "p", func(n *Node) { n.MarkedForDeletion = true }), kind: KindDeleting, event: true},
