@@ -152,6 +152,8 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 		PodMetrics:       !op.Options.DisableClusterStateObservability,
 		// Unlaunched NodeClaims count against limits as the solver charged them.
 		InstanceTypes: state.CloudInstanceTypes(kube, cloud),
+		// Synced reads the NodeClaims and Nodes from the informers' stores.
+		Informers: op.Manager.GetCache(),
 	})
 	// CapacityBuffers (gate CapacityBuffer): their virtual pods, planned
 	// for by provisioning, and the nodes holding them, left by disruption.

@@ -17,9 +17,12 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -33,8 +36,9 @@ const MinNominationWindow = 10 * time.Second
 
 // Cluster is the cluster-state cache. It is safe for concurrent use.
 type Cluster struct {
-	kube  client.Client
-	clock clock.Clock
+	kube      client.Client
+	informers InformerGetter
+	clock     clock.Clock
 	// nominationWindow is max(2×batchMaxDuration, 10s): long enough for the
 	// kube-scheduler to bind the pods a provisioning round planned.
 	nominationWindow time.Duration
@@ -87,6 +91,17 @@ type Options struct {
 	// an unlaunched NodeClaim, and must not call back into the Cluster.
 	// Nil (or no matching type) charges the NodeClaim's requests.
 	InstanceTypes func(nodePool string) []*cloudprovider.InstanceType
+	// Informers, when set (the manager's cache), has Synced read the
+	// NodeClaim and Node informers' stores, the cached objects themselves,
+	// instead of Lists that copy every object's struct on each call (every
+	// provisioning round and disruption pass: 1.3 GB in a 1,000-node soak).
+	Informers InformerGetter
+}
+
+// InformerGetter gets the informer of a kind; controller-runtime's cache
+// implements it.
+type InformerGetter interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
 }
 
 // NewCluster returns an empty cache. kube is used by Synced to compare the
@@ -98,6 +113,7 @@ func NewCluster(clk clock.Clock, kube client.Client, opts Options) *Cluster {
 	}
 	c := &Cluster{
 		kube:               kube,
+		informers:          opts.Informers,
 		clock:              clk,
 		nominationWindow:   max(2*opts.BatchMaxDuration, MinNominationWindow),
 		podMetrics:         opts.PodMetrics,
@@ -413,21 +429,17 @@ func (c *Cluster) Synced(ctx context.Context) bool {
 }
 
 func (c *Cluster) synced(ctx context.Context) (bool, error) {
-	// Only names and provider IDs are read: copying every object of the
-	// cache on each check (every provisioning round and disruption
-	// simulation) was a large share of the controller's garbage.
-	nodeClaims := &v1.NodeClaimList{}
-	if err := c.kube.List(ctx, nodeClaims, client.UnsafeDisableDeepCopy); err != nil {
+	nodeClaims, err := listed[*v1.NodeClaim](ctx, c, &v1.NodeClaimList{}, &v1.NodeClaim{})
+	if err != nil {
 		return false, fmt.Errorf("listing nodeclaims: %w", err)
 	}
-	nodes := &corev1.NodeList{}
-	if err := c.kube.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+	nodes, err := listed[*corev1.Node](ctx, c, &corev1.NodeList{}, &corev1.Node{})
+	if err != nil {
 		return false, fmt.Errorf("listing nodes: %w", err)
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for i := range nodeClaims.Items {
-		nc := &nodeClaims.Items[i]
+	for _, nc := range nodeClaims {
 		key, ok := c.nodeClaimNameToKey[nc.Name]
 		// A launched NodeClaim still keyed by name means the launch has not
 		// reached the cache yet.
@@ -435,12 +447,49 @@ func (c *Cluster) synced(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 	}
-	for i := range nodes.Items {
-		if _, ok := c.nodeNameToKey[nodes.Items[i].Name]; !ok {
+	for _, n := range nodes {
+		if _, ok := c.nodeNameToKey[n.Name]; !ok {
 			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// listed returns the objects of a kind as the client sees them, for
+// reading only: the informer's stored objects when the cluster has
+// informers whose store is synced, otherwise a List through the client
+// without deep copies.
+func listed[T client.Object](ctx context.Context, c *Cluster, list client.ObjectList, obj T) ([]T, error) {
+	if c.informers != nil {
+		inf, err := c.informers.GetInformer(ctx, obj)
+		if err != nil {
+			return nil, fmt.Errorf("getting the informer: %w", err)
+		}
+		if withStore, ok := inf.(interface{ GetStore() toolscache.Store }); ok && inf.HasSynced() {
+			items := withStore.GetStore().List()
+			out := make([]T, 0, len(items))
+			for _, item := range items {
+				if o, ok := item.(T); ok {
+					out = append(out, o)
+				}
+			}
+			return out, nil
+		}
+	}
+	if err := c.kube.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(items))
+	for _, item := range items {
+		if o, ok := item.(T); ok {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }
 
 // Reset empties the cache (tests).

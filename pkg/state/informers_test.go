@@ -39,7 +39,8 @@ func TestInformers(t *testing.T) {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	require.NoError(t, err)
-	cluster := state.NewCluster(clock.RealClock{}, mgr.GetClient(), state.Options{BatchMaxDuration: 10 * time.Second})
+	// Synced reads the manager's informers' stores, as in the controller.
+	cluster := state.NewCluster(clock.RealClock{}, mgr.GetClient(), state.Options{BatchMaxDuration: 10 * time.Second, Informers: mgr.GetCache()})
 	require.NoError(t, state.Register(ctx, mgr, cluster))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
