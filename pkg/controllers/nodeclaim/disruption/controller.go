@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -77,12 +79,27 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 			nc, ok := o.(*v1.NodeClaim)
 			return ok && c.managed(nc)
 		}))).
-		Watches(&v1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodePoolToNodeClaims)).
+		Watches(&v1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodePoolToNodeClaims),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: nodePoolChanged})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: c.opts.MaxConcurrentReconciles})
 	for _, nodeClass := range c.cloud.GetSupportedNodeClasses() {
 		b = b.Watches(nodeClass, handler.EnqueueRequestsFromMapFunc(c.nodeClassToNodeClaims))
 	}
 	return b.Complete(c)
+}
+
+// nodePoolChanged passes a NodePool update that can change its NodeClaims'
+// conditions: its spec (the generation) or its annotations (the template
+// hash). The NodePool counter rewrites the status every few seconds, and
+// each of those writes would otherwise re-evaluate every NodeClaim of the
+// pool.
+func nodePoolChanged(e event.UpdateEvent) bool {
+	if e.ObjectOld == nil || e.ObjectNew == nil {
+		return true
+	}
+	return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+		!maps.Equal(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()) ||
+		e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
 }
 
 func (c *Controller) nodePoolToNodeClaims(ctx context.Context, o client.Object) []reconcile.Request {
@@ -101,6 +118,8 @@ func (c *Controller) requests(ctx context.Context, selector client.ListOption, k
 	if selector != nil {
 		opts = append(opts, selector)
 	}
+	// Only names, labels and node class references are read.
+	opts = append(opts, client.UnsafeDisableDeepCopy)
 	if err := c.kube.List(ctx, list, opts...); err != nil {
 		log.FromContext(ctx).Error(err, "listing nodeclaims to re-evaluate disruption conditions")
 		return nil
