@@ -184,7 +184,9 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 	// Disruption simulates with a builder of its own, configured as
 	// provisioning's, so its plans match what a provisioning round would do,
 	// and reads the pods from the informer's store as provisioning does.
-	simulators := disruption.SimulateOver(snapshot.Live{Reader: kube, Cloud: cloud, Cluster: cluster, Informers: op.Manager.GetCache()}, snapshot.Request{Options: snapshot.Options{
+	// Passes keep what unchanged nodes derive for the solver.
+	simulators := disruption.SimulateOver(snapshot.Live{Reader: kube, Cloud: cloud, Cluster: cluster, Informers: op.Manager.GetCache(),
+		Prepared: &scheduling.NodeCache{}}, snapshot.Request{Options: snapshot.Options{
 		Solver: scheduling.Options{
 			PreferencePolicy: scheduling.PreferencePolicy(op.Options.PreferencePolicy),
 			MinValuesPolicy:  scheduling.MinValuesPolicy(op.Options.MinValuesPolicy),

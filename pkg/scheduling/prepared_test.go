@@ -1,6 +1,9 @@
 package scheduling
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,5 +67,94 @@ func TestPreparedNodeChangedIsDerivedAfresh(t *testing.T) {
 	}
 	if pl := solveOn(&emptied); pl.Node != "" {
 		t.Fatalf("zone-a does not match the selector, but the pod went to %q", pl.Node)
+	}
+}
+
+// TestNodeCacheSolvesTheSame prepares successive snapshots through one
+// NodeCache, each changing some nodes the way the cluster does between
+// rounds (a Node replaced with the same labels, a label changed, a pod
+// replaced or gone, a node renamed at registration), and solves each the
+// same as its nodes unprepared.
+func TestNodeCacheSolvesTheSame(t *testing.T) {
+	for seed := int64(0); seed < 200; seed++ {
+		base := withInFlight(randomSnapshot(seed), seed)
+		cache := &NodeCache{}
+		nodes := base.Nodes
+		for round := 0; round < 4; round++ {
+			next := make([]*ExistingNode, len(nodes))
+			for i, n := range nodes {
+				cp := *n
+				cp.prepared = nil
+				switch (int(seed) + i + round) % 6 {
+				case 0: // the informer replaced the Node: a new map, same labels
+					cp.Labels = maps.Clone(n.Labels)
+				case 1: // a label changed
+					cp.Labels = maps.Clone(n.Labels)
+					if cp.Labels == nil {
+						cp.Labels = map[string]string{}
+					}
+					cp.Labels[LabelZone] = fmt.Sprintf("zone-%d", round)
+				case 2: // a pod replaced by an updated copy
+					if len(n.Pods) > 0 {
+						cp.Pods = slices.Clone(n.Pods)
+						p := n.Pods[0].DeepCopy()
+						p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
+						cp.Pods[0] = p
+					}
+				case 3: // a pod gone
+					if len(n.Pods) > 0 {
+						cp.Pods = n.Pods[1:]
+					}
+				case 4: // registered under another name
+					cp.Name = n.Name + "-r"
+				}
+				next[i] = &cp
+			}
+			nodes = next
+			in := *base
+			in.Nodes = nodes
+			want := render(Solve(&in))
+			prepared := in
+			prepared.Nodes = cache.Prepare(nodes)
+			if got := render(Solve(&prepared)); got != want {
+				t.Fatalf("seed %d, round %d:\n%s\nwant:\n%s", seed, round, got, want)
+			}
+		}
+	}
+}
+
+// TestNodeCacheKeepsWhatHolds: the next snapshot's copy of a node keeps the
+// requirements derived from labels of the same content and the pod sums of
+// the same pods, and derives afresh only the part whose input changed.
+func TestNodeCacheKeepsWhatHolds(t *testing.T) {
+	cache := &NodeCache{}
+	n := mkNode("node-a", "4", "8Gi", map[string]string{LabelZone: "zone-a"}, mkPod("a", "1", "1Gi"))
+	first := cache.Prepare([]*ExistingNode{n})[0].prepared
+
+	relabeled := *n
+	relabeled.Labels = maps.Clone(n.Labels)
+	same := cache.Prepare([]*ExistingNode{&relabeled})[0].prepared
+	if mapID(same.reqs) != mapID(first.reqs) || mapID(same.used) != mapID(first.used) {
+		t.Fatal("a node replaced with the same labels and pods was derived afresh")
+	}
+
+	withPod := relabeled
+	withPod.Pods = append(slices.Clone(n.Pods), mkPod("b", "2", "1Gi"))
+	more := cache.Prepare([]*ExistingNode{&withPod})[0].prepared
+	if mapID(more.reqs) != mapID(first.reqs) {
+		t.Fatal("a new pod re-derived the node's requirements")
+	}
+	if more.count != 2 || more.used[corev1.ResourceCPU] != 3000 {
+		t.Fatalf("the pods' sums were not derived afresh: count %d, cpu %d", more.count, more.used[corev1.ResourceCPU])
+	}
+
+	moved := withPod
+	moved.Labels = map[string]string{LabelZone: "zone-b"}
+	other := cache.Prepare([]*ExistingNode{&moved})[0].prepared
+	if mapID(other.used) != mapID(more.used) {
+		t.Fatal("a label change re-derived the pods' sums")
+	}
+	if !other.reqs[LabelZone].Has("zone-b") {
+		t.Fatal("a label change kept the old requirements")
 	}
 }

@@ -86,6 +86,11 @@ type Live struct {
 	// disruption simulator builds a snapshot per candidate, so those
 	// arrays were its largest garbage.
 	Informers Informers
+	// Prepared, when set, prepares the nodes of each snapshot for the
+	// solver, keeping from one call to the next what a node's unchanged
+	// labels and pods derive (scheduling.NodeCache): for a caller that
+	// builds snapshot after snapshot of the same cluster.
+	Prepared *scheduling.NodeCache
 }
 
 // Informers gets the informer of a kind; controller-runtime's cache
@@ -100,7 +105,12 @@ var _ View = Live{}
 func (l Live) Synced(ctx context.Context) bool { return l.Cluster.Synced(ctx) }
 
 // SchedulingNodes implements View.
-func (l Live) SchedulingNodes() []*scheduling.ExistingNode { return l.Cluster.SchedulingNodes() }
+func (l Live) SchedulingNodes() []*scheduling.ExistingNode {
+	if l.Prepared != nil {
+		return l.Prepared.Prepare(l.Cluster.SchedulingNodes())
+	}
+	return l.Cluster.SchedulingNodes()
+}
 
 // NodePoolResources implements View.
 func (l Live) NodePoolResources(nodePool string) corev1.ResourceList {

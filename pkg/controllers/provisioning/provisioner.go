@@ -104,7 +104,9 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clust
 	return &Provisioner{
 		kube: kube, cloud: cloud, cluster: cluster, recorder: recorder, clock: opts.Clock, opts: opts,
 		batcher: NewBatcher(opts.Clock, opts.BatchIdleDuration, opts.BatchMaxDuration),
-		view:    snapshot.Live{Reader: kube, Cloud: cloud, Cluster: cluster, Informers: opts.Informers},
+		// Rounds keep what unchanged nodes derive for the solver.
+		view: snapshot.Live{Reader: kube, Cloud: cloud, Cluster: cluster, Informers: opts.Informers,
+			Prepared: &scheduling.NodeCache{}},
 		request: snapshot.Request{SkipIfNoPods: true, Options: snapshot.Options{
 			Solver: scheduling.Options{
 				PreferencePolicy: scheduling.PreferencePolicy(opts.PreferencePolicy),
