@@ -7,17 +7,22 @@ package node
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/internal/recovery"
 	"github.com/karpenter-go/karpenter/pkg/metrics"
 	"github.com/karpenter-go/karpenter/pkg/state"
@@ -35,14 +40,22 @@ type Cluster interface {
 }
 
 // Controller publishes the gauges. It keeps no series: a scrape computes
-// them from the cluster state (a Collector), so the label pairs of every
-// node's two dozen series are garbage after the scrape instead of held
-// for the process's life, and nothing is computed between scrapes.
+// them from the cluster state (a Collector), and a deleted node's series
+// are gone at the next one. It
+// keeps, per current node, what its series are made of (label pairs and
+// summed resources) while the node's objects are unchanged, so a scrape of
+// an unchanged cluster rebuilds none of it.
 type Controller struct {
 	cluster Cluster
 	clock   clock.Clock
 	gauges  *metrics.NodeGauges
 	descs   map[*prometheus.GaugeVec]*prometheus.Desc
+	order   labelOrder
+	// listVecs are the gauges of a node's resource lists, in their order.
+	listVecs [lists]*prometheus.GaugeVec
+	// mu guards entries, each node's entry from the last scrape or pass.
+	mu      sync.Mutex
+	entries map[string]*nodeEntry
 	// leading is set while Start runs: only the leader publishes, as
 	// upstream's node metrics controller runs on the leader alone.
 	leading atomic.Bool
@@ -58,6 +71,9 @@ func NewController(cluster Cluster, clk clock.Clock, wellKnown []string) (*Contr
 		clk = clock.RealClock{}
 	}
 	c := &Controller{cluster: cluster, clock: clk, gauges: metrics.NewNodeGauges(wellKnown), descs: map[*prometheus.GaugeVec]*prometheus.Desc{}}
+	c.order = newLabelOrder(c.gauges)
+	g := c.gauges
+	c.listVecs = [lists]*prometheus.GaugeVec{g.Allocatable, g.TotalPodRequests, g.TotalPodLimits, g.TotalDaemonRequests, g.TotalDaemonLimits, g.SystemOverhead}
 	for _, vec := range c.gauges.Vecs() {
 		ch := make(chan *prometheus.Desc, 1)
 		vec.Describe(ch)
@@ -98,12 +114,12 @@ func (c *Controller) Start(ctx context.Context) error {
 // Reconcile sets the cluster utilization from the current state.
 func (c *Controller) Reconcile() {
 	allocatable, requested := corev1.ResourceList{}, corev1.ResourceList{}
-	for _, n := range c.cluster.Nodes() {
-		if n.Node == nil {
-			continue
-		}
-		addInto(allocatable, n.Allocatable())
-		addInto(requested, sum(n.PodRequests(), n.DaemonSetRequests()))
+	c.mu.Lock()
+	entries := c.refresh()
+	c.mu.Unlock()
+	for _, e := range entries {
+		addInto(allocatable, e.allocatable)
+		addInto(requested, e.lists[totalPodRequests])
 	}
 	setUtilization(allocatable, requested)
 }
@@ -121,35 +137,153 @@ func (c *Controller) Collect(ch chan<- prometheus.Metric) {
 	if !c.leading.Load() {
 		return
 	}
-	emit := func(vec *prometheus.GaugeVec, values []string, v float64) {
-		// Label values are node labels and names the API server
-		// validated; a metric that still fails is left out, not a
-		// panic in the scrape.
-		if m, err := prometheus.NewConstMetric(c.descs[vec], prometheus.GaugeValue, v, values...); err == nil {
-			ch <- m
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.refresh() {
+		for i, vec := range c.listVecs {
+			for name, q := range e.lists[i] {
+				ch <- &series{desc: c.descs[vec], labels: e.withResource(c.order, name), value: value(name, q)}
+			}
 		}
+		ch <- &series{desc: c.descs[c.gauges.Lifetime], labels: e.base, value: c.clock.Since(e.node.CreationTimestamp.Time).Seconds()}
 	}
-	g := c.gauges
-	for _, n := range c.cluster.Nodes() {
+}
+
+// The resource lists of a node, in the order of Controller.listVecs.
+const (
+	allocatableList = iota
+	totalPodRequests
+	totalPodLimits
+	totalDaemonRequests
+	totalDaemonLimits
+	systemOverhead
+	lists
+)
+
+// refresh returns an entry for each node of the cluster state, keeping
+// the previous entry of a node whose Node, NodeClaim, management and pods
+// are the same objects as then, and forgets nodes that are gone. c.mu must be
+// held.
+func (c *Controller) refresh() []*nodeEntry {
+	nodes := c.cluster.Nodes()
+	out := make([]*nodeEntry, 0, len(nodes))
+	seen := make(map[string]*nodeEntry, len(c.entries))
+	for _, n := range nodes {
 		if n.Node == nil {
 			continue
 		}
-		base := c.labelValues(n)
-		daemonRequests, daemonLimits := n.DaemonSetRequests(), n.DaemonSetLimits()
-		for vec, list := range map[*prometheus.GaugeVec]corev1.ResourceList{
-			g.Allocatable:         n.Node.Status.Allocatable,
-			g.TotalPodRequests:    sum(n.PodRequests(), daemonRequests),
-			g.TotalPodLimits:      sum(n.PodLimits(), daemonLimits),
-			g.TotalDaemonRequests: daemonRequests,
-			g.TotalDaemonLimits:   daemonLimits,
-			g.SystemOverhead:      subtract(n.Node.Status.Capacity, n.Node.Status.Allocatable),
-		} {
-			for name, q := range list {
-				emit(vec, append(append([]string{}, base...), metrics.LabelName(string(name))), value(name, q))
-			}
+		e, ok := c.entries[n.Node.Name]
+		if !ok || !e.holds(n) {
+			e = c.newEntry(n)
 		}
-		emit(g.Lifetime, base, c.clock.Since(n.Node.CreationTimestamp.Time).Seconds())
+		seen[n.Node.Name] = e
+		out = append(out, e)
 	}
+	c.entries = seen
+	return out
+}
+
+// series is one sample of a node gauge. Its label pairs are shared with
+// the node's other series and kept from one scrape to the next while the
+// node's labels are the same: building them anew for every series of
+// every node was most of what a scrape allocated at 1,000 nodes.
+type series struct {
+	desc   *prometheus.Desc
+	labels []*dto.LabelPair
+	value  float64
+}
+
+func (s *series) Desc() *prometheus.Desc { return s.desc }
+
+func (s *series) Write(out *dto.Metric) error {
+	v := s.value
+	out.Label = s.labels
+	out.Gauge = &dto.Gauge{Value: &v}
+	return nil
+}
+
+// nodeEntry is what a node's series are made of: its label pairs, sorted
+// by name as the exposition wants them (base for the lifetime gauge, and
+// per resource type for the others), and its resource lists.
+type nodeEntry struct {
+	// node, nodeClaim, managed and pods are what the entry was built from;
+	// the informer replaces an object on every change, so the same objects
+	// mean the same labels, phase, resources and requests.
+	node        *corev1.Node
+	nodeClaim   *v1.NodeClaim
+	managed     bool
+	pods        map[types.NamespacedName]*corev1.Pod
+	allocatable corev1.ResourceList
+	lists       [lists]corev1.ResourceList
+	base        []*dto.LabelPair
+	byType      map[corev1.ResourceName][]*dto.LabelPair
+}
+
+func (e *nodeEntry) holds(n *state.StateNode) bool {
+	if e.node != n.Node || e.nodeClaim != n.NodeClaim || e.managed != n.Managed() || len(e.pods) != len(n.Pods) {
+		return false
+	}
+	for k, p := range n.Pods {
+		if e.pods[k] != p {
+			return false
+		}
+	}
+	return true
+}
+
+// labelOrder places the gauges' label names in sorted order: base[i] is
+// where the i-th label value (as labelValues lists them) goes, and
+// resourceAt is where resource_type goes among the base labels.
+type labelOrder struct {
+	names      []string
+	base       []int
+	resourceAt int
+}
+
+func newLabelOrder(g *metrics.NodeGauges) labelOrder {
+	names := append(append([]string{}, g.LabelNames...), metrics.NodeNameLabel, metrics.NodePhaseLabel, metrics.ManagedLabel)
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	o := labelOrder{names: sorted, base: make([]int, len(names))}
+	for i, name := range names {
+		o.base[i], _ = slices.BinarySearch(sorted, name)
+	}
+	o.resourceAt, _ = slices.BinarySearch(sorted, metrics.ResourceTypeLabel)
+	return o
+}
+
+func (c *Controller) newEntry(n *state.StateNode) *nodeEntry {
+	values := c.labelValues(n)
+	e := &nodeEntry{node: n.Node, nodeClaim: n.NodeClaim, managed: n.Managed(), pods: n.Pods, allocatable: n.Allocatable(),
+		base: make([]*dto.LabelPair, len(values)), byType: map[corev1.ResourceName][]*dto.LabelPair{}}
+	for i := range values {
+		at := c.order.base[i]
+		e.base[at] = &dto.LabelPair{Name: &c.order.names[at], Value: &values[i]}
+	}
+	daemonRequests, daemonLimits := n.DaemonSetRequests(), n.DaemonSetLimits()
+	e.lists = [lists]corev1.ResourceList{
+		allocatableList:     n.Node.Status.Allocatable,
+		totalPodRequests:    sum(n.PodRequests(), daemonRequests),
+		totalPodLimits:      sum(n.PodLimits(), daemonLimits),
+		totalDaemonRequests: daemonRequests,
+		totalDaemonLimits:   daemonLimits,
+		systemOverhead:      subtract(n.Node.Status.Capacity, n.Node.Status.Allocatable),
+	}
+	return e
+}
+
+// withResource is the node's pairs with resource_type set to name.
+func (e *nodeEntry) withResource(o labelOrder, name corev1.ResourceName) []*dto.LabelPair {
+	if pairs, ok := e.byType[name]; ok {
+		return pairs
+	}
+	resourceLabel, value := metrics.ResourceTypeLabel, metrics.LabelName(string(name))
+	pairs := make([]*dto.LabelPair, 0, len(e.base)+1)
+	pairs = append(pairs, e.base[:o.resourceAt]...)
+	pairs = append(pairs, &dto.LabelPair{Name: &resourceLabel, Value: &value})
+	pairs = append(pairs, e.base[o.resourceAt:]...)
+	e.byType[name] = pairs
+	return pairs
 }
 
 // labelValues are a node's values for the gauges' labels: the well-known

@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +33,7 @@ func TestGauges(t *testing.T) {
 	now := time.Now()
 	clk := clocktesting.NewFakeClock(now)
 	cluster := state.NewCluster(clk, nil, state.Options{})
-	c, err := node.NewController(cluster, clk, []string{corev1.LabelInstanceTypeStable, v1.NodePoolLabelKey, corev1.LabelTopologyZone})
+	c, err := node.NewController(cluster, clk, wellKnown)
 	require.NoError(t, err)
 
 	n := &corev1.Node{
@@ -88,6 +90,10 @@ func TestGauges(t *testing.T) {
 	require.Eventually(t, func() bool { return testutil.CollectAndCount(metrics.ClusterUtilizationPercent) == 0 }, 5*time.Second, 10*time.Millisecond)
 }
 
+// wellKnown are the label keys of every controller the tests build (the
+// gauges are registered once per process, with one set of labels).
+var wellKnown = []string{corev1.LabelInstanceTypeStable, v1.NodePoolLabelKey, corev1.LabelTopologyZone}
+
 // collect scrapes c: each series' value by its name and sorted labels.
 func collect(t *testing.T, c prometheus.Collector) map[string]float64 {
 	t.Helper()
@@ -120,3 +126,82 @@ func pod(name, nodeName, cpu, cpuLimit string, owners []metav1.OwnerReference) *
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestScrapesFollowNodeChanges: a node replaced with other labels, or a
+// pod with other requests (as the informer replaces them), is published as
+// it is now at the next scrape, though an unchanged node's series are kept
+// between scrapes.
+func TestScrapesFollowNodeChanges(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	cluster := state.NewCluster(clk, nil, state.Options{})
+	c, err := node.NewController(cluster, clk, wellKnown)
+	require.NoError(t, err)
+	mk := func(zone string) *corev1.Node {
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n1", CreationTimestamp: metav1.NewTime(clk.Now()), Labels: map[string]string{corev1.LabelTopologyZone: zone}},
+			Status: corev1.NodeStatus{Phase: corev1.NodeRunning,
+				Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+				Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}},
+		}
+	}
+	cluster.UpdateNode(mk("zone-a"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Start(ctx); close(done) }()
+	defer func() { cancel(); clk.Step(node.Interval); <-done }()
+	require.Eventually(t, func() bool { return testutil.CollectAndCount(c) > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	series := "karpenter_nodes_allocatable{instance_type=,managed=false,node_name=n1,nodepool=,phase=Running,resource_type=cpu,zone=%s}"
+	for range 2 {
+		assert.Contains(t, collect(t, c), fmt.Sprintf(series, "zone-a"))
+	}
+	cluster.UpdateNode(mk("zone-b"))
+	got := collect(t, c)
+	assert.Contains(t, got, fmt.Sprintf(series, "zone-b"))
+	assert.NotContains(t, got, fmt.Sprintf(series, "zone-a"))
+
+	requests := "karpenter_nodes_total_pod_requests{instance_type=,managed=false,node_name=n1,nodepool=,phase=Running,resource_type=cpu,zone=zone-b}"
+	cluster.UpdatePod(pod("app", "n1", "500m", "1", nil))
+	assert.InDelta(t, 0.5, collect(t, c)[requests], 1e-9)
+	cluster.UpdatePod(pod("app", "n1", "700m", "1", nil))
+	assert.InDelta(t, 0.7, collect(t, c)[requests], 1e-9, "a pod replaced with other requests")
+}
+
+// BenchmarkCollect scrapes the node gauges of 1,000 nodes (ten pods each)
+// through a registry, as Prometheus does.
+//
+//	go test -run '^$' -bench Collect -benchmem ./pkg/controllers/metrics/node/
+func BenchmarkCollect(b *testing.B) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	cluster := state.NewCluster(clk, nil, state.Options{})
+	c, err := node.NewController(cluster, clk, wellKnown)
+	require.NoError(b, err)
+	for i := range 1000 {
+		name := fmt.Sprintf("node-%04d", i)
+		labels := map[string]string{}
+		for _, k := range wellKnown {
+			labels[k] = "value-" + strconv.Itoa(i%7)
+		}
+		cluster.UpdateNode(&corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(clk.Now()), Labels: labels},
+			Status: corev1.NodeStatus{Phase: corev1.NodeRunning,
+				Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")},
+				Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3900m"), corev1.ResourceMemory: resource.MustParse("15Gi"), corev1.ResourcePods: resource.MustParse("110")}},
+		})
+		for j := range 10 {
+			cluster.UpdatePod(pod(fmt.Sprintf("p-%d-%d", i, j), name, "300m", "500m", nil))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Start(ctx); close(done) }()
+	defer func() { cancel(); clk.Step(node.Interval); <-done }()
+	require.Eventually(b, func() bool { return testutil.CollectAndCount(c) > 0 }, 5*time.Second, 10*time.Millisecond)
+	reg := prometheus.NewRegistry()
+	require.NoError(b, reg.Register(c))
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
