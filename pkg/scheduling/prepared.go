@@ -14,10 +14,12 @@ import (
 type nodeDerivation struct {
 	// What it was derived from, to tell a node changed since (a copy
 	// given another name, labels, requirements or pods) from the one
-	// prepared. Labels are compared by content, the rest by identity.
+	// prepared. Labels are compared by content, the rest by identity
+	// (the maps and slices are kept, so that an address is never that of
+	// another map allocated since).
 	name         string
 	labels       map[string]string
-	requirements uintptr
+	requirements Requirements
 	pods         []*corev1.Pod
 
 	// From the name, labels and requirements.
@@ -97,7 +99,7 @@ func derive(n *ExistingNode) *nodeDerivation { return rederive(nil, n) }
 // rederive derives n, taking from prev (an earlier derivation of a node
 // of the same name, or nil) the parts whose inputs are unchanged.
 func rederive(prev *nodeDerivation, n *ExistingNode) *nodeDerivation {
-	d := &nodeDerivation{name: n.Name, labels: n.Labels, requirements: mapID(n.Requirements), pods: n.Pods}
+	d := &nodeDerivation{name: n.Name, labels: n.Labels, requirements: n.Requirements, pods: n.Pods}
 	if prev != nil && prev.sameLabels(n) {
 		d.reqs, d.host = prev.reqs, prev.host
 	} else {
@@ -153,7 +155,7 @@ func (d *nodeDerivation) matches(n *ExistingNode) bool {
 // content (a Node the informer replaced carries a new map of the same
 // labels).
 func (d *nodeDerivation) sameLabels(n *ExistingNode) bool {
-	if d.name != n.Name || mapID(n.Requirements) != d.requirements || len(n.Labels) != len(d.labels) {
+	if d.name != n.Name || mapID(n.Requirements) != mapID(d.requirements) || len(n.Labels) != len(d.labels) {
 		return false
 	}
 	if mapID(n.Labels) == mapID(d.labels) {

@@ -114,10 +114,7 @@ func (c *Controller) Start(ctx context.Context) error {
 // Reconcile sets the cluster utilization from the current state.
 func (c *Controller) Reconcile() {
 	allocatable, requested := corev1.ResourceList{}, corev1.ResourceList{}
-	c.mu.Lock()
-	entries := c.refresh()
-	c.mu.Unlock()
-	for _, e := range entries {
+	for _, e := range c.refreshed() {
 		addInto(allocatable, e.allocatable)
 		addInto(requested, e.lists[totalPodRequests])
 	}
@@ -159,6 +156,14 @@ const (
 	systemOverhead
 	lists
 )
+
+// refreshed is refresh under c.mu (released even if refresh panics: the
+// pass recovers, and scrapes must not block on a lock it left held).
+func (c *Controller) refreshed() []*nodeEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refresh()
+}
 
 // refresh returns an entry for each node of the cluster state, keeping
 // the previous entry of a node whose Node, NodeClaim, management and pods
