@@ -49,11 +49,14 @@ type Cluster struct {
 	nodeNameToKey      map[string]string
 	nodeClaimNameToKey map[string]string
 	pods               map[types.NamespacedName]*corev1.Pod // bound, not terminal
-	podsByNode         map[string]map[types.NamespacedName]struct{}
-	daemonSets         map[types.NamespacedName]*appsv1.DaemonSet
-	daemonSetPods      map[types.NamespacedName]*corev1.Pod // newest pod per DaemonSet
-	podStates          map[types.NamespacedName]podState
-	unsyncedSince      time.Time
+	// podsByNode holds each node's bound pods with their cpu and memory
+	// requests, summed once per pod update for the NodePool counter's
+	// utilization, which runs every 5 s over every node.
+	podsByNode    map[string]map[types.NamespacedName]podShare
+	daemonSets    map[types.NamespacedName]*appsv1.DaemonSet
+	daemonSetPods map[types.NamespacedName]*corev1.Pod // newest pod per DaemonSet
+	podStates     map[types.NamespacedName]podState
+	unsyncedSince time.Time
 
 	logger        logr.Logger
 	instanceTypes func(nodePool string) []*cloudprovider.InstanceType
@@ -121,7 +124,7 @@ func NewCluster(clk clock.Clock, kube client.Client, opts Options) *Cluster {
 		nodeNameToKey:      map[string]string{},
 		nodeClaimNameToKey: map[string]string{},
 		pods:               map[types.NamespacedName]*corev1.Pod{},
-		podsByNode:         map[string]map[types.NamespacedName]struct{}{},
+		podsByNode:         map[string]map[types.NamespacedName]podShare{},
 		daemonSets:         map[types.NamespacedName]*appsv1.DaemonSet{},
 		daemonSetPods:      map[types.NamespacedName]*corev1.Pod{},
 		podStates:          map[types.NamespacedName]podState{},
@@ -254,10 +257,10 @@ func (c *Cluster) UpdatePod(pod *corev1.Pod) {
 		c.pods[nn] = pod
 		set, ok := c.podsByNode[pod.Spec.NodeName]
 		if !ok {
-			set = map[types.NamespacedName]struct{}{}
+			set = map[types.NamespacedName]podShare{}
 			c.podsByNode[pod.Spec.NodeName] = set
 		}
-		set[nn] = struct{}{}
+		set[nn] = shareOf(pod)
 	}
 	if c.podMetrics {
 		c.updatePodStateLocked(nn, pod)
@@ -500,7 +503,7 @@ func (c *Cluster) Reset() {
 	c.nodeNameToKey = map[string]string{}
 	c.nodeClaimNameToKey = map[string]string{}
 	c.pods = map[types.NamespacedName]*corev1.Pod{}
-	c.podsByNode = map[string]map[types.NamespacedName]struct{}{}
+	c.podsByNode = map[string]map[types.NamespacedName]podShare{}
 	c.daemonSets = map[types.NamespacedName]*appsv1.DaemonSet{}
 	c.daemonSetPods = map[types.NamespacedName]*corev1.Pod{}
 	c.podStates = map[types.NamespacedName]podState{}

@@ -366,4 +366,10 @@ func TestNodePoolOfferings(t *testing.T) {
 	assert.Equal(t, scheduling.OfferingKey{InstanceType: "c7a.xlarge", Zone: "zone-a", CapacityType: "on-demand"}, got[1].OfferingKey)
 	assert.Zero(t, got[1].Utilization)
 	assert.Empty(t, c.NodePoolOfferings("missing"))
+
+	// A pod updated with other requests counts with them.
+	c.UpdatePod(pod("default", "half", "a", "3"))
+	got = c.NodePoolOfferings("default")
+	sort.Slice(got, func(i, j int) bool { return got[i].InstanceType < got[j].InstanceType })
+	assert.InDelta(t, 1.0, got[0].Utilization, 1e-9, "3 of 3 cpu")
 }

@@ -82,26 +82,38 @@ func (c *Cluster) NodePoolOfferings(nodePool string) []NodeOffering {
 	return out
 }
 
-// utilizationLocked is NodeOffering.Utilization, summed from the pods bound
-// to n without copying them.
+// utilizationLocked is NodeOffering.Utilization, from the requests of the
+// pods bound to n as recorded when each was last updated.
 func (c *Cluster) utilizationLocked(n *StateNode) float64 {
 	alloc := n.Allocatable()
-	requested := corev1.ResourceList{}
+	var requested podShare
 	if n.Node != nil {
-		for nn := range c.podsByNode[n.Node.Name] {
-			addInto(requested, scheduling.PodRequests(c.pods[nn]))
+		for _, share := range c.podsByNode[n.Node.Name] {
+			requested.cpu += share.cpu
+			requested.memory += share.memory
 		}
 	}
 	u := 0.0
-	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		a, ok := alloc[r]
+	for _, r := range [...]struct {
+		name corev1.ResourceName
+		q    float64
+	}{{corev1.ResourceCPU, requested.cpu}, {corev1.ResourceMemory, requested.memory}} {
+		a, ok := alloc[r.name]
 		if !ok || a.IsZero() {
 			continue
 		}
-		q := requested[r]
-		u = max(u, q.AsApproximateFloat64()/a.AsApproximateFloat64())
+		u = max(u, r.q/a.AsApproximateFloat64())
 	}
 	return min(u, 1)
+}
+
+// podShare is what a bound pod requests of its node's cpu and memory.
+type podShare struct{ cpu, memory float64 }
+
+func shareOf(p *corev1.Pod) podShare {
+	requests := scheduling.PodRequests(p)
+	cpu, memory := requests[corev1.ResourceCPU], requests[corev1.ResourceMemory]
+	return podShare{cpu: cpu.AsApproximateFloat64(), memory: memory.AsApproximateFloat64()}
 }
 
 // ResourceNodes is the pseudo-resource that counts a pool's nodes.
