@@ -109,7 +109,7 @@ func (g *ScrapedGaugeVec) series(v float64, values []string) (prometheus.Metric,
 		slot.pair.Name, slot.pair.Value = &g.names[at], &slot.value
 		pairs[at] = &slot.pair
 	}
-	return &scrapedSeries{desc: g.desc, labels: pairs, value: v}, true
+	return &GaugeSample{Family: g.desc, Labels: pairs, Value: v}, true
 }
 
 // labelSlot holds one label pair and the value it points at.
@@ -118,17 +118,25 @@ type labelSlot struct {
 	value string
 }
 
-type scrapedSeries struct {
-	desc   *prometheus.Desc
-	labels []*dto.LabelPair
-	value  float64
+// GaugeSample is one sample of a gauge family with its label pairs
+// prepared by the caller (sorted by name, as the exposition wants them),
+// so that label pairs can be shared between samples and kept between
+// scrapes; the pairs must not change once handed over.
+type GaugeSample struct {
+	Family *prometheus.Desc
+	Labels []*dto.LabelPair
+	Value  float64
 }
 
-func (s *scrapedSeries) Desc() *prometheus.Desc { return s.desc }
+var _ prometheus.Metric = (*GaugeSample)(nil)
 
-func (s *scrapedSeries) Write(out *dto.Metric) error {
-	v := s.value
-	out.Label = s.labels
+// Desc implements prometheus.Metric.
+func (s *GaugeSample) Desc() *prometheus.Desc { return s.Family }
+
+// Write implements prometheus.Metric.
+func (s *GaugeSample) Write(out *dto.Metric) error {
+	v := s.Value
+	out.Label = s.Labels
 	out.Gauge = &dto.Gauge{Value: &v}
 	return nil
 }

@@ -139,10 +139,10 @@ func (c *Controller) Collect(ch chan<- prometheus.Metric) {
 	for _, e := range c.refresh() {
 		for i, vec := range c.listVecs {
 			for name, q := range e.lists[i] {
-				ch <- &series{desc: c.descs[vec], labels: e.withResource(c.order, name), value: value(name, q)}
+				ch <- &metrics.GaugeSample{Family: c.descs[vec], Labels: e.withResource(c.order, name), Value: value(name, q)}
 			}
 		}
-		ch <- &series{desc: c.descs[c.gauges.Lifetime], labels: e.base, value: c.clock.Since(e.node.CreationTimestamp.Time).Seconds()}
+		ch <- &metrics.GaugeSample{Family: c.descs[c.gauges.Lifetime], Labels: e.base, Value: c.clock.Since(e.node.CreationTimestamp.Time).Seconds()}
 	}
 }
 
@@ -188,28 +188,12 @@ func (c *Controller) refresh() []*nodeEntry {
 	return out
 }
 
-// series is one sample of a node gauge. Its label pairs are shared with
-// the node's other series and kept from one scrape to the next while the
-// node's labels are the same: building them anew for every series of
-// every node was most of what a scrape allocated at 1,000 nodes.
-type series struct {
-	desc   *prometheus.Desc
-	labels []*dto.LabelPair
-	value  float64
-}
-
-func (s *series) Desc() *prometheus.Desc { return s.desc }
-
-func (s *series) Write(out *dto.Metric) error {
-	v := s.value
-	out.Label = s.labels
-	out.Gauge = &dto.Gauge{Value: &v}
-	return nil
-}
-
 // nodeEntry is what a node's series are made of: its label pairs, sorted
 // by name as the exposition wants them (base for the lifetime gauge, and
-// per resource type for the others), and its resource lists.
+// per resource type for the others) and shared by its samples from one
+// scrape to the next while its objects are unchanged (building them anew
+// for every series of every node was most of what a scrape allocated at
+// 1,000 nodes), and its resource lists.
 type nodeEntry struct {
 	// node, nodeClaim, managed and pods are what the entry was built from;
 	// the informer replaces an object on every change, so the same objects
