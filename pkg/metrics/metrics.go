@@ -71,7 +71,8 @@ var (
 	}, []string{NodePoolLabel, ZoneLabel})
 
 	// PodState is 1 for every pod, labelled with where it runs; the cluster
-	// state is its source, computed at each scrape (it holds no series).
+	// state is its source, computed at each scrape with its nodes' labels as
+	// they are then.
 	PodState = NewScrapedGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace, Subsystem: "pods", Name: "state",
 		Help: "One series per pod, labelled by name, namespace, owner (API path), node, whether it is scheduled, nodepool, zone, architecture, capacity type, instance type, phase, whether it is Ready and whether its node is managed.",

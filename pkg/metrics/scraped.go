@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -21,11 +22,17 @@ type ScrapedGaugeVec struct {
 	// shared by every series; at[i] is where the i-th label value goes.
 	// constLabels families build their series with NewConstMetric.
 	names       []string
+	labelNames  []string
 	at          []int
 	constLabels bool
+	// allNames are the names of a series' label pairs, const labels
+	// included, sorted: what a Series of the family must carry.
+	allNames   []string
+	constPairs []*dto.LabelPair
 
-	mu      sync.Mutex
-	sources []func(emit func(value float64, labelValues ...string))
+	mu            sync.Mutex
+	sources       []func(emit func(value float64, labelValues ...string))
+	seriesSources []func(emit func(value float64, s *Series))
 }
 
 var _ prometheus.Collector = (*ScrapedGaugeVec)(nil)
@@ -36,12 +43,19 @@ func NewScrapedGaugeVec(opts prometheus.GaugeOpts, labelNames []string) *Scraped
 	g := &ScrapedGaugeVec{
 		desc:        prometheus.NewDesc(prometheus.BuildFQName(opts.Namespace, opts.Subsystem, opts.Name), opts.Help, labelNames, opts.ConstLabels),
 		names:       slices.Sorted(slices.Values(labelNames)),
+		labelNames:  slices.Clone(labelNames),
 		at:          make([]int, len(labelNames)),
 		constLabels: len(opts.ConstLabels) > 0,
 	}
 	for i, name := range labelNames {
 		g.at[i], _ = slices.BinarySearch(g.names, name)
 	}
+	g.allNames = slices.Clone(g.names)
+	for name, value := range opts.ConstLabels {
+		g.constPairs = append(g.constPairs, NewLabelPair(name, value))
+		g.allNames = append(g.allNames, name)
+	}
+	slices.Sort(g.allNames)
 	return g
 }
 
@@ -59,7 +73,22 @@ func (g *ScrapedGaugeVec) AddSource(source func(emit func(value float64, labelVa
 func (g *ScrapedGaugeVec) SetSource(source func(emit func(value float64, labelValues ...string))) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.sources = []func(func(float64, ...string)){source}
+	g.sources, g.seriesSources = []func(func(float64, ...string)){source}, nil
+}
+
+// SetSeriesSource is SetSource for a source of kept series.
+func (g *ScrapedGaugeVec) SetSeriesSource(source func(emit func(value float64, s *Series))) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sources, g.seriesSources = nil, []func(func(float64, *Series)){source}
+}
+
+// AddSeriesSource adds a source of series it keeps between scrapes (see
+// Series): at each scrape it calls emit once per series.
+func (g *ScrapedGaugeVec) AddSeriesSource(source func(emit func(value float64, s *Series))) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.seriesSources = append(g.seriesSources, source)
 }
 
 // Describe implements prometheus.Collector.
@@ -70,6 +99,7 @@ func (g *ScrapedGaugeVec) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
 func (g *ScrapedGaugeVec) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Lock()
 	sources := append([]func(func(float64, ...string)){}, g.sources...)
+	seriesSources := append([]func(func(float64, *Series)){}, g.seriesSources...)
 	g.mu.Unlock()
 	emit := func(v float64, values ...string) {
 		// A series whose label values do not fit the family is left out,
@@ -81,6 +111,112 @@ func (g *ScrapedGaugeVec) Collect(ch chan<- prometheus.Metric) {
 	for _, source := range sources {
 		source(emit)
 	}
+	emitSeries := func(v float64, s *Series) {
+		// A series built for another family's label names is left out.
+		if s != nil && s.fits(g) {
+			ch <- &GaugeSample{Family: g.desc, Labels: s.pairs, Value: v}
+		}
+	}
+	for _, source := range seriesSources {
+		source(emitSeries)
+	}
+}
+
+// Series is a series' label pairs built once, for a source that keeps them
+// between scrapes while its label values stay the same: a scrape then
+// allocates only the sample. Label pairs are immutable once built, so a
+// pair (NewLabelPair) can be shared by many series, and a Series by the
+// families with the same label names.
+type Series struct {
+	pairs []*dto.LabelPair
+}
+
+// NewLabelPair is a label pair for NewSeries.
+func NewLabelPair(name, value string) *dto.LabelPair {
+	return &dto.LabelPair{Name: &name, Value: &value}
+}
+
+// NewSeries is a series of the family with the given label pairs, one per
+// label name of the family, in any order; ok is false when their names are
+// not the family's or a value is not UTF-8.
+func (g *ScrapedGaugeVec) NewSeries(pairs ...*dto.LabelPair) (*Series, bool) {
+	if len(pairs) != len(g.at) {
+		return nil, false
+	}
+	out := make([]*dto.LabelPair, 0, len(pairs)+len(g.constPairs))
+	for _, p := range pairs {
+		if p == nil || !utf8.ValidString(p.GetValue()) {
+			return nil, false
+		}
+		out = append(out, p)
+	}
+	out = append(out, g.constPairs...)
+	slices.SortFunc(out, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+	s := &Series{pairs: out}
+	if !s.fits(g) {
+		return nil, false
+	}
+	return s, true
+}
+
+// SeriesOf is NewSeries from label values in the family's order, each pair
+// taken from shared except at the positions listed in unshared: values
+// that only one series has (a pod's or an object's name) would only fill
+// shared.
+func (g *ScrapedGaugeVec) SeriesOf(values []string, shared *LabelPairs, unshared ...int) (*Series, bool) {
+	if len(values) != len(g.labelNames) {
+		return nil, false
+	}
+	pairs := make([]*dto.LabelPair, len(values))
+	for i, v := range values {
+		if slices.Contains(unshared, i) {
+			pairs[i] = NewLabelPair(g.labelNames[i], v)
+		} else {
+			pairs[i] = shared.Get(g.labelNames[i], v)
+		}
+	}
+	return g.NewSeries(pairs...)
+}
+
+// LabelPairs hands out one label pair for every series with the same
+// label name and value. It holds at most Max pairs (4,096 when 0): when
+// full it starts over, so that values that come and go (node names) do not
+// grow it without end; series built before keep the pairs they have. It
+// is not safe for concurrent use.
+type LabelPairs struct {
+	Max   int
+	pairs map[[2]string]*dto.LabelPair
+}
+
+// Get is the pair for name and value.
+func (t *LabelPairs) Get(name, value string) *dto.LabelPair {
+	key := [2]string{name, value}
+	if p, ok := t.pairs[key]; ok {
+		return p
+	}
+	limit := t.Max
+	if limit <= 0 {
+		limit = 4096
+	}
+	if t.pairs == nil || len(t.pairs) >= limit {
+		t.pairs = map[[2]string]*dto.LabelPair{}
+	}
+	p := NewLabelPair(name, value)
+	t.pairs[key] = p
+	return p
+}
+
+// fits reports whether the series' label names are the family's.
+func (s *Series) fits(g *ScrapedGaugeVec) bool {
+	if len(s.pairs) != len(g.allNames) {
+		return false
+	}
+	for i, p := range s.pairs {
+		if p.GetName() != g.allNames[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // series is one series of the family. Its label pairs are built in two

@@ -58,3 +58,46 @@ func BenchmarkScrapedGaugeVec(b *testing.B) {
 		}
 	}
 }
+
+// TestKeptSeries: a kept series gives the same exposition as a series
+// emitted from its label values (const labels included), one built for
+// other label names is refused or left out, and LabelPairs shares pairs
+// until it is full, then starts over.
+func TestKeptSeries(t *testing.T) {
+	opts := prometheus.GaugeOpts{Namespace: "test", Name: "kept", ConstLabels: prometheus.Labels{"fixed": "yes"}}
+	byValues := NewScrapedGaugeVec(opts, []string{"zeta", "alpha"})
+	kept := NewScrapedGaugeVec(opts, []string{"zeta", "alpha"})
+	other := NewScrapedGaugeVec(prometheus.GaugeOpts{Namespace: "test", Name: "other"}, []string{"zeta", "beta"})
+	shared := &LabelPairs{}
+	s, ok := kept.SeriesOf([]string{"z1", "a1"}, shared, 0)
+	require.True(t, ok)
+	foreign, ok := other.SeriesOf([]string{"z1", "b1"}, shared, 0)
+	require.True(t, ok)
+	_, ok = kept.SeriesOf([]string{"z1"}, shared)
+	assert.False(t, ok, "too few values")
+	_, ok = kept.NewSeries(NewLabelPair("zeta", "z"), NewLabelPair("beta", "b"))
+	assert.False(t, ok, "names not the family's")
+	_, ok = kept.SeriesOf([]string{"z1", string([]byte{0xff})}, shared)
+	assert.False(t, ok, "not UTF-8")
+
+	byValues.AddSource(func(emit func(float64, ...string)) { emit(2, "z1", "a1") })
+	kept.AddSeriesSource(func(emit func(float64, *Series)) { emit(2, s); emit(3, foreign) })
+	gather := func(g *ScrapedGaugeVec) string {
+		reg := prometheus.NewPedanticRegistry()
+		require.NoError(t, reg.Register(g))
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		require.Len(t, families, 1)
+		return fmt.Sprint(families[0].GetMetric())
+	}
+	assert.Equal(t, gather(byValues), gather(kept), "the foreign series is left out")
+
+	small := &LabelPairs{Max: 2}
+	a := small.Get("n", "a")
+	assert.Same(t, a, small.Get("n", "a"), "shared")
+	small.Get("n", "b")
+	c := small.Get("n", "c")
+	assert.NotSame(t, a, small.Get("n", "a"), "started over when full")
+	assert.Equal(t, "a", small.Get("n", "a").GetValue())
+	assert.Same(t, c, small.Get("n", "c"))
+}

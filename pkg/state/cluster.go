@@ -56,6 +56,7 @@ type Cluster struct {
 	daemonSets    map[types.NamespacedName]*appsv1.DaemonSet
 	daemonSetPods map[types.NamespacedName]*corev1.Pod // newest pod per DaemonSet
 	podStates     map[types.NamespacedName]podState
+	podSeries     podSeriesCache
 	unsyncedSince time.Time
 
 	logger        logr.Logger

@@ -5,8 +5,10 @@
 // per transition, and how long a deleting object has been terminating and
 // took to go. The gauges are computed at each scrape from what the
 // controller remembers of each object (it needs that memory to see
-// transitions anyway), so they hold no series of their own and need no
-// periodic pass to keep their "seconds so far" current. It also records
+// transitions anyway), so they need no periodic pass to keep their
+// "seconds so far" current; each condition's label pairs are kept from
+// one scrape to the next while its status and reason and the object's
+// labels stay, the pairs that many series have shared. It also records
 // upstream's condition-transition events for the kinds whose own
 // controllers do not, and its Finalized events.
 package status
@@ -14,6 +16,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +71,9 @@ type Controller struct {
 	mu          sync.Mutex
 	observed    map[types]observedObject
 	terminating map[types]terminatingObject
+	// shared are the label pairs the condition series share (types,
+	// statuses, reasons, object label values).
+	shared metrics.LabelPairs
 }
 
 type types = reconcile.Request
@@ -76,6 +82,21 @@ type observedObject struct {
 	conditions map[string]condition
 	labels     []string
 	finalizers []string
+	series     *seriesCache
+}
+
+// seriesCache keeps an object's condition series between scrapes, so that
+// a scrape builds no label pairs for objects that did not change: one map
+// for the kind's families and one for the kind-less ones, by condition
+// type. A condition's series is built again when its status or reason
+// changes, and all of them when the object's labels do.
+type seriesCache struct {
+	bySlot [2]map[string]cachedSeries
+}
+
+type cachedSeries struct {
+	status, reason string
+	series         *metrics.Series
 }
 
 type terminatingObject struct {
@@ -107,37 +128,40 @@ func New(kube client.Client, scheme *runtime.Scheme, opts Options) (*Controller,
 		opts: opts, kube: kube, gvk: gvk, name: "status." + strings.ToLower(gvk.Kind),
 		observed: map[types]observedObject{}, terminating: map[types]terminatingObject{},
 	}
-	c.addSources(opts.Metrics, nil)
+	c.addSources(opts.Metrics, nil, 0)
 	if opts.Generic {
-		c.addSources(metrics.GenericStatus, []string{gvk.Group, gvk.Kind})
+		c.addSources(metrics.GenericStatus, []string{gvk.Group, gvk.Kind}, 1)
 	}
 	return c, nil
 }
 
 // addSources makes m's gauges read the objects c remembers, each series
 // labelled with the object's label values or, when given, with fixed
-// ones (the kind-less series' group and kind).
-func (c *Controller) addSources(m *metrics.StatusMetrics, fixed []string) {
+// ones (the kind-less series' group and kind). slot says which of an
+// object's cached series maps the families use.
+func (c *Controller) addSources(m *metrics.StatusMetrics, fixed []string, slot int) {
 	extra := func(labels []string) []string {
 		if fixed != nil {
 			return fixed
 		}
 		return labels
 	}
-	conditions := func(value func(now time.Time, cond condition) float64) func(func(float64, ...string)) {
-		return func(emit func(float64, ...string)) {
+	conditions := func(value func(now time.Time, cond condition) float64) func(func(float64, *metrics.Series)) {
+		return func(emit func(float64, *metrics.Series)) {
 			now := c.opts.Clock.Now()
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			for req, o := range c.observed {
 				for _, cond := range o.conditions {
-					emit(value(now, cond), append([]string{req.Namespace, req.Name, cond.Type, cond.Status, cond.Reason}, extra(o.labels)...)...)
+					if s := c.conditionSeriesLocked(m, slot, req, o, cond, extra(o.labels)); s != nil {
+						emit(value(now, cond), s)
+					}
 				}
 			}
 		}
 	}
-	m.ConditionCount.AddSource(conditions(func(time.Time, condition) float64 { return 1 }))
-	m.ConditionCurrentStatusSeconds.AddSource(conditions(func(now time.Time, cond condition) float64 {
+	m.ConditionCount.AddSeriesSource(conditions(func(time.Time, condition) float64 { return 1 }))
+	m.ConditionCurrentStatusSeconds.AddSeriesSource(conditions(func(now time.Time, cond condition) float64 {
 		return now.Sub(cond.LastTransitionTime).Seconds()
 	}))
 	m.TerminationCurrentTimeSeconds.AddSource(func(emit func(float64, ...string)) {
@@ -148,6 +172,27 @@ func (c *Controller) addSources(m *metrics.StatusMetrics, fixed []string) {
 			emit(now.Sub(t.deleted).Seconds(), append([]string{req.Namespace, req.Name}, extra(t.labels)...)...)
 		}
 	})
+}
+
+// conditionSeriesLocked is the series of one condition of an object in m's
+// condition families (the count and the seconds share it: their label
+// names are the same), built at the first scrape that needs it and kept
+// while the condition's status and reason stay.
+func (c *Controller) conditionSeriesLocked(m *metrics.StatusMetrics, slot int, req types, o observedObject, cond condition, extra []string) *metrics.Series {
+	cache := o.series.bySlot[slot]
+	if cache == nil {
+		cache = map[string]cachedSeries{}
+		o.series.bySlot[slot] = cache
+	}
+	if cached, ok := cache[cond.Type]; ok && cached.status == cond.Status && cached.reason == cond.Reason {
+		return cached.series
+	}
+	values := append([]string{req.Namespace, req.Name, cond.Type, cond.Status, cond.Reason}, extra...)
+	// Label values that do not fit (not UTF-8) leave the series out, as a
+	// failed scrape would lose every series.
+	s, _ := m.ConditionCount.SeriesOf(values, &c.shared, 1)
+	cache[cond.Type] = cachedSeries{status: cond.Status, reason: cond.Reason, series: s}
+	return s
 }
 
 // Name is the controller's name.
@@ -184,7 +229,14 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	c.mu.Lock()
 	prev, seen := c.observed[req]
-	c.observed[req] = observedObject{conditions: conds, labels: labels, finalizers: obj.GetFinalizers()}
+	cache := &seriesCache{}
+	if seen && slices.Equal(prev.labels, labels) {
+		// The cached series whose condition changed are built again at
+		// the next scrape; a condition that went stays in the cache, at
+		// most one entry per condition type the kind has.
+		cache = prev.series
+	}
+	c.observed[req] = observedObject{conditions: conds, labels: labels, finalizers: obj.GetFinalizers(), series: cache}
 	c.mu.Unlock()
 
 	if seen {
