@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,6 +69,23 @@ func launch(ctx context.Context, ctrl Controller, pools []string, policy string,
 		return true
 	})
 	return &launched{cp: cp, pid: pid, port: port, name: ctrl.Name, ctrlStop: ctrl.Stop}, nil
+}
+
+// exited is an error when the controller's process is gone (a panic, lost
+// leadership) with what its log says last: the soak cannot go on, as its
+// figures would be the cluster's without a controller.
+func (l *launched) exited() error {
+	if controlplane.Alive(l.pid) {
+		return nil
+	}
+	raw, _ := os.ReadFile(l.cp.LogPath(l.name))
+	log := string(raw)
+	why := Panics(log)
+	if len(why) == 0 {
+		lines := strings.Split(strings.TrimSpace(log), "\n")
+		why = lines[max(0, len(lines)-3):]
+	}
+	return fmt.Errorf("%s exited during the soak: %s", l.name, strings.Join(why, " | "))
 }
 
 // stop kills the controller, then the control plane, and returns the

@@ -619,8 +619,11 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 		}
 	}
 	logf("%s: building up %d pods", ctrl.Name, cfg.Pods)
-	if waitFor(ctx, cfg.BuildTimeout, func() bool { return boundAll(ctx, cp) }) {
+	if waitFor(ctx, cfg.BuildTimeout, func() bool { return l.exited() != nil || boundAll(ctx, cp) }) {
 		res.BuildUp = time.Since(buildStart)
+	}
+	if err := l.exited(); err != nil {
+		return nil, err
 	}
 	rec.mu.Lock()
 	res.BuildUpPending, _ = rec.pendingNow()
@@ -648,6 +651,9 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 			if err := scale(ctx, cp, w.name, row[i]); err != nil {
 				return nil, err
 			}
+		}
+		if err := l.exited(); err != nil {
+			return nil, err
 		}
 		last := rec.lastSample()
 		logf("%s: step %d/%d at %s: replicas %v; %d nodes, %d pending (oldest %s), $%.2f/h, RSS %.0f MiB",
@@ -687,6 +693,9 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	// more in all.
 	settleStart := time.Now()
 	settled := waitFor(ctx, cfg.SettleTimeout, func() bool {
+		if l.exited() != nil {
+			return true
+		}
 		res.PendingAtEnd = pendingCount(ctx, cp)
 		var err, oldErr error
 		res.NodesWithoutClaim, res.ClaimsWithoutNode, err = leaks(ctx, cp)
@@ -697,6 +706,9 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	res.Settled = -1
 	if settled {
 		res.Settled = time.Since(settleStart)
+	}
+	if err := l.exited(); err != nil {
+		return nil, err
 	}
 	res.EvictionsSettled = evictions(ctx, cp) - evStart
 	stopSampling()
