@@ -310,7 +310,12 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, binDir, etcdURL stri
 			return fmt.Errorf("writing audit policy: %w", err)
 		}
 		cp.AuditLogPath = filepath.Join(cp.Dir, "logs", "audit.log")
-		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath, "--audit-log-format=json", "--audit-log-mode=blocking")
+		// The log is never rotated: an unset --audit-log-maxsize rotates at
+		// 100 MB (the log library's default), which an hour of a
+		// controller's requests at 1,000 nodes passes, and readers of
+		// AuditLogPath would see only what came after.
+		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath, "--audit-log-format=json",
+			"--audit-log-mode=blocking", "--audit-log-maxsize=1048576")
 	}
 	args = append(args, cp.opts.APIServerArgs...)
 	p, err := cp.spawn(binDir, "kube-apiserver", args...)
