@@ -22,7 +22,6 @@ type ScrapedGaugeVec struct {
 	// shared by every series; at[i] is where the i-th label value goes.
 	// constLabels families build their series with NewConstMetric.
 	names       []string
-	labelNames  []string
 	at          []int
 	constLabels bool
 	// allNames are the names of a series' label pairs, const labels
@@ -43,7 +42,6 @@ func NewScrapedGaugeVec(opts prometheus.GaugeOpts, labelNames []string) *Scraped
 	g := &ScrapedGaugeVec{
 		desc:        prometheus.NewDesc(prometheus.BuildFQName(opts.Namespace, opts.Subsystem, opts.Name), opts.Help, labelNames, opts.ConstLabels),
 		names:       slices.Sorted(slices.Values(labelNames)),
-		labelNames:  slices.Clone(labelNames),
 		at:          make([]int, len(labelNames)),
 		constLabels: len(opts.ConstLabels) > 0,
 	}
@@ -164,15 +162,15 @@ func (g *ScrapedGaugeVec) NewSeries(pairs ...*dto.LabelPair) (*Series, bool) {
 // that only one series has (a pod's or an object's name) would only fill
 // shared.
 func (g *ScrapedGaugeVec) SeriesOf(values []string, shared *LabelPairs, unshared ...int) (*Series, bool) {
-	if len(values) != len(g.labelNames) {
+	if len(values) != len(g.at) {
 		return nil, false
 	}
 	pairs := make([]*dto.LabelPair, len(values))
 	for i, v := range values {
 		if slices.Contains(unshared, i) {
-			pairs[i] = NewLabelPair(g.labelNames[i], v)
+			pairs[i] = NewLabelPair(g.names[g.at[i]], v)
 		} else {
-			pairs[i] = shared.Get(g.labelNames[i], v)
+			pairs[i] = shared.Get(g.names[g.at[i]], v)
 		}
 	}
 	return g.NewSeries(pairs...)
