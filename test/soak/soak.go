@@ -318,12 +318,18 @@ type Result struct {
 	// before the drift when settling ended.
 	Settled   time.Duration
 	DriftLeft int
-	// Cost ($/h) at the churn's start, middle and end.
-	CostStart, CostMid, CostEnd float64
-	PeakRSSMiB, CPUSeconds      float64
+	// Cost ($/h) at the churn's start, middle and end, and the mean of
+	// every sample over the churn: a churn's fleet swings with each step,
+	// so three samples say little about what the hour cost.
+	CostStart, CostMid, CostEnd, CostMean float64
+	PeakRSSMiB, CPUSeconds                float64
 	// RSSLastHalf are the min and max RSS over the last half of the churn
 	// (the last 30 minutes of an hour).
 	RSSMinLate, RSSMaxLate float64
+	// RSSMeanMinLate and RSSMeanMaxLate are the least and greatest of the
+	// 5-minute means of RSS over the last half of the churn: single
+	// samples swing with each collection, the means show a trend.
+	RSSMeanMinLate, RSSMeanMaxLate float64
 	// APIRequests are all the API server's requests during the soak (every
 	// client: the controller, kcm, scheduler, kwok, the driver), by verb;
 	// ControllerRequests the controller's own client-go count (-1: it
@@ -783,6 +789,11 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 		res.RSSMinLate, res.RSSMaxLate = math.Inf(1), 0
 		for _, s := range late {
 			res.RSSMinLate, res.RSSMaxLate = math.Min(res.RSSMinLate, s.RSSMiB), math.Max(res.RSSMaxLate, s.RSSMiB)
+		}
+		res.CostMean = mean(churnSamples, func(s Sample) float64 { return s.CostPerHour })
+		res.RSSMeanMinLate, res.RSSMeanMaxLate = math.Inf(1), 0
+		for _, m := range windowMeans(late, 5*time.Minute, func(s Sample) float64 { return s.RSSMiB }) {
+			res.RSSMeanMinLate, res.RSSMeanMaxLate = math.Min(res.RSSMeanMinLate, m), math.Max(res.RSSMeanMaxLate, m)
 		}
 	}
 	return res, nil

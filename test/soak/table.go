@@ -10,9 +10,9 @@ import (
 
 // Summary is one line about a result.
 func Summary(r *Result) string {
-	return fmt.Sprintf("build-up %s (%d nodes); churn p50/p99 pending-to-bound %s/%s over %d pods; %.0f evictions (%.0f/h; %.0f to settled, %s after the churn); $%.2f/h start, $%.2f/h mid, $%.2f/h end; peak RSS %.0f MiB (last half %.0f-%.0f); CPU %.1fs; API requests %.0f (controller's own %.0f by the audit log, %.0f by its client); end: %d nodes, %d NodeClaims, %d pending, leaks %v %v, panics %d",
+	return fmt.Sprintf("build-up %s (%d nodes); churn p50/p99 pending-to-bound %s/%s over %d pods; %.0f evictions (%.0f/h; %.0f to settled, %s after the churn); $%.2f/h start, $%.2f/h mid, $%.2f/h end, $%.2f/h mean; peak RSS %.0f MiB (last half %.0f-%.0f, 5-minute means %.0f-%.0f); CPU %.1fs; API requests %.0f (controller's own %.0f by the audit log, %.0f by its client); end: %d nodes, %d NodeClaims, %d pending, leaks %v %v, panics %d",
 		r.BuildUp.Round(time.Second), r.BuildUpNodes, r.P50.Round(100*time.Millisecond), r.P99.Round(100*time.Millisecond), r.Bound,
-		r.Evictions, r.EvictionsPerHour, r.EvictionsSettled, r.Settled.Round(time.Second), r.CostStart, r.CostMid, r.CostEnd, r.PeakRSSMiB, r.RSSMinLate, r.RSSMaxLate,
+		r.Evictions, r.EvictionsPerHour, r.EvictionsSettled, r.Settled.Round(time.Second), r.CostStart, r.CostMid, r.CostEnd, r.CostMean, r.PeakRSSMiB, r.RSSMinLate, r.RSSMaxLate, r.RSSMeanMinLate, r.RSSMeanMaxLate,
 		r.CPUSeconds, r.APIRequestsTotal, r.ControllerAuditedTotal, r.ControllerRequests, r.NodesAtEnd, r.ClaimsAtEnd, r.PendingAtEnd,
 		r.NodesWithoutClaim, r.ClaimsWithoutNode, len(r.Panics))
 }
@@ -39,9 +39,12 @@ func Table(results []*Result) string {
 		{"$/h churn start", func(r *Result) float64 { return r.CostStart }, "%.2f"},
 		{"$/h churn mid", func(r *Result) float64 { return r.CostMid }, "%.2f"},
 		{"$/h churn end", func(r *Result) float64 { return r.CostEnd }, "%.2f"},
+		{"$/h churn mean", func(r *Result) float64 { return r.CostMean }, "%.2f"},
 		{"peak RSS (MiB)", func(r *Result) float64 { return r.PeakRSSMiB }, "%.0f"},
 		{"RSS last half min (MiB)", func(r *Result) float64 { return r.RSSMinLate }, "%.0f"},
 		{"RSS last half max (MiB)", func(r *Result) float64 { return r.RSSMaxLate }, "%.0f"},
+		{"RSS last half 5-min mean min (MiB)", func(r *Result) float64 { return r.RSSMeanMinLate }, "%.0f"},
+		{"RSS last half 5-min mean max (MiB)", func(r *Result) float64 { return r.RSSMeanMaxLate }, "%.0f"},
 		{"CPU (s)", func(r *Result) float64 { return r.CPUSeconds }, "%.1f"},
 		{"controller API requests (audit log)", func(r *Result) float64 { return r.ControllerAuditedTotal }, "%.0f"},
 		{"controller API requests (its client-go, -1 none)", func(r *Result) float64 { return r.ControllerRequests }, "%.0f"},
@@ -142,4 +145,36 @@ func writeTable[R comparable](sb *strings.Builder, results []R, controller func(
 		fmt.Fprintln(w)
 	}
 	w.Flush()
+}
+
+// mean is the mean of value over samples (0 for none).
+func mean(samples []Sample, value func(Sample) float64) float64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, s := range samples {
+		sum += value(s)
+	}
+	return sum / float64(len(samples))
+}
+
+// windowMeans are the means of value over consecutive windows of the
+// given length, from the first sample on. A window whose samples span less
+// than half the length (the churn's last few samples) is left out unless
+// it is the only one: too few samples to stand for a trend.
+func windowMeans(samples []Sample, window time.Duration, value func(Sample) float64) []float64 {
+	var means []float64
+	for len(samples) > 0 {
+		end := samples[0].At + window
+		n := 0
+		for n < len(samples) && samples[n].At < end {
+			n++
+		}
+		if len(means) == 0 || samples[n-1].At-samples[0].At >= window/2 {
+			means = append(means, mean(samples[:n], value))
+		}
+		samples = samples[n:]
+	}
+	return means
 }

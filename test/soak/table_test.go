@@ -1,8 +1,10 @@
 package soak
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestTableRatios: a ratio is printed only where upstream's figure is
@@ -31,5 +33,37 @@ func TestTableRatios(t *testing.T) {
 			}
 			t.Fatalf("no row %q in\n%s", tc.row, table)
 		})
+	}
+}
+
+// TestWindowMeans: 5-minute means of 10 s samples, a short last window
+// left out, a lone short window kept.
+func TestWindowMeans(t *testing.T) {
+	var samples []Sample
+	for i := 0; i < 65; i++ { // 0..640 s: two full windows and 40 s
+		v := 100.0
+		if i >= 30 {
+			v = 200
+		}
+		samples = append(samples, Sample{At: time.Duration(i) * 10 * time.Second, RSSMiB: v})
+	}
+	rss := func(s Sample) float64 { return s.RSSMiB }
+	for _, tc := range []struct {
+		name    string
+		samples []Sample
+		want    []float64
+	}{
+		{"two windows and a short one", samples, []float64{100, 200}},
+		{"one short window", samples[:5], []float64{100}},
+		{"none", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := windowMeans(tc.samples, 5*time.Minute, rss); !slices.Equal(got, tc.want) {
+				t.Fatalf("windowMeans = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if got := mean(samples[28:32], rss); got != 150 {
+		t.Fatalf("mean = %v, want 150", got)
 	}
 }
