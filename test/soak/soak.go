@@ -360,13 +360,16 @@ type Result struct {
 	// controller's "disrupting node(s)" log lines name the nodes).
 	EvictionLog                   []Eviction
 	ChurnStart, DriftAt, ChurnEnd time.Time
-	PendingAtEnd                  int
-	NodesWithoutClaim             []string
-	ClaimsWithoutNode             []string
-	NodesAtEnd, ClaimsAtEnd       int
-	Panics                        []string
-	ControllerLog                 string
-	BuildUpPending, BuildUpNodes  int
+	// EvictionsByReason are the churn's evictions by the method of the
+	// command that disrupted each pod's Node (EvictionsByReason).
+	EvictionsByReason            map[string]float64
+	PendingAtEnd                 int
+	NodesWithoutClaim            []string
+	ClaimsWithoutNode            []string
+	NodesAtEnd, ClaimsAtEnd      int
+	Panics                       []string
+	ControllerLog                string
+	BuildUpPending, BuildUpNodes int
 }
 
 // Eviction is one successful eviction of the controller.
@@ -561,6 +564,7 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	defer func() {
 		res.ControllerLog = l.stop()
 		res.Panics = Panics(res.ControllerLog)
+		res.EvictionsByReason = EvictionsByReason(res.EvictionLog, DisruptedNodes(res.ControllerLog), res.ChurnStart, res.ChurnEnd)
 	}()
 	cp, pid, port := l.cp, l.pid, l.port
 

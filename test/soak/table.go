@@ -10,11 +10,19 @@ import (
 
 // Summary is one line about a result.
 func Summary(r *Result) string {
-	return fmt.Sprintf("build-up %s (%d nodes); churn p50/p99 pending-to-bound %s/%s over %d pods; %.0f evictions (%.0f/h; %.0f to settled, %s after the churn); $%.2f/h start, $%.2f/h mid, $%.2f/h end, $%.2f/h mean; peak RSS %.0f MiB (last half %.0f-%.0f, 5-minute means %.0f-%.0f); CPU %.1fs; API requests %.0f (controller's own %.0f by the audit log, %.0f by its client); end: %d nodes, %d NodeClaims, %d pending, leaks %v %v, panics %d",
+	return fmt.Sprintf("build-up %s (%d nodes); churn p50/p99 pending-to-bound %s/%s over %d pods; %.0f evictions (%.0f/h; %.0f to the end of settling, %s); $%.2f/h start, $%.2f/h mid, $%.2f/h end, $%.2f/h mean; peak RSS %.0f MiB (last half %.0f-%.0f, 5-minute means %.0f-%.0f); CPU %.1fs; API requests %.0f (controller's own %.0f by the audit log, %.0f by its client); end: %d nodes, %d NodeClaims, %d pending, leaks %v %v, panics %d",
 		r.BuildUp.Round(time.Second), r.BuildUpNodes, r.P50.Round(100*time.Millisecond), r.P99.Round(100*time.Millisecond), r.Bound,
-		r.Evictions, r.EvictionsPerHour, r.EvictionsSettled, r.Settled.Round(time.Second), r.CostStart, r.CostMid, r.CostEnd, r.CostMean, r.PeakRSSMiB, r.RSSMinLate, r.RSSMaxLate, r.RSSMeanMinLate, r.RSSMeanMaxLate,
+		r.Evictions, r.EvictionsPerHour, r.EvictionsSettled, settledText(r.Settled), r.CostStart, r.CostMid, r.CostEnd, r.CostMean, r.PeakRSSMiB, r.RSSMinLate, r.RSSMaxLate, r.RSSMeanMinLate, r.RSSMeanMaxLate,
 		r.CPUSeconds, r.APIRequestsTotal, r.ControllerAuditedTotal, r.ControllerRequests, r.NodesAtEnd, r.ClaimsAtEnd, r.PendingAtEnd,
 		r.NodesWithoutClaim, r.ClaimsWithoutNode, len(r.Panics))
+}
+
+// settledText says how long settling took, or that it did not end.
+func settledText(settled time.Duration) string {
+	if settled < 0 {
+		return "not settled"
+	}
+	return "settled " + settled.Round(time.Second).String() + " after the churn"
 }
 
 // Table prints one column per controller and, for each of ours when
@@ -29,6 +37,9 @@ func Table(results []*Result) string {
 		{"pods measured", func(r *Result) float64 { return float64(r.Bound) }, "%.0f"},
 		{"evictions", func(r *Result) float64 { return r.Evictions }, "%.0f"},
 		{"evictions/h", func(r *Result) float64 { return r.EvictionsPerHour }, "%.0f"},
+	}
+	rows = append(rows, keyRows(results, "  evictions ", func(r *Result) map[string]float64 { return r.EvictionsByReason })...)
+	rows = append(rows, []row{
 		{"evictions to settled (drift done)", func(r *Result) float64 { return r.EvictionsSettled }, "%.0f"},
 		{"settled after the churn (s, -1 not)", func(r *Result) float64 {
 			if r.Settled < 0 {
@@ -49,7 +60,7 @@ func Table(results []*Result) string {
 		{"controller API requests (audit log)", func(r *Result) float64 { return r.ControllerAuditedTotal }, "%.0f"},
 		{"controller API requests (its client-go, -1 none)", func(r *Result) float64 { return r.ControllerRequests }, "%.0f"},
 		{"API server requests (all clients)", func(r *Result) float64 { return r.APIRequestsTotal }, "%.0f"},
-	}
+	}...)
 	rows = append(rows, keyRows(results, "  ", func(r *Result) map[string]float64 { return r.APIRequests })...)
 	rows = append(rows, keyRows(results, "  controller ", func(r *Result) map[string]float64 { return r.ControllerAudited })...)
 	rows = append(rows, keyRows(results, "  controller events ", func(r *Result) map[string]float64 { return r.ControllerEvents })...)
