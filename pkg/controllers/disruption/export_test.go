@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -24,4 +25,9 @@ func NextPass(c *Controller, r PassResult, err error) time.Duration {
 // SetDisruptionReason is setDisruptionReason for the external tests.
 func SetDisruptionReason(ctx context.Context, kube client.Client, name, reason string) error {
 	return setDisruptionReason(ctx, kube, name, reason)
+}
+
+// SetTaint is setTaint for the external tests.
+func SetTaint(ctx context.Context, kube client.Client, name string, taint corev1.Taint, on bool) error {
+	return setTaint(ctx, kube, name, taint, on)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,11 +66,20 @@ func setDisruptedTaint(ctx context.Context, kube client.Client, name string, on 
 	return setTaint(ctx, kube, name, v1.DisruptedNoScheduleTaint, on)
 }
 
+// markRetry is how the marks' writes retry a Conflict. Most come from
+// the informer's cache not having delivered one of this process's own
+// writes yet (the planner's drain taint on a Node a drift command then
+// takes), which guardedpatch refuses without a request. Twelve tries over
+// about 1.7s give the cache time to catch up, where client-go's
+// DefaultRetry (five within about 50ms) fails the command and rolls it
+// back. No Cap: reaching it would end the tries early.
+var markRetry = wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.1}
+
 // setTaint adds or removes taint on a Node, retrying when another writer
 // changed the taints since the read, so no taint is lost. A Node that is
 // gone needs nothing.
 func setTaint(ctx context.Context, kube client.Client, name string, taint corev1.Taint, on bool) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(markRetry, func() error {
 		node := &corev1.Node{}
 		if err := kube.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 			return err
@@ -187,7 +198,7 @@ func patchAnnotations(ctx context.Context, kube client.Client, p *corev1.Pod, pa
 // status field written since the read does not refuse it (an update would
 // lose to them and read again), a changed conditions list does.
 func setDisruptionReason(ctx context.Context, kube client.Client, name, reason string) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(markRetry, func() error {
 		nc := &v1.NodeClaim{}
 		if err := kube.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
 			return err

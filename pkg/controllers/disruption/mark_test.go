@@ -3,15 +3,18 @@ package disruption_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/karpenter-go/karpenter/pkg/apis/v1"
 	"github.com/karpenter-go/karpenter/pkg/controllers/disruption"
+	pure "github.com/karpenter-go/karpenter/pkg/disruption"
 )
 
 // TestDisruptionReasonBesideLastPodEventTime: the disruption queue reads
@@ -58,4 +61,44 @@ func TestDisruptionReasonBesideLastPodEventTime(t *testing.T) {
 			assert.False(t, got.Status.LastPodEventTime.IsZero(), "the other writer's lastPodEventTime stays")
 		})
 	}
+}
+
+// TestDisruptedTaintWhileTheCacheLags: the planner's drain taint, written
+// by this process, reaches the informer's cache some time later; a drift
+// command that takes the Node before then reads the taints without it.
+// guardedpatch refuses that write (it would drop our own taint), and the
+// command must not fail for it: the write is retried until the cache has
+// caught up, and the Node ends with both taints.
+func TestDisruptedTaintWhileTheCacheLags(t *testing.T) {
+	e := newEnv(t, nil, "100%")
+	_, node := e.managedNode()
+	before := e.node(node.Name)
+	require.NoError(t, disruption.SetTaint(e.ctx, cp.Client, node.Name, pure.DrainTaint, true))
+
+	// Reads return the version before our drain taint for 600ms: a
+	// lagging cache, as a loaded API server's watch is at 1,000 nodes.
+	base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: cp.Client.Scheme()})
+	require.NoError(t, err)
+	caughtUp := time.Now().Add(600 * time.Millisecond)
+	stale := 0
+	kube := interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if out, ok := obj.(*corev1.Node); ok && key.Name == node.Name && time.Now().Before(caughtUp) {
+				stale++
+				before.DeepCopyInto(out)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	require.NoError(t, disruption.SetTaint(e.ctx, kube, node.Name, v1.DisruptedNoScheduleTaint, true))
+	require.Greater(t, stale, 1, "the write was retried from the stale copy")
+
+	got := e.node(node.Name)
+	var keys []string
+	for _, taint := range got.Spec.Taints {
+		keys = append(keys, taint.Key)
+	}
+	assert.Contains(t, keys, pure.DrainTaint.Key, "our drain taint stays")
+	assert.Contains(t, keys, v1.DisruptedNoScheduleTaint.Key)
 }
