@@ -17,7 +17,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/rand"
 	"net/http"
@@ -69,7 +68,8 @@ type Config struct {
 	Seed int64
 	// ProfileDir, when set, receives the controller's heap profile at the
 	// end of the churn (<controller>-heap.pb.gz, from /debug/pprof/heap on
-	// its metrics port; controllers that serve none are skipped).
+	// its metrics port) and its CPU profile over the churn
+	// (<controller>-cpu.pb.gz); controllers that serve none are skipped.
 	ProfileDir string
 	// AuditDir, when set, has the API server record the request bodies of
 	// the controller's NodeClaim and Node patches and receives the audit
@@ -646,6 +646,10 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	res.ChurnStart = churnStart
 	evStart := evictions(ctx, cp)
 	churnFrom := len(rec.samplesSnapshot())
+	waitCPU := func() error { return nil }
+	if cfg.ProfileDir != "" {
+		waitCPU = cpuProfile(ctx, port, cfg.Duration, filepath.Join(cfg.ProfileDir, ctrl.Name+"-cpu.pb.gz"))
+	}
 	trace := Trace(cfg)
 	drifted := false
 	for s, row := range trace {
@@ -686,6 +690,9 @@ func Run(ctx context.Context, cfg Config, ctrl Controller) (*Result, error) {
 	if cfg.ProfileDir != "" {
 		if err := heapProfile(ctx, port, filepath.Join(cfg.ProfileDir, ctrl.Name+"-heap.pb.gz")); err != nil {
 			logf("%s: no heap profile: %v", ctrl.Name, err)
+		}
+		if err := waitCPU(); err != nil {
+			logf("%s: no CPU profile: %v", ctrl.Name, err)
 		}
 	}
 	res.Evictions = evictions(ctx, cp) - evStart
@@ -1013,30 +1020,6 @@ func apiMetrics(ctx context.Context, cp *controlplane.ControlPlane) (map[string]
 // controllerRequests is the controller's own client-go request count
 // (rest_client_requests_total, which controller-runtime registers), -1
 // when it cannot be read.
-// heapProfile saves the controller's heap profile to path.
-func heapProfile(ctx context.Context, port int, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+"/debug/pprof/heap", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, body, 0o644)
-}
-
 func controllerRequests(ctx context.Context, port int) float64 {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics", nil)
 	if err != nil {

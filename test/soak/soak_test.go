@@ -216,7 +216,8 @@ func churnRSS(res *soak.Result) (first, last float64) {
 // SOAK_STEP (2m), SOAK_SEED, SOAK_CONTROLLERS (ours-upstream,ours-planner,
 // upstream-kwok), SOAK_OUT (a folder for each run's samples as CSV and
 // its controller log) and SOAK_PROFILE (a folder for each controller's heap
-// profile at the end of the churn; TestSoakMinute reads it too) and
+// profile at the end of the churn and CPU profile over it; TestSoakMinute
+// reads it too) and
 // SOAK_AUDIT (a folder for the audit log with the bodies of the
 // controller's NodeClaim and Node patches, <controller>-audit.log) are
 // read too.
