@@ -215,12 +215,7 @@ func (w *worker) input(pods []*corev1.Pod, dests []*machine, leaving map[*machin
 				continue
 			}
 			if n.NodePool != w.pool && n.Initialized && !n.Deleting && !n.MarkedForDeletion && !n.InQueue {
-				// Visible for topology; cannot receive (its free room is
-				// another worker's).
-				en := &scheduling.ExistingNode{Name: n.Name(), NodeClaim: n.NodeClaimName(), Labels: n.Node.Labels,
-					Taints:      append(append([]corev1.Taint(nil), n.Node.Spec.Taints...), snapshot.ExcludedDestinationTaint),
-					Allocatable: n.Node.Status.Allocatable, Pods: n.Pods, Initialized: true, Managed: n.NodeClaim != nil}
-				in.Nodes = append(in.Nodes, en)
+				in.Nodes = append(in.Nodes, w.topologyNode(n))
 			}
 		}
 		return in, moved
@@ -239,6 +234,24 @@ func (w *worker) input(pods []*corev1.Pod, dests []*machine, leaving map[*machin
 func (w *worker) solve(in *scheduling.Input) *scheduling.Result {
 	w.solves++
 	return scheduling.Solve(in)
+}
+
+// topologyNode is another pool's node as the worker's solves see it:
+// visible for topology, unable to receive (its free room is another
+// worker's). Each is prepared once a pass (see machine.existing) and
+// shared by the worker's clones, which run one after another.
+func (w *worker) topologyNode(n *disruption.Node) *scheduling.ExistingNode {
+	if en, ok := w.others[n]; ok {
+		return en
+	}
+	en := scheduling.PrepareNodes([]*scheduling.ExistingNode{{Name: n.Name(), NodeClaim: n.NodeClaimName(), Labels: n.Node.Labels,
+		Taints:      append(append([]corev1.Taint(nil), n.Node.Spec.Taints...), snapshot.ExcludedDestinationTaint),
+		Allocatable: n.Node.Status.Allocatable, Pods: n.Pods, Initialized: true, Managed: n.NodeClaim != nil}})[0]
+	if w.others == nil {
+		w.others = map[*disruption.Node]*scheduling.ExistingNode{}
+	}
+	w.others[n] = en
+	return en
 }
 
 // apply carries a solved move out in the working state.

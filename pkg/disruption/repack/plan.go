@@ -178,7 +178,7 @@ func Compute(snap *disruption.Snapshot, cands []*disruption.Candidate, budgets m
 	workers := make([]*worker, 0, len(names))
 	for _, name := range names {
 		nodes := byPool[name]
-		w := &worker{p: p, pool: name, machines: nodes, compat: newCompatCache(nodes), verdicts: map[string]disruption.Verdict{}, paybacks: map[string]*disruption.Payback{}}
+		w := &worker{p: p, pool: name, machines: nodes, compat: newCompatCache(nodes), others: map[*disruption.Node]*scheduling.ExistingNode{}, verdicts: map[string]disruption.Verdict{}, paybacks: map[string]*disruption.Payback{}}
 		if b := budgets[name]; b != nil {
 			w.budget, w.status = b.Remaining, b
 		}

@@ -38,6 +38,9 @@ type worker struct {
 	// spreadRoom is the free room of the pool's nodes (as w.nodes) after the
 	// kube-scheduler's spreading of the pods this pass's deletes evict.
 	spreadRoom []vec
+	// others caches the other pools' nodes as the solver sees them
+	// (topologyNode).
+	others map[*disruption.Node]*scheduling.ExistingNode
 }
 
 func (w *worker) run() {
