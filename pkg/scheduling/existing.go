@@ -10,7 +10,7 @@ import (
 func (s *solver) buildNodes() {
 	for _, n := range s.in.Nodes {
 		d := n.derived()
-		b := &bin{existing: true, node: n, taints: n.Taints, alloc: s.ri.vec(n.Allocatable), topo: map[int32]*binCount{},
+		b := &bin{existing: true, node: n, deriv: d, taints: n.Taints, alloc: s.ri.vec(n.Allocatable), topo: map[int32]*binCount{},
 			used: make(vec, len(s.ri.names)), lenient: n.Requirements != nil, ignoreEphemeral: n.Managed && !n.Initialized,
 			volumes: map[string]int{}}
 		// Shared with every solve of a prepared node: an existing node's

@@ -33,6 +33,52 @@ type nodeDerivation struct {
 	// ports are those pods' host ports; the solver appends to a clipped
 	// copy.
 	ports []hostPort
+	// anti are the node's pods with required pod anti-affinity terms
+	// (finished or not, as the solver counts them).
+	anti []*corev1.Pod
+
+	// selected caches, by a topology group's pod filter (podFilterKey),
+	// how many of those pods it selects: every solve over the node counts
+	// them for each group, and a disruption pass solves over the same
+	// nodes hundreds of times with the same groups. Solves share a
+	// prepared node, so the cache is locked.
+	mu       sync.Mutex
+	selected map[string]int32
+}
+
+// maxSelected bounds a node's cache of group counts: groups come from the
+// pending pods' terms, a few per workload, and a selector that names a
+// changing label (a matchLabelKeys of pod-template-hash) would otherwise
+// add a key for each rollout.
+const maxSelected = 64
+
+// countSelected is how many of the node's pods (those that hold anything)
+// count returns for key, counted once per derivation when key is not
+// empty.
+func (d *nodeDerivation) countSelected(key string, pods []*corev1.Pod, count func(*corev1.Pod) bool) int32 {
+	if key != "" {
+		d.mu.Lock()
+		n, ok := d.selected[key]
+		d.mu.Unlock()
+		if ok {
+			return n
+		}
+	}
+	var n int32
+	for _, p := range pods {
+		if !finished(p) && count(p) {
+			n++
+		}
+	}
+	if key != "" {
+		d.mu.Lock()
+		if d.selected == nil || len(d.selected) >= maxSelected {
+			d.selected = map[string]int32{}
+		}
+		d.selected[key] = n
+		d.mu.Unlock()
+	}
+	return n
 }
 
 // PrepareNodes returns copies of nodes that carry what the solver derives
@@ -106,11 +152,27 @@ func rederive(prev *nodeDerivation, n *ExistingNode) *nodeDerivation {
 		d.deriveRequirements(n)
 	}
 	if prev != nil && prev.samePods(n) {
-		d.used, d.count, d.ports = prev.used, prev.count, prev.ports
+		d.used, d.count, d.ports, d.anti = prev.used, prev.count, prev.ports, prev.anti
+		d.selected = prev.cachedSelected()
 	} else {
 		d.derivePods(n)
 	}
 	return d
+}
+
+// cachedSelected is a copy of d's group counts, for a derivation of the
+// same pods.
+func (d *nodeDerivation) cachedSelected() map[string]int32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.selected) == 0 {
+		return nil
+	}
+	out := make(map[string]int32, len(d.selected))
+	for k, v := range d.selected {
+		out[k] = v
+	}
+	return out
 }
 
 func (d *nodeDerivation) deriveRequirements(n *ExistingNode) {
@@ -129,6 +191,9 @@ func (d *nodeDerivation) deriveRequirements(n *ExistingNode) {
 func (d *nodeDerivation) derivePods(n *ExistingNode) {
 	d.used = map[corev1.ResourceName]int64{}
 	for _, p := range n.Pods {
+		if a := p.Spec.Affinity; a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			d.anti = append(d.anti, p)
+		}
 		if finished(p) {
 			continue
 		}

@@ -39,6 +39,51 @@ func TestPreparedNodesSolveTheSame(t *testing.T) {
 	}
 }
 
+// TestPreparedNodesServeOtherPendingPods: nodes prepared once and solved
+// for one pending set after another (other spread, affinity and
+// anti-affinity groups over the same running pods, as a disruption pass's
+// simulations ask) answer each as the nodes themselves do, also when the
+// solves run at once.
+func TestPreparedNodesServeOtherPendingPods(t *testing.T) {
+	for seed := int64(0); seed < 100; seed++ {
+		base := randomSnapshot(seed)
+		prepared := PrepareNodes(base.Nodes)
+		var ins []*Input
+		for k := int64(0); k < 4; k++ {
+			in := *base
+			in.Pods = randomSnapshot(1000 + seed*4 + k).Pods
+			ins = append(ins, &in)
+		}
+		want := make([]string, len(ins))
+		for i, in := range ins {
+			want[i] = render(Solve(in))
+		}
+		got := make([]string, len(ins))
+		done := make(chan struct{})
+		for i, in := range ins {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				p := *in
+				p.Nodes = prepared
+				got[i] = render(Solve(&p))
+			}()
+		}
+		for range ins {
+			<-done
+		}
+		for i := range ins {
+			if got[i] != want[i] {
+				t.Fatalf("seed %d, pending set %d on the prepared nodes:\n%s\nwant:\n%s", seed, i, got[i], want[i])
+			}
+			p := *ins[i]
+			p.Nodes = prepared
+			if again := render(Solve(&p)); again != want[i] {
+				t.Fatalf("seed %d, pending set %d solved again:\n%s\nwant:\n%s", seed, i, again, want[i])
+			}
+		}
+	}
+}
+
 // TestPreparedNodeChangedIsDerivedAfresh: a copy of a prepared node given
 // other pods, labels or requirements is solved for what it now holds.
 func TestPreparedNodeChangedIsDerivedAfresh(t *testing.T) {

@@ -91,6 +91,7 @@ type bin struct {
 	idx              int
 	existing         bool
 	node             *ExistingNode
+	deriv            *nodeDerivation // existing nodes: what the solve derived from node
 	pool             *poolState
 	host             string
 	reqs             Requirements

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -26,10 +27,7 @@ func (s *solver) buildTopology() {
 	}
 	var owned []ownedBy
 	for _, b := range s.nodes {
-		for _, p := range b.node.Pods {
-			if p.Spec.Affinity == nil || p.Spec.Affinity.PodAntiAffinity == nil {
-				continue
-			}
+		for _, p := range b.deriv.anti {
 			for i := range p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
 				term := &p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[i]
 				g, err := s.topo.podAffinityGroup(kindAnti, p, term)
@@ -59,23 +57,24 @@ func (s *solver) buildTopology() {
 		}
 	}
 	// Count pods already running.
-	for _, b := range s.nodes {
-		for _, p := range b.node.Pods {
-			if finished(p) {
+	for _, g := range s.topo.groups {
+		key := podFilterKey(g)
+		selects := func(p *corev1.Pod) bool { return s.topo.selects(g, p.Namespace, p.Labels) }
+		for _, b := range s.nodes {
+			if !g.passes(b) {
 				continue
 			}
-			for _, g := range s.topo.groups {
-				if !s.topo.selects(g, p.Namespace, p.Labels) || !g.passes(b) {
-					continue
-				}
-				bc := b.topo[g.id]
-				if bc == nil {
-					bc = &binCount{}
-					b.topo[g.id] = bc
-				}
-				bc.match++
-				g.recordDomains(b.reqs.Get(g.key), 1, 0)
+			n := b.deriv.countSelected(key, b.node.Pods, selects)
+			if n == 0 {
+				continue
 			}
+			bc := b.topo[g.id]
+			if bc == nil {
+				bc = &binCount{}
+				b.topo[g.id] = bc
+			}
+			bc.match += n
+			g.recordDomains(b.reqs.Get(g.key), n, 0)
 		}
 	}
 	for _, o := range owned {
@@ -252,4 +251,24 @@ func (s *solver) poolDomains(p *poolState, key string) []string {
 		}
 	}
 	return out
+}
+
+// podFilterKey names which pods a group selects, as far as that depends on
+// the pods alone: its label selector and namespaces. Empty when it also
+// depends on the namespaces' labels (a namespace selector), which a node's
+// cached counts cannot see change.
+func podFilterKey(g *topoGroup) string {
+	if g.nsSel != nil {
+		return ""
+	}
+	ns := make([]string, 0, len(g.nsNames))
+	for n, ok := range g.nsNames {
+		if ok {
+			ns = append(ns, n)
+		}
+	}
+	sort.Strings(ns)
+	// The selector's type tells Nothing from Everything, which both
+	// print as "".
+	return fmt.Sprintf("%T|%s|%s", g.sel, g.sel.String(), strings.Join(ns, ","))
 }
