@@ -236,6 +236,7 @@ func Register(ctx context.Context, op Runtime, shared Shared) (*state.Cluster, e
 			Clock: op.Clock, Recorder: op.EventRecorder, InstanceTypes: cloud,
 			Strategy:          strategy,
 			DrainDeletionCost: op.Options.ConsolidationDrainDeletionCost,
+			Informers:         op.Manager.GetCache(),
 			Buffers:           buffers,
 			IgnoreDRARequests: op.Options.IgnoreDRARequests,
 		}),
