@@ -2,6 +2,7 @@ package repack
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -92,7 +93,9 @@ type machine struct {
 // the planner's CPU at 1,000 nodes. The solver does not change the nodes
 // it is given, so one copy serves every solve.
 func (m *machine) existing() *scheduling.ExistingNode {
-	if m.en != nil && samePods(m.en.Pods, m.pods) {
+	// The same pod objects in the same order (a machine's pods only grow
+	// within a pass, by the moves it receives).
+	if m.en != nil && slices.Equal(m.en.Pods, m.pods) {
 		return m.en
 	}
 	m.en = scheduling.PrepareNodes([]*scheduling.ExistingNode{{
@@ -100,20 +103,6 @@ func (m *machine) existing() *scheduling.ExistingNode {
 		Allocatable: m.node.Node.Status.Allocatable, Pods: m.pods, Initialized: true, Managed: m.node.NodeClaim != nil,
 	}})[0]
 	return m.en
-}
-
-// samePods: the same pod objects in the same order (a machine's pods only
-// grow within a pass, by the moves it receives).
-func samePods(a, b []*corev1.Pod) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // typeIndex finds a pool's instance types by name.
